@@ -1,0 +1,40 @@
+"""The FastAPI application: routes, auth and error mapping over ``runtime``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api import errors
+from api.routes import conversations, health, images, sandbox
+from runtime.config import Settings
+from runtime.services import Services
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        services = Services.build(settings)
+        app.state.services = services
+        try:
+            yield
+        finally:
+            services.close()
+
+    app = FastAPI(
+        title="Siesta Runtime",
+        version="0.1.0",
+        lifespan=lifespan,
+        max_body_size=settings.http.max_request_bytes,
+    )
+    errors.install(app)
+    for module in (health, images, sandbox, conversations):
+        app.include_router(module.router)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
+    return create_app(Settings())  # type: ignore[call-arg]  # fields come from the environment

@@ -1,0 +1,53 @@
+"""Dependencies shared by the routers, as ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Request
+
+from runtime.context import CallContext
+from runtime.errors import InvalidRequest, Unauthorized
+from runtime.services import Services
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def require_token(
+    services: ServicesDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    expected = services.settings.api_token.get_secret_value()
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), expected.encode()):
+        msg = "a valid bearer token is required (Authorization: Bearer <token>)"
+        raise Unauthorized(msg)
+
+
+def call_context(
+    conversation_id: Annotated[str, Path()],
+    x_siesta_org: Annotated[str | None, Header()] = None,
+    x_siesta_user: Annotated[str | None, Header()] = None,
+    x_siesta_agent: Annotated[str | None, Header()] = None,
+    x_siesta_base_image: Annotated[str | None, Header()] = None,
+) -> CallContext:
+    missing = [name for name, value in (("X-Siesta-Org", x_siesta_org),
+                                        ("X-Siesta-User", x_siesta_user)) if not value]
+    if missing:
+        msg = f"conversation routes need the {' and '.join(missing)} header(s)"
+        raise InvalidRequest(msg, code="missing_context", headers=missing)
+    assert x_siesta_org is not None and x_siesta_user is not None
+    return CallContext(
+        org=x_siesta_org, user=x_siesta_user, conversation=conversation_id,
+        agent=x_siesta_agent or None, base_image=x_siesta_base_image or None,
+    )
+
+
+ContextDep = Annotated[CallContext, Depends(call_context)]
+Authenticated = [Depends(require_token)]

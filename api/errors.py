@@ -1,0 +1,94 @@
+"""The one place where errors become HTTP responses.
+
+Clients see ``{"error": {"code", "message", ...fields}}`` with a stable code,
+never a traceback or a class path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+
+from runtime.errors import SiestaError
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_CODE: dict[str, int] = {
+    "invalid_request": 422,
+    "invalid_json": 400,
+    "invalid_command": 422,
+    "command_too_large": 422,
+    "invalid_conversation_id": 400,
+    "invalid_context": 400,
+    "missing_context": 400,
+    "request_too_large": 413,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "sandbox_disabled": 403,
+    "image_required": 422,
+    "image_not_in_catalog": 422,
+    "image_unavailable": 503,
+    "provisioning_failed": 503,
+    "provisioning_timeout": 504,
+    "provider_unavailable": 503,
+}
+
+
+def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+async def siesta_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, SiestaError)
+    status = STATUS_BY_CODE.get(exc.code, 500)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return error_response(status, exc.to_dict(), headers)
+
+
+async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [_describe(e) for e in exc.errors()]
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return error_response(400, {"code": "invalid_json", "message": "request body is not valid JSON",
+                                    "problems": problems})
+    message = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+    return error_response(422, {"code": "invalid_request", "message": message, "problems": problems})
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 413:
+        # FastAPI's max_body_size refused the body; the limit in force is in the scope.
+        limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+        return error_response(413, {
+            "code": "request_too_large",
+            "message": f"request body is over the limit of {limit} bytes",
+            "limit": limit,
+            "unit": "bytes",
+        })
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, {"code": code, "message": str(exc.detail)})
+
+
+async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error", exc_info=exc)
+    return error_response(500, {"code": "internal_error", "message": "internal error"})
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(SiestaError, siesta_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected_error)
+
+
+def _describe(error: Any) -> dict[str, str]:
+    location = [str(part) for part in error.get("loc", ()) if part != "body"]
+    return {"field": ".".join(location) or "body", "problem": str(error.get("msg", "invalid"))}

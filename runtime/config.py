@@ -1,0 +1,98 @@
+"""Settings, read from ``SIESTA_*`` environment variables (nested with ``__``).
+
+Built once in the app lifespan or the CLI, never at import time. Every limit
+the service enforces is a field here, so operators can see and change it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SandboxSettings(BaseModel):
+    """Resources and hardening of every sandbox container."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """When false every sandbox function fails with ``sandbox_disabled``."""
+    memory_limit_mb: int = Field(1024, ge=16)
+    """Memory (and memory+swap) ceiling of one sandbox."""
+    cpu_limit: float = Field(1.0, gt=0)
+    """CPUs one sandbox may use (fractions allowed)."""
+    pids_limit: int = Field(512, ge=16)
+    """Processes/threads one sandbox may have: stops fork bombs."""
+    network: str = "none"
+    """Docker network of sandboxes; ``none`` means no network at all."""
+    extra_labels: dict[str, str] = Field(default_factory=dict)
+    """Labels added to everything created, e.g. a deployment name (tests use it)."""
+    provision_timeout_seconds: float = Field(60.0, gt=0)
+    """How long creating and starting a sandbox may take."""
+
+
+class CommandSettings(BaseModel):
+    """Limits of ``runCommand``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_timeout_seconds: int = Field(60, ge=1)
+    """Wall-clock timeout when the caller gives none."""
+    max_timeout_seconds: int = Field(600, ge=1)
+    """Upper bound of a caller's ``timeoutSeconds`` (larger values are capped)."""
+    max_output_bytes: int = Field(64 * 1024, ge=1024)
+    """Bytes kept per stream (stdout, stderr); the rest is dropped from the middle."""
+    max_command_bytes: int = Field(64 * 1024, ge=16)
+    """Longest accepted command text, in UTF-8 bytes."""
+    kill_grace_seconds: int = Field(2, ge=1)
+    """After the timeout's SIGTERM, how long before SIGKILL."""
+
+
+class ProviderSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["docker", "fake"] = "docker"
+    """Where sandboxes live. ``fake`` runs commands on the host: tests only."""
+    docker_base_url: str | None = None
+    """Docker engine address; default is the environment (DOCKER_HOST or the socket)."""
+
+
+class ImageSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    catalog_path: Path = REPO_ROOT / "images" / "catalog.yaml"
+    """The operators' catalog of base images."""
+
+
+class HttpSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_request_bytes: int = Field(1024 * 1024, ge=1024)
+    """Largest JSON request body accepted."""
+
+
+class Settings(BaseSettings):
+    """Everything configurable. ``SIESTA_API_TOKEN`` has no default on purpose."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SIESTA_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    api_token: SecretStr = Field(min_length=16)
+    """Bearer token the agent backend presents (service-to-service)."""
+    data_dir: Path = Path(".siesta")
+    """Embedded state (SQLite) and files."""
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    command: CommandSettings = Field(default_factory=CommandSettings)
+    provider: ProviderSettings = Field(default_factory=ProviderSettings)
+    images: ImageSettings = Field(default_factory=ImageSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "siesta.db"

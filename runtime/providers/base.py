@@ -1,0 +1,97 @@
+"""Where sandboxes live: the provider interface.
+
+A provider creates, executes in, inspects, lists and destroys *labelled*
+sandboxes. It knows nothing about conversations, leases or HTTP: the session
+manager decides what to create and when.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from runtime.output import CapturedStream
+
+MANAGED_LABEL = "siesta.managed"
+ORG_LABEL = "siesta.org"
+CONVERSATION_LABEL = "siesta.conversation"
+SESSION_LABEL = "siesta.session"
+IMAGE_LABEL = "siesta.image-id"
+
+WORKSPACE = "/mnt/work"
+
+
+class SandboxState(enum.StrEnum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    """Exited or dead: processes are gone."""
+    MISSING = "missing"
+    """The provider has no such sandbox (removed, or never existed)."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to create: a container from ``image`` with a workspace volume."""
+
+    session_id: str
+    image: str
+    labels: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    sandbox_id: str
+    state: SandboxState
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    command: str
+    timeout_seconds: int
+    max_output_bytes: int
+    kill_grace_seconds: int
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: CapturedStream
+    stderr: CapturedStream
+    timed_out: bool
+    duration_ms: int
+
+
+class SandboxProvider(Protocol):
+    """The seam between sessions and the engine that runs sandboxes."""
+
+    def ping(self) -> None:
+        """Raise ``ProviderUnavailable`` when the engine cannot be reached."""
+
+    def create(self, spec: SandboxSpec) -> str:
+        """Create and start a sandbox with a fresh workspace; return its id.
+
+        The id is derived from ``spec.session_id`` alone, so whatever a crashed
+        call left behind can still be found and destroyed by it.
+        """
+
+    def inspect(self, sandbox_id: str) -> SandboxInfo:
+        """The sandbox's state (``MISSING`` when it does not exist)."""
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        """Run ``bash -lc command`` in the workspace, with timeout and output caps.
+
+        The timeout is enforced inside the sandbox and kills the command's whole
+        process group. Output is capped while it is produced.
+        """
+
+    def sandbox_id_for(self, session_id: str) -> str:
+        """The id a sandbox created for ``session_id`` has (or would have)."""
+
+    def destroy(self, sandbox_id: str) -> None:
+        """Remove the sandbox and its workspace; missing parts are not an error."""
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        """Every sandbox carrying the managed label (and this deployment's labels)."""

@@ -1,0 +1,250 @@
+"""Sandboxes as Docker containers, through the ``docker`` SDK.
+
+One sandbox is one container named ``siesta-<session id>`` with a Docker volume
+of the same name mounted at ``/mnt/work``. Both carry the ``siesta.managed``
+label plus org, conversation, session and image labels, so reconciliation can
+find everything this service created and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from runtime.config import SandboxSettings
+from runtime.errors import ImageUnavailable, ProviderUnavailable, ProvisioningFailed
+from runtime.output import HeadTailBuffer
+from runtime.providers.base import (
+    MANAGED_LABEL,
+    WORKSPACE,
+    ExecRequest,
+    ExecResult,
+    SandboxInfo,
+    SandboxSpec,
+    SandboxState,
+)
+
+# Root inside the sandbox keeps only what installing packages needs: changing
+# file owners and modes (dpkg), and switching user (apt's _apt sandbox).
+PACKAGE_INSTALL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
+
+PID_FILE = "/run/siesta/exec.pid"
+# Runs as `sh -c WRAPPER siesta-exec TIMEOUT GRACE COMMAND`. coreutils `timeout`
+# puts itself in a new process group (its pid, which is this shell's pid after
+# `exec`) and on expiry signals that whole group, so background children die
+# too. The pid file lets the host kill the group if the in-sandbox timer fails.
+EXEC_WRAPPER = (
+    f"mkdir -p /run/siesta && echo $$ > {PID_FILE} && "
+    'exec timeout -k "$2" "$1" bash -lc "$3"'
+)
+TIMEOUT_EXIT_CODES = frozenset({124, 137})
+# How long past timeout + grace the host waits before it intervenes itself.
+HOST_WATCHDOG_SLACK_SECONDS = 5.0
+
+_STATES = {
+    "running": SandboxState.RUNNING,
+    "restarting": SandboxState.RUNNING,
+    "paused": SandboxState.PAUSED,
+    "created": SandboxState.STOPPED,
+    "exited": SandboxState.STOPPED,
+    "dead": SandboxState.STOPPED,
+    "removing": SandboxState.MISSING,
+}
+
+
+@contextlib.contextmanager
+def docker_errors() -> Iterator[None]:
+    """Translate the SDK's connection failures into ``ProviderUnavailable``."""
+    try:
+        yield
+    except docker.errors.APIError:
+        raise  # the engine answered: callers handle NotFound, conflicts, ...
+    except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+        msg = f"the Docker engine is not reachable: {exc}"
+        raise ProviderUnavailable(msg) from exc
+
+
+class DockerProvider:
+    def __init__(
+        self,
+        settings: SandboxSettings,
+        *,
+        base_url: str | None = None,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        self._settings = settings
+        with docker_errors():
+            self._client = client or (
+                docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+            )
+        self._api = self._client.api
+
+    def ping(self) -> None:
+        with docker_errors():
+            self._api.ping()
+
+    def sandbox_id_for(self, session_id: str) -> str:
+        return f"siesta-{session_id}"
+
+    def create(self, spec: SandboxSpec) -> str:
+        name = self.sandbox_id_for(spec.session_id)
+        labels = {**self._settings.extra_labels, **spec.labels, MANAGED_LABEL: "true"}
+        s = self._settings
+        try:
+            with docker_errors():
+                self._client.volumes.create(name=name, labels=labels)
+                container = self._client.containers.create(
+                    spec.image,
+                    name=name,
+                    hostname="sandbox",
+                    labels=labels,
+                    working_dir=WORKSPACE,
+                    volumes={name: {"bind": WORKSPACE, "mode": "rw"}},
+                    mem_limit=f"{s.memory_limit_mb}m",
+                    memswap_limit=f"{s.memory_limit_mb}m",
+                    nano_cpus=int(s.cpu_limit * 1e9),
+                    pids_limit=s.pids_limit,
+                    cap_drop=["ALL"],
+                    cap_add=PACKAGE_INSTALL_CAPS,
+                    security_opt=["no-new-privileges"],
+                    network_mode=s.network,
+                    # The catalog images run tini as PID 1 themselves (see
+                    # images/*/Dockerfile); Docker's --init would stack a second one.
+                    init=False,
+                    restart_policy={"Name": "no"},
+                )
+                container.start()
+        except docker.errors.ImageNotFound as exc:
+            self.destroy(name)
+            msg = f"base image {spec.image} is not present on the Docker engine"
+            raise ImageUnavailable(msg, imageRef=spec.image) from exc
+        except docker.errors.APIError as exc:
+            self.destroy(name)
+            msg = f"could not create the sandbox: {exc.explanation or exc}"
+            raise ProvisioningFailed(msg) from exc
+        except BaseException:
+            self.destroy(name)
+            raise
+        return name
+
+    def inspect(self, sandbox_id: str) -> SandboxInfo:
+        with docker_errors():
+            try:
+                attrs = self._api.inspect_container(sandbox_id)
+            except docker.errors.NotFound:
+                return SandboxInfo(sandbox_id, SandboxState.MISSING)
+        status = str(attrs["State"]["Status"])
+        labels = dict(attrs["Config"].get("Labels") or {})
+        return SandboxInfo(sandbox_id, _STATES.get(status, SandboxState.STOPPED), labels)
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        argv = [
+            "/bin/sh", "-c", EXEC_WRAPPER, "siesta-exec",
+            str(request.timeout_seconds), str(request.kill_grace_seconds), request.command,
+        ]
+        stdout = HeadTailBuffer(request.max_output_bytes)
+        stderr = HeadTailBuffer(request.max_output_bytes)
+        started = time.monotonic()
+        with docker_errors():
+            exec_id = self._api.exec_create(
+                sandbox_id, argv, stdout=True, stderr=True, stdin=False, tty=False,
+                workdir=WORKSPACE,
+            )["Id"]
+            stream = self._api.exec_start(exec_id, stream=True, demux=True)
+            watchdog = _Watchdog(
+                request.timeout_seconds + request.kill_grace_seconds + HOST_WATCHDOG_SLACK_SECONDS,
+                lambda: self._kill_command_group(sandbox_id),
+                stream.close,
+            )
+            try:
+                for out, err in stream:
+                    if out:
+                        stdout.write(out)
+                    if err:
+                        stderr.write(err)
+            finally:
+                watchdog.cancel()
+            exit_code = self._wait_exit_code(exec_id)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        timed_out = watchdog.fired or (
+            exit_code in TIMEOUT_EXIT_CODES and duration_ms >= request.timeout_seconds * 1000
+        )
+        return ExecResult(exit_code, stdout.result(), stderr.result(), timed_out, duration_ms)
+
+    def _wait_exit_code(self, exec_id: str) -> int:
+        # The output stream can close a moment before the engine records the exit.
+        deadline = time.monotonic() + 5.0
+        while True:
+            info = self._api.exec_inspect(exec_id)
+            if not info["Running"] and info["ExitCode"] is not None:
+                return int(info["ExitCode"])
+            if time.monotonic() > deadline:
+                return -1
+            time.sleep(0.005)
+
+    def _kill_command_group(self, sandbox_id: str) -> None:
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            self._api.exec_start(
+                self._api.exec_create(
+                    sandbox_id, ["/bin/sh", "-c", f'kill -KILL -- "-$(cat {PID_FILE})"'],
+                    stdout=False, stderr=False,
+                )["Id"],
+                detach=True,
+            )
+
+    def destroy(self, sandbox_id: str) -> None:
+        with docker_errors():
+            with contextlib.suppress(docker.errors.NotFound):
+                self._api.remove_container(sandbox_id, force=True, v=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                self._api.remove_volume(sandbox_id, force=True)
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        filters: dict[str, Any] = {"label": [f"{MANAGED_LABEL}=true", *(
+            f"{k}={v}" for k, v in self._settings.extra_labels.items()
+        )]}
+        with docker_errors():
+            containers = self._api.containers(all=True, filters=filters)
+        return [
+            SandboxInfo(
+                str(c["Names"][0]).lstrip("/"),
+                _STATES.get(str(c["State"]), SandboxState.STOPPED),
+                dict(c.get("Labels") or {}),
+            )
+            for c in containers
+        ]
+
+
+class _Watchdog:
+    """Host-side safety net for a command whose in-sandbox timeout failed.
+
+    First kills the command's process group from outside; if the output stream
+    is still open a few seconds later (a child escaped into a new session and
+    holds the pipe), closes the stream so the call returns.
+    """
+
+    def __init__(self, after_seconds: float, kill: Any, close: Any) -> None:
+        self.fired = False
+        self._kill = kill
+        self._close = close
+        self._done = threading.Event()
+        self._timer = threading.Timer(after_seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        self._kill()
+        if not self._done.wait(HOST_WATCHDOG_SLACK_SECONDS):
+            self._close()
+
+    def cancel(self) -> None:
+        self._done.set()
+        self._timer.cancel()
