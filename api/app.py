@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import errors
+from api.limits import BodySizeLimit
 from api.routes import conversations, health, images, sandbox
 from runtime.config import Settings
 from runtime.services import Services
@@ -27,8 +28,8 @@ def create_app(settings: Settings) -> FastAPI:
         title="Siesta Runtime",
         version="0.1.0",
         lifespan=lifespan,
-        max_body_size=settings.http.max_request_bytes,
     )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_request_bytes)
     errors.install(app)
     for module in (health, images, sandbox, conversations):
         app.include_router(module.router)

@@ -13,8 +13,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 
+from api.limits import BodyTooLarge, too_large_body
 from runtime.errors import SiestaError
 
 log = logging.getLogger(__name__)
@@ -62,17 +62,10 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, {"code": "invalid_request", "message": message, "problems": problems})
 
 
-async def http_error(request: Request, exc: Exception) -> JSONResponse:
+async def http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    if exc.status_code == 413:
-        # FastAPI's max_body_size refused the body; the limit in force is in the scope.
-        limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
-        return error_response(413, {
-            "code": "request_too_large",
-            "message": f"request body is over the limit of {limit} bytes",
-            "limit": limit,
-            "unit": "bytes",
-        })
+    if isinstance(exc, BodyTooLarge):
+        return error_response(413, too_large_body(exc.limit))
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return error_response(exc.status_code, {"code": code, "message": str(exc.detail)})
 

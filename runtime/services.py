@@ -35,3 +35,4 @@ class Services:
     def close(self) -> None:
         self.sessions.close()
         self.store.close()
+        self.provider.close()

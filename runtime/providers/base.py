@@ -95,3 +95,6 @@ class SandboxProvider(Protocol):
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         """Every sandbox carrying the managed label (and this deployment's labels)."""
+
+    def close(self) -> None:
+        """Release connections (sandboxes stay as they are)."""

@@ -90,6 +90,9 @@ class DockerProvider:
         with docker_errors():
             self._api.ping()
 
+    def close(self) -> None:
+        self._client.close()
+
     def sandbox_id_for(self, session_id: str) -> str:
         return f"siesta-{session_id}"
 
@@ -171,6 +174,7 @@ class DockerProvider:
                         stderr.write(err)
             finally:
                 watchdog.cancel()
+                stream.close()
             exit_code = self._wait_exit_code(exec_id)
         duration_ms = int((time.monotonic() - started) * 1000)
         timed_out = watchdog.fired or (

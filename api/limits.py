@@ -1,0 +1,76 @@
+"""Refuses request bodies over the configured size before anyone reads them.
+
+FastAPI's own ``max_body_size`` answers in plain text; ours answers with the
+error shape of the API and states the limit in force.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive``; FastAPI re-raises HTTPExceptions from body reading."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=413, detail=too_large_message(limit))
+        self.limit = limit
+
+
+def too_large_message(limit: int) -> str:
+    return f"request body is over the limit of {limit} bytes"
+
+
+def too_large_body(limit: int) -> dict[str, object]:
+    return {"code": "request_too_large", "message": too_large_message(limit),
+            "limit": limit, "unit": "bytes"}
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware: checks Content-Length, then counts streamed bytes."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        received = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._refuse(send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps({"error": too_large_body(self.max_bytes)}).encode()
+        await send({"type": "http.response.start", "status": 413, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        ]})
+        await send({"type": "http.response.body", "body": body})

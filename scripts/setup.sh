@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Sets up everything Siesta Runtime needs on a Debian/Ubuntu machine, and only
+# what is missing: system packages, a running Docker engine, the Python virtual
+# environment with the project, and the sandbox base images.
+# Safe to run again: each step checks first. Used by `make run` and `make test`.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+DOCKERD_LOG=${DOCKERD_LOG:-/var/log/siesta-dockerd.log}
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nsetup: %s\n' "$*" >&2; exit 1; }
+as_root() {
+    # Runs a command that needs root, or stops and says what to run.
+    if [ "$(id -u)" -eq 0 ]; then "$@"; return; fi
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo "$@"; return; fi
+    die "this step needs root. Run as root (or with sudo):  $*"
+}
+
+apt_packages_missing() {
+    local missing=()
+    command -v dockerd >/dev/null || missing+=(docker.io)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+    echo "${missing[@]:-}"
+}
+
+install_system_packages() {
+    local missing
+    missing=$(apt_packages_missing)
+    if [ -z "$missing" ]; then return; fi
+    command -v apt-get >/dev/null || die "missing: $missing, and this is not a Debian/Ubuntu machine (no apt-get). Install them, then run again."
+    step "installing system packages: $missing"
+    as_root apt-get update -qq
+    # shellcheck disable=SC2086  # word splitting of the package list is intended
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+}
+
+start_docker() {
+    if docker info >/dev/null 2>&1; then return; fi
+    if [ "$(id -u)" -ne 0 ] && [ -S /var/run/docker.sock ]; then
+        die "the Docker engine runs but this user cannot use it. Add the user to the docker group (usermod -aG docker $USER), log in again, and run again."
+    fi
+    if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+        step "starting the Docker service (systemctl)"
+        as_root systemctl start docker
+    else
+        # No service manager (containers, CI machines): run dockerd in the background.
+        step "starting dockerd in the background (log: $DOCKERD_LOG)"
+        as_root sh -c "nohup dockerd >'$DOCKERD_LOG' 2>&1 &"
+    fi
+    for _ in $(seq 1 60); do
+        docker info >/dev/null 2>&1 && return
+        sleep 1
+    done
+    die "the Docker engine did not answer within 60 s; see $DOCKERD_LOG"
+}
+
+setup_venv() {
+    local stamp="$VENV/.siesta-installed"
+    if [ ! -x "$VENV/bin/python" ]; then
+        step "creating the virtual environment $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        step "installing the project into $VENV"
+        "$VENV/bin/python" -m pip install -q --upgrade pip
+        "$VENV/bin/python" -m pip install -q -e '.[dev]'
+        touch "$stamp"
+    fi
+}
+
+build_images() {
+    step "building the sandbox base images (cached when unchanged)"
+    "$VENV/bin/siesta-runtime" images build || die "building the base images failed (output above)"
+}
+
+install_system_packages
+start_docker
+setup_venv
+build_images
+step "setup complete"

@@ -1,0 +1,220 @@
+"""runCommand end to end: real HTTP, a real service process, real Docker."""
+
+from __future__ import annotations
+
+import docker
+import pytest
+
+from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL
+from tests.helpers import (
+    ServiceProcess,
+    StartService,
+    headers,
+    new_conversation,
+    run_command,
+    run_resources,
+)
+
+pytestmark = pytest.mark.docker
+
+
+def test_readme_example_files_persist_within_a_conversation_only(
+    docker_service: ServiceProcess,
+) -> None:
+    client = docker_service.client
+    first, second = new_conversation(), new_conversation()
+
+    written = run_command(client, first, "echo hello > a.txt && cat a.txt")
+    again = run_command(client, first, "cat a.txt")
+    elsewhere = run_command(client, second, "cat a.txt")
+
+    assert (written["exitCode"], written["stdout"]) == (0, "hello\n")
+    assert (again["exitCode"], again["stdout"]) == (0, "hello\n")
+    assert elsewhere["exitCode"] == 1
+    assert "No such file" in elsewhere["stderr"]
+
+
+def test_first_operation_provisions_lazily_and_later_ones_reuse(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
+    assert client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code == 404
+
+    first = run_command(client, conversation, "echo $$ > /tmp/pid; pwd; echo $0")
+    containers, volumes = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    second = run_command(client, conversation, "cat /tmp/pid; pwd")
+
+    assert first["stdout"].splitlines() == ["/mnt/work", "bash"]
+    assert len(containers) == 1
+    assert volumes == containers  # the workspace volume is named like its container
+    assert second["sessionId"] == first["sessionId"]
+    assert second["stdout"].splitlines()[1] == "/mnt/work"
+    assert first["workspaceReset"] is second["workspaceReset"] is False
+    assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation})[0] == containers
+
+
+def test_each_call_is_a_fresh_login_shell(docker_service: ServiceProcess) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    run_command(client, conversation, "export FOO=bar; cd /tmp; mkdir -p sub")
+    result = run_command(client, conversation, "echo \"${FOO:-unset}\"; pwd; shopt -q login_shell && echo login")
+    assert result["stdout"].splitlines() == ["unset", "/mnt/work", "login"]
+
+
+def test_session_keeps_its_image_when_the_agent_changes_it(
+    docker_service: ServiceProcess,
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "command -v python3 || echo none", image="debian-base")
+    later = run_command(client, conversation, "command -v python3 || echo none", image="python")
+    fresh = run_command(client, new_conversation(), "command -v python3", image="python")
+    state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
+
+    assert first["stdout"] == later["stdout"] == "none\n"
+    assert later["sessionId"] == first["sessionId"]
+    assert state["imageId"] == "debian-base"
+    assert fresh["stdout"] == "/usr/bin/python3\n"
+
+
+def test_removed_container_is_replaced_and_the_reset_reported(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo keep > note.txt")
+    (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    docker_client.containers.get(container).remove(force=True)
+
+    replaced = run_command(client, conversation, "cat note.txt")
+    after = run_command(client, conversation, "true")
+
+    assert replaced["workspaceReset"] is True
+    assert replaced["sessionId"] != first["sessionId"]
+    assert replaced["exitCode"] == 1  # a fresh workspace: the file is gone
+    assert after["workspaceReset"] is False
+    assert after["sessionId"] == replaced["sessionId"]
+    containers, volumes = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    assert containers == volumes == [f"siesta-{replaced['sessionId']}"]
+    state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
+    assert state["generation"] == 2
+
+
+def test_exited_container_is_replaced(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "true")
+    (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    docker_client.containers.get(container).kill()
+
+    replaced = run_command(client, conversation, "echo ok")
+
+    assert replaced["workspaceReset"] is True
+    assert replaced["sessionId"] != first["sessionId"]
+    assert replaced["stdout"] == "ok\n"
+
+
+def test_timeout_kills_the_whole_process_group(docker_service: ServiceProcess) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    result = run_command(
+        client, conversation, "sleep 301 & echo started; sleep 302", timeoutSeconds=2
+    )
+    survivors = run_command(client, conversation, "ps -eo args | grep -c '^sleep 30[12]' || true")
+
+    assert result["timedOut"] is True
+    assert result["timeoutSeconds"] == 2
+    assert result["exitCode"] in (124, 137)
+    assert result["stdout"] == "started\n"
+    assert 2000 <= result["durationMs"] < 10000
+    assert survivors["stdout"] == "0\n"
+
+
+def test_timeout_is_capped_by_the_deployment_maximum(
+    start_service: StartService, docker_client: docker.DockerClient
+) -> None:
+    service = start_service(
+        "docker", SIESTA_COMMAND__MAX_TIMEOUT_SECONDS="1", SIESTA_COMMAND__KILL_GRACE_SECONDS="1"
+    )
+    result = run_command(service.client, new_conversation(), "sleep 30", timeoutSeconds=600)
+    assert result["timeoutSeconds"] == 1
+    assert result["timedOut"] is True
+    assert result["durationMs"] < 5000
+
+
+def test_nonzero_exit_is_a_result_not_an_error(docker_service: ServiceProcess) -> None:
+    result = run_command(docker_service.client, new_conversation(), "echo out; echo err >&2; exit 7")
+    assert (result["exitCode"], result["stdout"], result["stderr"]) == (7, "out\n", "err\n")
+    assert result["timedOut"] is False
+
+
+def test_output_flood_is_capped_while_produced(docker_service: ServiceProcess) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    run_command(client, conversation, "true")  # provision first: measure the flood alone
+    peak_before = docker_service.peak_rss_kb()
+
+    one_gb = 1024**3
+    result = run_command(
+        client, conversation,
+        f"echo FIRST; head -c {one_gb} /dev/zero | tr '\\0' x; echo; echo LAST; "
+        "head -c 300000 /dev/zero >&2",
+        timeoutSeconds=120,
+    )
+
+    peak_growth_mb = (docker_service.peak_rss_kb() - peak_before) / 1024
+    truncated = result["truncated"]
+    assert result["exitCode"] == 0
+    assert truncated["stdout"] is True and truncated["stderr"] is True
+    assert truncated["stdoutBytes"] == one_gb + len("FIRST\n\nLAST\n")
+    assert truncated["stderrBytes"] == 300000
+    assert result["stdout"].startswith("FIRST\nxxx")
+    assert result["stdout"].endswith("xxx\nLAST\n")
+    assert "bytes of output dropped" in result["stdout"]
+    assert len(result["stdout"].encode()) < truncated["limitBytes"] + 100
+    assert peak_growth_mb < 8, f"service memory grew by {peak_growth_mb:.1f} MB"
+
+
+def test_orgs_are_isolated_even_with_the_same_conversation_id(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    a = run_command(client, conversation, "echo secret-of-a > s.txt", org="org-a")
+    b = run_command(client, conversation, "cat s.txt", org="org-b")
+    deleted_by_b = client.delete(f"/v1/conversations/{conversation}", headers=headers(org="org-b"))
+    a_again = run_command(client, conversation, "cat s.txt", org="org-a")
+
+    assert a["sessionId"] != b["sessionId"]
+    assert b["exitCode"] == 1 and "secret" not in b["stdout"]
+    assert deleted_by_b.json() == {"deleted": True, "sessionId": b["sessionId"]}
+    assert a_again["stdout"] == "secret-of-a\n"
+    assert a_again["sessionId"] == a["sessionId"]
+    containers, _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    assert containers == [f"siesta-{a['sessionId']}"]
+    labels = docker_client.containers.get(containers[0]).labels
+    assert labels[ORG_LABEL] == "org-a"
+
+
+def test_delete_tears_down_container_and_volume(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo data > f.txt")
+    assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) != ([], [])
+
+    deleted = client.delete(f"/v1/conversations/{conversation}", headers=headers())
+    again = client.delete(f"/v1/conversations/{conversation}", headers=headers())
+
+    assert deleted.json() == {"deleted": True, "sessionId": first["sessionId"]}
+    assert again.json() == {"deleted": False, "sessionId": None}
+    assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
+    assert client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code == 404
+    fresh = run_command(client, conversation, "cat f.txt")
+    assert fresh["exitCode"] == 1
+    assert fresh["workspaceReset"] is False  # a new conversation life, not a lost sandbox

@@ -1,0 +1,80 @@
+"""Fixtures: Docker with clean-up of everything this run labelled, real services.
+
+Everything a test run creates on the Docker engine carries the label
+``siesta.test-run=<run id>`` (through ``SIESTA_SANDBOX__EXTRA_LABELS``) and is
+removed at the end of the run, even when tests fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from tests.helpers import (
+    REPO,
+    TEST_RUN_ID,
+    TEST_RUN_LABEL,
+    TOKEN,
+    ServiceProcess,
+    StartService,
+    free_port,
+    remove_run_resources,
+)
+
+
+@pytest.fixture(scope="session")
+def run_labels() -> dict[str, str]:
+    return {TEST_RUN_LABEL: TEST_RUN_ID}
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    client = docker.from_env()
+    client.ping()  # no Docker engine is a failure, never a skip
+    yield client
+    remove_run_resources(client)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartService]:
+    """Starts real ``siesta-runtime serve`` processes; stops them after the module."""
+    started: list[ServiceProcess] = []
+
+    def start(provider: str = "docker", **env: str) -> ServiceProcess:
+        data_dir = tmp_path_factory.mktemp("siesta-data")
+        environment = {
+            **os.environ,
+            "SIESTA_API_TOKEN": TOKEN,
+            "SIESTA_DATA_DIR": str(data_dir),
+            "SIESTA_PROVIDER__TYPE": provider,
+            "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
+            **env,
+        }
+        port = free_port()
+        with (data_dir / "service.log").open("wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
+                cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT,
+            )
+        service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
+        started.append(service)
+        service.wait_ready()
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def docker_service(
+    start_service: StartService, docker_client: docker.DockerClient
+) -> ServiceProcess:
+    return start_service("docker")

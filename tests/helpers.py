@@ -1,0 +1,130 @@
+"""Helpers for tests: the labelled test run, a real service process, HTTP calls."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+
+TEST_RUN_ID = uuid.uuid4().hex[:12]
+TEST_RUN_LABEL = "siesta.test-run"
+TOKEN = "test-token-" + uuid.uuid4().hex
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ServiceProcess:
+    """A ``siesta-runtime serve`` child process and an HTTP client for it."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    data_dir: Path
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=self.base_url, timeout=120)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                msg = f"service exited with {self.process.returncode}:\n{self.log()}"
+                raise RuntimeError(msg)
+            try:
+                if self.client.get("/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        msg = f"service did not become ready in {timeout} s:\n{self.log()}"
+        raise RuntimeError(msg)
+
+    def log(self) -> str:
+        path = self.data_dir / "service.log"
+        return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+
+    def peak_rss_kb(self) -> int:
+        """The process's high-water mark of resident memory (VmHWM)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+        msg = "VmHWM not found"
+        raise RuntimeError(msg)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+StartService = Callable[..., ServiceProcess]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def headers(
+    org: str = "org-a", user: str = "user-1", image: str | None = "debian-base"
+) -> dict[str, str]:
+    result = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": org, "X-Siesta-User": user}
+    if image is not None:
+        result["X-Siesta-Base-Image"] = image
+    return result
+
+
+def new_conversation() -> str:
+    return f"conv-{uuid.uuid4().hex[:10]}"
+
+
+def run_command(
+    client: httpx.Client, conversation: str, command: str, *, org: str = "org-a",
+    image: str | None = "debian-base", **body: Any,
+) -> dict[str, Any]:
+    """runCommand that must succeed at the HTTP level; returns the result body."""
+    response = client.post(
+        f"/v1/conversations/{conversation}/sandbox/runCommand",
+        json={"command": command, **body}, headers=headers(org=org, image=image),
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str], list[str]]:
+    """Names of this test run's containers and volumes, optionally narrowed by labels."""
+    filters = [f"{TEST_RUN_LABEL}={TEST_RUN_ID}", *(f"{k}={v}" for k, v in labels.items())]
+    containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": filters})]
+    volumes = [str(v.name) for v in client.volumes.list(filters={"label": filters})]
+    return containers, volumes
+
+
+def remove_run_resources(client: docker.DockerClient) -> None:
+    label = f"{TEST_RUN_LABEL}={TEST_RUN_ID}"
+    for container in client.containers.list(all=True, filters={"label": label}):
+        container.remove(force=True, v=True)
+    for volume in client.volumes.list(filters={"label": label}):
+        volume.remove(force=True)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()

@@ -1,0 +1,143 @@
+"""The provider contract, run unchanged against Docker and the fake."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from runtime.config import SandboxSettings
+from runtime.providers.base import (
+    ExecRequest,
+    SandboxProvider,
+    SandboxSpec,
+    SandboxState,
+)
+from runtime.providers.docker import DockerProvider
+from runtime.providers.fake import FakeProvider
+from tests.helpers import TEST_RUN_ID, TEST_RUN_LABEL
+
+OUTPUT_LIMIT = 4096
+
+
+@pytest.fixture(params=["docker", "fake"])
+def provider(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[SandboxProvider]:
+    if request.param == "docker":
+        request.getfixturevalue("docker_client")  # session clean-up of labelled leftovers
+        docker_provider = DockerProvider(SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}))
+        yield docker_provider
+        docker_provider.close()
+    else:
+        fake = FakeProvider(tmp_path / "fake")
+        yield fake
+        fake.close()
+
+
+@pytest.fixture
+def sandbox(provider: SandboxProvider) -> Iterator[str]:
+    session_id = uuid.uuid4().hex
+    sandbox_id = provider.create(SandboxSpec(session_id, "siesta/debian-base:1", {"siesta.test": "contract"}))
+    yield sandbox_id
+    provider.destroy(sandbox_id)
+
+
+def run(provider: SandboxProvider, sandbox: str, command: str, timeout: int = 30):  # type: ignore[no-untyped-def]
+    return provider.exec(sandbox, ExecRequest(command, timeout, OUTPUT_LIMIT, 1))
+
+
+def test_created_sandbox_runs_and_is_listed(provider: SandboxProvider, sandbox: str) -> None:
+    info = provider.inspect(sandbox)
+    assert info.state is SandboxState.RUNNING
+    assert sandbox in [s.sandbox_id for s in provider.list_sandboxes()]
+    assert info.labels["siesta.test"] == "contract"
+
+
+def test_exit_code_and_streams(provider: SandboxProvider, sandbox: str) -> None:
+    result = run(provider, sandbox, "echo out; echo err >&2; exit 3")
+    assert (result.exit_code, result.stdout.text, result.stderr.text) == (3, "out\n", "err\n")
+    assert not result.timed_out
+
+
+def test_files_persist_between_commands(provider: SandboxProvider, sandbox: str) -> None:
+    run(provider, sandbox, "mkdir -p d && echo x > d/f")
+    assert run(provider, sandbox, "cat d/f").stdout.text == "x\n"
+
+
+def test_timeout_kills_background_children(provider: SandboxProvider, sandbox: str) -> None:
+    result = run(provider, sandbox, "(sleep 303; echo late > late.txt) & sleep 304", timeout=1)
+    assert result.timed_out
+    assert result.duration_ms >= 1000
+    check = run(provider, sandbox, "sleep 2; ls late.txt 2>/dev/null; ps -eo args | grep -c '^sleep 30[34]' || true")
+    assert check.stdout.text == "0\n"
+
+
+def test_output_is_capped_head_and_tail(provider: SandboxProvider, sandbox: str) -> None:
+    result = run(provider, sandbox, "echo BEGIN; seq 1 100000; echo END")
+    assert result.stdout.truncated
+    assert result.stdout.total_bytes == len("BEGIN\nEND\n") + sum(len(f"{i}\n") for i in range(1, 100001))
+    assert result.stdout.text.startswith("BEGIN\n1\n2\n")
+    assert result.stdout.text.endswith("99999\n100000\nEND\n")
+    assert len(result.stdout.text.encode()) <= OUTPUT_LIMIT + 64
+
+
+def test_destroy_is_idempotent(provider: SandboxProvider) -> None:
+    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    provider.destroy(sandbox_id)
+    provider.destroy(sandbox_id)
+    assert provider.inspect(sandbox_id).state is SandboxState.MISSING
+
+
+@pytest.mark.docker
+def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
+    settings = SandboxSettings(
+        memory_limit_mb=256, cpu_limit=0.5, pids_limit=64,
+        extra_labels={TEST_RUN_LABEL: TEST_RUN_ID},
+    )
+    provider = DockerProvider(settings)
+    session_id = uuid.uuid4().hex
+    labels = {"siesta.org": "o", "siesta.conversation": "c", "siesta.session": session_id,
+              "siesta.image-id": "debian-base"}
+    sandbox_id = provider.create(SandboxSpec(session_id, "siesta/debian-base:1", labels))
+    try:
+        attrs = docker_client.api.inspect_container(sandbox_id)
+        host = attrs["HostConfig"]
+        volume = docker_client.volumes.get(sandbox_id)
+        inside = run(provider, sandbox_id, "cat /proc/1/comm; ls /sys/class/net; id -u")
+        fork_bomb = run(provider, sandbox_id, "for i in $(seq 100); do sleep 5 & done; wait", timeout=20)
+    finally:
+        provider.destroy(sandbox_id)
+        provider.close()
+
+    expected_labels = {**labels, "siesta.managed": "true", TEST_RUN_LABEL: TEST_RUN_ID}
+    assert attrs["Config"]["Labels"] == expected_labels
+    assert volume.attrs["Labels"] == expected_labels
+    assert host["CapDrop"] == ["ALL"]
+    assert set(host["CapAdd"]) <= {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"}
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == 64
+    assert host["Memory"] == 256 * 1024 * 1024
+    assert host["NanoCpus"] == 500_000_000
+    assert host["NetworkMode"] == "none"
+    assert host["Privileged"] is False
+    assert [m["Destination"] for m in attrs["Mounts"]] == ["/mnt/work"]
+    assert inside.stdout.text.split() == ["tini", "lo", "0"]  # init as PID 1, no network but loopback
+    assert "Resource temporarily unavailable" in fork_bomb.stderr.text  # pids limit holds
+
+
+@pytest.mark.docker
+def test_orphaned_children_are_reaped(docker_client: docker.DockerClient) -> None:
+    provider = DockerProvider(SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}))
+    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    try:
+        # The shell exits at once; its children are orphaned and exit later.
+        run(provider, sandbox_id, "for i in 1 2 3; do (sleep 0.2 &) ; done; true")
+        zombies = run(provider, sandbox_id, "sleep 1; ps -eo stat | grep -c '^Z' || true")
+    finally:
+        provider.destroy(sandbox_id)
+        provider.close()
+    assert zombies.stdout.text == "0\n"
