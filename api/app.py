@@ -38,4 +38,4 @@ def create_app(settings: Settings) -> FastAPI:
 
 def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
-    return create_app(Settings())  # type: ignore[call-arg]  # fields come from the environment
+    return create_app(Settings())

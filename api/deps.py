@@ -37,15 +37,21 @@ def call_context(
     x_siesta_agent: Annotated[str | None, Header()] = None,
     x_siesta_base_image: Annotated[str | None, Header()] = None,
 ) -> CallContext:
-    missing = [name for name, value in (("X-Siesta-Org", x_siesta_org),
-                                        ("X-Siesta-User", x_siesta_user)) if not value]
+    missing = [
+        name
+        for name, value in (("X-Siesta-Org", x_siesta_org), ("X-Siesta-User", x_siesta_user))
+        if not value
+    ]
     if missing:
         msg = f"conversation routes need the {' and '.join(missing)} header(s)"
         raise InvalidRequest(msg, code="missing_context", headers=missing)
     assert x_siesta_org is not None and x_siesta_user is not None
     return CallContext(
-        org=x_siesta_org, user=x_siesta_user, conversation=conversation_id,
-        agent=x_siesta_agent or None, base_image=x_siesta_base_image or None,
+        org=x_siesta_org,
+        user=x_siesta_user,
+        conversation=conversation_id,
+        agent=x_siesta_agent or None,
+        base_image=x_siesta_base_image or None,
     )
 
 

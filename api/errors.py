@@ -41,7 +41,9 @@ STATUS_BY_CODE: dict[str, int] = {
 }
 
 
-def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
@@ -56,10 +58,18 @@ async def validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = [_describe(e) for e in exc.errors()]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return error_response(400, {"code": "invalid_json", "message": "request body is not valid JSON",
-                                    "problems": problems})
+        return error_response(
+            400,
+            {
+                "code": "invalid_json",
+                "message": "request body is not valid JSON",
+                "problems": problems,
+            },
+        )
     message = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-    return error_response(422, {"code": "invalid_request", "message": message, "problems": problems})
+    return error_response(
+        422, {"code": "invalid_request", "message": message, "problems": problems}
+    )
 
 
 async def http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -25,8 +25,12 @@ def too_large_message(limit: int) -> str:
 
 
 def too_large_body(limit: int) -> dict[str, object]:
-    return {"code": "request_too_large", "message": too_large_message(limit),
-            "limit": limit, "unit": "bytes"}
+    return {
+        "code": "request_too_large",
+        "message": too_large_message(limit),
+        "limit": limit,
+        "unit": "bytes",
+    }
 
 
 class BodySizeLimit:
@@ -70,7 +74,14 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = json.dumps({"error": too_large_body(self.max_bytes)}).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        ]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

@@ -39,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument(
-        "--create-token", action="store_true",
+        "--create-token",
+        action="store_true",
         help="without SIESTA_API_TOKEN: use DATA_DIR/api-token, creating a random one",
     )
     serve.set_defaults(handler=_serve)
@@ -60,13 +61,18 @@ def _serve(args: argparse.Namespace) -> int:
     if args.create_token and not os.environ.get("SIESTA_API_TOKEN"):
         os.environ["SIESTA_API_TOKEN"] = _token_from_file()
     try:
-        Settings()  # type: ignore[call-arg]  # fail here, readably, not inside uvicorn
+        Settings()
     except ValidationError as exc:
         print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
         return 2
     # By name, so that runtime/ does not import api/.
-    uvicorn.run("api.app:create_app_from_env", factory=True, host=args.host, port=args.port,
-                log_level="info")
+    uvicorn.run(
+        "api.app:create_app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        log_level="info",
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import IO
 
 import docker
 import docker.errors
@@ -55,27 +56,32 @@ def build_images(
     return buildable
 
 
-def ensure_base_image(client: docker.DockerClient, progress: Progress) -> None:
-    """Make ``debian:bookworm-slim`` available: local, pulled, or debootstrapped."""
+def ensure_base_image(
+    client: docker.DockerClient, progress: Progress, reference: str = BASE_IMAGE
+) -> None:
+    """Make the Debian base available: present, pulled, or debootstrapped."""
     try:
-        client.images.get(BASE_IMAGE)
-        progress(f"base {BASE_IMAGE}: present")
+        client.images.get(reference)
+        progress(f"base {reference}: present")
         return
     except docker.errors.ImageNotFound:
         pass
-    progress(f"base {BASE_IMAGE}: not present, trying to pull")
+    progress(f"base {reference}: not present, trying to pull")
     try:
-        client.images.pull(BASE_IMAGE)
-        progress(f"base {BASE_IMAGE}: pulled")
+        client.images.pull(reference)
+        progress(f"base {reference}: pulled")
         return
     except docker.errors.APIError as exc:
-        progress(f"base {BASE_IMAGE}: pull failed ({_first_line(str(exc))}); using debootstrap")
-    _debootstrap_base(progress)
+        progress(f"base {reference}: pull failed ({_first_line(str(exc))}); using debootstrap")
+    _debootstrap_base(progress, reference)
 
 
-def _debootstrap_base(progress: Progress) -> None:
+def _debootstrap_base(progress: Progress, reference: str) -> None:
     if shutil.which("debootstrap") is None:
-        msg = "debootstrap is not installed (apt-get install debootstrap) and the base cannot be pulled"
+        msg = (
+            "debootstrap is not installed (apt-get install debootstrap) "
+            "and the base cannot be pulled"
+        )
         raise ImageBuildError(msg)
     with tempfile.TemporaryDirectory(prefix="siesta-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
@@ -86,15 +92,19 @@ def _debootstrap_base(progress: Progress) -> None:
             for path in (rootfs / leftover).glob("*"):
                 if path.is_file():
                     path.unlink()
-        progress(f"docker import as {BASE_IMAGE}")
+        progress(f"docker import as {reference}")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         try:
             _run(
                 [
-                    "docker", "import",
-                    "--change", 'CMD ["bash"]',
-                    "--change", f"LABEL {MANAGED_LABEL}=true siesta.base=debootstrap",
-                    "-", BASE_IMAGE,
+                    "docker",
+                    "import",
+                    "--change",
+                    'CMD ["bash"]',
+                    "--change",
+                    f"LABEL {MANAGED_LABEL}=true siesta.base=debootstrap",
+                    "-",
+                    reference,
                 ],
                 stdin=tar.stdout,
             )
@@ -128,8 +138,8 @@ def _build_one(
     progress(f"[{image.id}] built {image.image}")
 
 
-def _run(argv: list[str], stdin: object = None) -> None:
-    result = subprocess.run(argv, stdin=stdin, capture_output=True, check=False)  # type: ignore[call-overload]
+def _run(argv: list[str], stdin: IO[bytes] | None = None) -> None:
+    result = subprocess.run(argv, stdin=stdin, capture_output=True, check=False)
     if result.returncode != 0:
         tail = result.stderr.decode(errors="replace")[-2000:]
         msg = f"{argv[0]} failed with exit code {result.returncode}: {tail}"
@@ -149,6 +159,7 @@ def image_summary(client: docker.DockerClient, catalog: ImageCatalog) -> str:
             present = True
         except docker.errors.ImageNotFound:
             present = False
-        rows.append({"id": image.id, "image": image.image, "enabled": image.enabled,
-                     "present": present})
+        rows.append(
+            {"id": image.id, "image": image.image, "enabled": image.enabled, "present": present}
+        )
     return json.dumps(rows, indent=2)

@@ -81,7 +81,5 @@ class ImageCatalog:
         if image is None or not image.enabled:
             choices = ", ".join(i.id for i in self.enabled())
             msg = f"base image {image_id!r} is not an enabled catalog image (enabled: {choices})"
-            raise ImageNotInCatalog(
-                msg, imageId=image_id, enabled=[i.id for i in self.enabled()]
-            )
+            raise ImageNotInCatalog(msg, imageId=image_id, enabled=[i.id for i in self.enabled()])
         return image

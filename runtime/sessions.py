@@ -138,7 +138,9 @@ class SessionManager:
             return ActiveSession(record, workspace_reset=False, provisioned=False)
         log.warning(
             "sandbox %s of session %s is %s; provisioning a replacement",
-            record.sandbox_id, record.session_id, state.value,
+            record.sandbox_id,
+            record.session_id,
+            state.value,
         )
         self._provider.destroy(record.sandbox_id)
         image = self._replacement_image(ctx, record)
@@ -166,15 +168,24 @@ class SessionManager:
         elapsed = time.monotonic() - started
         now = self._clock()
         record = SessionRecord(
-            org=ctx.org, conversation=ctx.conversation, session_id=session_id,
-            sandbox_id=sandbox_id, image_id=image.id, image_ref=image.image,
-            status=SessionStatus.ACTIVE, created_at=now, last_used_at=now,
+            org=ctx.org,
+            conversation=ctx.conversation,
+            session_id=session_id,
+            sandbox_id=sandbox_id,
+            image_id=image.id,
+            image_ref=image.image,
+            status=SessionStatus.ACTIVE,
+            created_at=now,
+            last_used_at=now,
             generation=generation,
         )
         self._store.put_session(record)
         log.info(
             "provisioned session %s (%s) for conversation %s in %.0f ms",
-            session_id, image.id, ctx.conversation, elapsed * 1000,
+            session_id,
+            image.id,
+            ctx.conversation,
+            elapsed * 1000,
         )
         return record
 

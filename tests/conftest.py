@@ -61,7 +61,10 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
         with (data_dir / "service.log").open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
-                cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=environment,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
         started.append(service)

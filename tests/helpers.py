@@ -92,13 +92,19 @@ def new_conversation() -> str:
 
 
 def run_command(
-    client: httpx.Client, conversation: str, command: str, *, org: str = "org-a",
-    image: str | None = "debian-base", **body: Any,
+    client: httpx.Client,
+    conversation: str,
+    command: str,
+    *,
+    org: str = "org-a",
+    image: str | None = "debian-base",
+    **body: Any,
 ) -> dict[str, Any]:
     """runCommand that must succeed at the HTTP level; returns the result body."""
     response = client.post(
         f"/v1/conversations/{conversation}/sandbox/runCommand",
-        json={"command": command, **body}, headers=headers(org=org, image=image),
+        json={"command": command, **body},
+        headers=headers(org=org, image=image),
     )
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()

@@ -23,7 +23,7 @@ class ImagesPublic(BaseModel):
 class ImageSelection(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    baseImage: str | None = None  # noqa: N815  (wire name)
+    baseImage: str | None = None
 
 
 class ImageSelectionValid(BaseModel):
@@ -34,10 +34,12 @@ class ImageSelectionValid(BaseModel):
 @router.get("")
 def list_images(services: ServicesDep) -> ImagesPublic:
     """The enabled images, in catalog order."""
-    return ImagesPublic(images=[
-        ImagePublic(id=i.id, title=i.title, description=i.description)
-        for i in services.catalog.enabled()
-    ])
+    return ImagesPublic(
+        images=[
+            ImagePublic(id=i.id, title=i.title, description=i.description)
+            for i in services.catalog.enabled()
+        ]
+    )
 
 
 @router.post("/validate")

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict
 from api.deps import Authenticated, ContextDep, ServicesDep
 
 router = APIRouter(
-    prefix="/v1/conversations/{conversation_id}/sandbox", tags=["sandbox"],
+    prefix="/v1/conversations/{conversation_id}/sandbox",
+    tags=["sandbox"],
     dependencies=Authenticated,
 )
 
@@ -23,7 +24,7 @@ class RunCommand(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False)
 
     command: str
-    timeoutSeconds: int | None = None  # noqa: N815  (wire name)
+    timeoutSeconds: int | None = None
 
 
 @router.post("/runCommand")

@@ -41,8 +41,7 @@ PID_FILE = "/run/siesta/exec.pid"
 # `exec`) and on expiry signals that whole group, so background children die
 # too. The pid file lets the host kill the group if the in-sandbox timer fails.
 EXEC_WRAPPER = (
-    f"mkdir -p /run/siesta && echo $$ > {PID_FILE} && "
-    'exec timeout -k "$2" "$1" bash -lc "$3"'
+    f'mkdir -p /run/siesta && echo $$ > {PID_FILE} && exec timeout -k "$2" "$1" bash -lc "$3"'
 )
 TIMEOUT_EXIT_CODES = frozenset({124, 137})
 # How long past timeout + grace the host waits before it intervenes itself.
@@ -121,7 +120,6 @@ class DockerProvider:
                     # The catalog images run tini as PID 1 themselves (see
                     # images/*/Dockerfile); Docker's --init would stack a second one.
                     init=False,
-                    restart_policy={"Name": "no"},
                 )
                 container.start()
         except docker.errors.ImageNotFound as exc:
@@ -149,15 +147,25 @@ class DockerProvider:
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
         argv = [
-            "/bin/sh", "-c", EXEC_WRAPPER, "siesta-exec",
-            str(request.timeout_seconds), str(request.kill_grace_seconds), request.command,
+            "/bin/sh",
+            "-c",
+            EXEC_WRAPPER,
+            "siesta-exec",
+            str(request.timeout_seconds),
+            str(request.kill_grace_seconds),
+            request.command,
         ]
         stdout = HeadTailBuffer(request.max_output_bytes)
         stderr = HeadTailBuffer(request.max_output_bytes)
         started = time.monotonic()
         with docker_errors():
             exec_id = self._api.exec_create(
-                sandbox_id, argv, stdout=True, stderr=True, stdin=False, tty=False,
+                sandbox_id,
+                argv,
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
                 workdir=WORKSPACE,
             )["Id"]
             stream = self._api.exec_start(exec_id, stream=True, demux=True)
@@ -194,11 +202,15 @@ class DockerProvider:
             time.sleep(0.005)
 
     def _kill_command_group(self, sandbox_id: str) -> None:
-        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+        with contextlib.suppress(
+            docker.errors.DockerException, requests.exceptions.RequestException
+        ):
             self._api.exec_start(
                 self._api.exec_create(
-                    sandbox_id, ["/bin/sh", "-c", f'kill -KILL -- "-$(cat {PID_FILE})"'],
-                    stdout=False, stderr=False,
+                    sandbox_id,
+                    ["/bin/sh", "-c", f'kill -KILL -- "-$(cat {PID_FILE})"'],
+                    stdout=False,
+                    stderr=False,
                 )["Id"],
                 detach=True,
             )
@@ -211,9 +223,12 @@ class DockerProvider:
                 self._api.remove_volume(sandbox_id, force=True)
 
     def list_sandboxes(self) -> list[SandboxInfo]:
-        filters: dict[str, Any] = {"label": [f"{MANAGED_LABEL}=true", *(
-            f"{k}={v}" for k, v in self._settings.extra_labels.items()
-        )]}
+        filters: dict[str, Any] = {
+            "label": [
+                f"{MANAGED_LABEL}=true",
+                *(f"{k}={v}" for k, v in self._settings.extra_labels.items()),
+            ]
+        }
         with docker_errors():
             containers = self._api.containers(all=True, filters=filters)
         return [

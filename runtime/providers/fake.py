@@ -88,7 +88,10 @@ class FakeProvider:
         proc.stderr.close()
         duration_ms = int((time.monotonic() - started) * 1000)
         return ExecResult(
-            124 if timed_out else exit_code, stdout.result(), stderr.result(), timed_out,
+            124 if timed_out else exit_code,
+            stdout.result(),
+            stderr.result(),
+            timed_out,
             duration_ms,
         )
 

@@ -58,9 +58,16 @@ class SqliteStore:
             self._conn.execute(
                 f"INSERT OR REPLACE INTO sessions ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
-                    record.org, record.conversation, record.session_id, record.sandbox_id,
-                    record.image_id, record.image_ref, record.status.value,
-                    record.created_at, record.last_used_at, record.generation,
+                    record.org,
+                    record.conversation,
+                    record.session_id,
+                    record.sandbox_id,
+                    record.image_id,
+                    record.image_ref,
+                    record.status.value,
+                    record.created_at,
+                    record.last_used_at,
+                    record.generation,
                 ),
             )
 
@@ -96,7 +103,14 @@ class SqliteStore:
 def _record(row: tuple[object, ...]) -> SessionRecord:
     org, conv, sid, sbx, image_id, image_ref, status, created, used, gen = row
     return SessionRecord(
-        org=str(org), conversation=str(conv), session_id=str(sid), sandbox_id=str(sbx),
-        image_id=str(image_id), image_ref=str(image_ref), status=SessionStatus(str(status)),
-        created_at=float(str(created)), last_used_at=float(str(used)), generation=int(str(gen)),
+        org=str(org),
+        conversation=str(conv),
+        session_id=str(sid),
+        sandbox_id=str(sbx),
+        image_id=str(image_id),
+        image_ref=str(image_ref),
+        status=SessionStatus(str(status)),
+        created_at=float(str(created)),
+        last_used_at=float(str(used)),
+        generation=int(str(gen)),
     )

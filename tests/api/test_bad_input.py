@@ -34,7 +34,8 @@ BAD_ORG = "org-bad-input"
 
 @pytest.fixture(scope="module")
 def service(
-    start_service: StartService, tmp_path_factory: pytest.TempPathFactory,
+    start_service: StartService,
+    tmp_path_factory: pytest.TempPathFactory,
     docker_client: docker.DockerClient,
 ) -> ServiceProcess:
     catalog = tmp_path_factory.mktemp("catalog") / "catalog.yaml"
@@ -47,12 +48,20 @@ def service(
     )
 
 
-def post_run(service: ServiceProcess, body: Any = None, *, conversation: str | None = None,
-             hdrs: dict[str, str] | None = None, content: bytes | None = None) -> Any:
+def post_run(
+    service: ServiceProcess,
+    body: Any = None,
+    *,
+    conversation: str | None = None,
+    hdrs: dict[str, str] | None = None,
+    content: bytes | None = None,
+) -> Any:
     url = f"/v1/conversations/{conversation or new_conversation()}/sandbox/runCommand"
     h = headers(org=BAD_ORG) if hdrs is None else hdrs
     if content is not None:
-        return service.client.post(url, content=content, headers={**h, "Content-Type": "application/json"})
+        return service.client.post(
+            url, content=content, headers={**h, "Content-Type": "application/json"}
+        )
     return service.client.post(url, json=body, headers=h)
 
 
@@ -110,9 +119,16 @@ def test_oversized_body_states_the_limit(service: ServiceProcess) -> None:
     assert error["limit"] == BODY_LIMIT
 
 
-@pytest.mark.parametrize("conversation", [
-    "has space", "x" * 129, "semi;colon", "%C3%A9t%C3%A9", "dollar$",
-])
+@pytest.mark.parametrize(
+    "conversation",
+    [
+        "has space",
+        "x" * 129,
+        "semi;colon",
+        "%C3%A9t%C3%A9",
+        "dollar$",
+    ],
+)
 def test_bad_conversation_ids(service: ServiceProcess, conversation: str) -> None:
     error = error_of(post_run(service, {"command": "true"}, conversation=conversation), 400)
     assert error["code"] == "invalid_conversation_id"
@@ -125,8 +141,12 @@ def test_a_slash_in_a_conversation_id_matches_no_route(service: ServiceProcess) 
 
 def test_longest_allowed_conversation_id_is_accepted_by_validation(service: ServiceProcess) -> None:
     # 128 characters pass validation; the missing image stops it before Docker.
-    response = post_run(service, {"command": "true"}, conversation="a:b.c_d-" * 16,
-                        hdrs=headers(org=BAD_ORG, image=None))
+    response = post_run(
+        service,
+        {"command": "true"},
+        conversation="a:b.c_d-" * 16,
+        hdrs=headers(org=BAD_ORG, image=None),
+    )
     assert error_of(response, 422)["code"] == "image_required"
 
 
@@ -148,10 +168,18 @@ def test_unknown_fields_are_rejected(service: ServiceProcess) -> None:
     assert error["problems"][0]["field"] == "cwd"
 
 
-@pytest.mark.parametrize("body", [
-    {}, {"command": 5}, {"command": ["ls"]}, {"command": "true", "timeoutSeconds": "soon"},
-    {"command": "true", "timeoutSeconds": 1.5}, [], "true",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"command": 5},
+        {"command": ["ls"]},
+        {"command": "true", "timeoutSeconds": "soon"},
+        {"command": "true", "timeoutSeconds": 1.5},
+        [],
+        "true",
+    ],
+)
 def test_wrong_shapes_and_types(service: ServiceProcess, body: Any) -> None:
     assert error_of(post_run(service, body), 422)["code"] == "invalid_request"
 
@@ -185,11 +213,15 @@ def test_image_list_shows_only_enabled_images(service: ServiceProcess) -> None:
     assert set(body["images"][0]) == {"id", "title", "description"}
 
 
-@pytest.mark.parametrize(("selection", "code"), [
-    ({}, "image_required"), ({"baseImage": ""}, "image_required"),
-    ({"baseImage": "retired"}, "image_not_in_catalog"),
-    ({"baseImage": "nope"}, "image_not_in_catalog"),
-])
+@pytest.mark.parametrize(
+    ("selection", "code"),
+    [
+        ({}, "image_required"),
+        ({"baseImage": ""}, "image_required"),
+        ({"baseImage": "retired"}, "image_not_in_catalog"),
+        ({"baseImage": "nope"}, "image_not_in_catalog"),
+    ],
+)
 def test_validating_an_agent_configuration(
     service: ServiceProcess, selection: dict[str, str], code: str
 ) -> None:

@@ -40,7 +40,10 @@ def test_first_operation_provisions_lazily_and_later_ones_reuse(
     client = docker_service.client
     conversation = new_conversation()
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
-    assert client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code == 404
+    assert (
+        client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code
+        == 404
+    )
 
     first = run_command(client, conversation, "echo $$ > /tmp/pid; pwd; echo $0")
     containers, volumes = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
@@ -59,7 +62,9 @@ def test_each_call_is_a_fresh_login_shell(docker_service: ServiceProcess) -> Non
     client = docker_service.client
     conversation = new_conversation()
     run_command(client, conversation, "export FOO=bar; cd /tmp; mkdir -p sub")
-    result = run_command(client, conversation, "echo \"${FOO:-unset}\"; pwd; shopt -q login_shell && echo login")
+    result = run_command(
+        client, conversation, 'echo "${FOO:-unset}"; pwd; shopt -q login_shell && echo login'
+    )
     assert result["stdout"].splitlines() == ["unset", "/mnt/work", "login"]
 
 
@@ -68,7 +73,9 @@ def test_session_keeps_its_image_when_the_agent_changes_it(
 ) -> None:
     client = docker_service.client
     conversation = new_conversation()
-    first = run_command(client, conversation, "command -v python3 || echo none", image="debian-base")
+    first = run_command(
+        client, conversation, "command -v python3 || echo none", image="debian-base"
+    )
     later = run_command(client, conversation, "command -v python3 || echo none", image="python")
     fresh = run_command(client, new_conversation(), "command -v python3", image="python")
     state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
@@ -147,7 +154,9 @@ def test_timeout_is_capped_by_the_deployment_maximum(
 
 
 def test_nonzero_exit_is_a_result_not_an_error(docker_service: ServiceProcess) -> None:
-    result = run_command(docker_service.client, new_conversation(), "echo out; echo err >&2; exit 7")
+    result = run_command(
+        docker_service.client, new_conversation(), "echo out; echo err >&2; exit 7"
+    )
     assert (result["exitCode"], result["stdout"], result["stderr"]) == (7, "out\n", "err\n")
     assert result["timedOut"] is False
 
@@ -160,7 +169,8 @@ def test_output_flood_is_capped_while_produced(docker_service: ServiceProcess) -
 
     one_gb = 1024**3
     result = run_command(
-        client, conversation,
+        client,
+        conversation,
         f"echo FIRST; head -c {one_gb} /dev/zero | tr '\\0' x; echo; echo LAST; "
         "head -c 300000 /dev/zero >&2",
         timeoutSeconds=120,
@@ -214,7 +224,10 @@ def test_delete_tears_down_container_and_volume(
     assert deleted.json() == {"deleted": True, "sessionId": first["sessionId"]}
     assert again.json() == {"deleted": False, "sessionId": None}
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
-    assert client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code == 404
+    assert (
+        client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code
+        == 404
+    )
     fresh = run_command(client, conversation, "cat f.txt")
     assert fresh["exitCode"] == 1
     assert fresh["workspaceReset"] is False  # a new conversation life, not a lost sandbox

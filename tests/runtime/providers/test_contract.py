@@ -12,6 +12,7 @@ import pytest
 from runtime.config import SandboxSettings
 from runtime.providers.base import (
     ExecRequest,
+    ExecResult,
     SandboxProvider,
     SandboxSpec,
     SandboxState,
@@ -24,12 +25,12 @@ OUTPUT_LIMIT = 4096
 
 
 @pytest.fixture(params=["docker", "fake"])
-def provider(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[SandboxProvider]:
+def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
     if request.param == "docker":
         request.getfixturevalue("docker_client")  # session clean-up of labelled leftovers
-        docker_provider = DockerProvider(SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}))
+        docker_provider = DockerProvider(
+            SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID})
+        )
         yield docker_provider
         docker_provider.close()
     else:
@@ -41,12 +42,14 @@ def provider(
 @pytest.fixture
 def sandbox(provider: SandboxProvider) -> Iterator[str]:
     session_id = uuid.uuid4().hex
-    sandbox_id = provider.create(SandboxSpec(session_id, "siesta/debian-base:1", {"siesta.test": "contract"}))
+    sandbox_id = provider.create(
+        SandboxSpec(session_id, "siesta/debian-base:1", {"siesta.test": "contract"})
+    )
     yield sandbox_id
     provider.destroy(sandbox_id)
 
 
-def run(provider: SandboxProvider, sandbox: str, command: str, timeout: int = 30):  # type: ignore[no-untyped-def]
+def run(provider: SandboxProvider, sandbox: str, command: str, timeout: int = 30) -> ExecResult:
     return provider.exec(sandbox, ExecRequest(command, timeout, OUTPUT_LIMIT, 1))
 
 
@@ -72,14 +75,20 @@ def test_timeout_kills_background_children(provider: SandboxProvider, sandbox: s
     result = run(provider, sandbox, "(sleep 303; echo late > late.txt) & sleep 304", timeout=1)
     assert result.timed_out
     assert result.duration_ms >= 1000
-    check = run(provider, sandbox, "sleep 2; ls late.txt 2>/dev/null; ps -eo args | grep -c '^sleep 30[34]' || true")
+    check = run(
+        provider,
+        sandbox,
+        "sleep 2; ls late.txt 2>/dev/null; ps -eo args | grep -c '^sleep 30[34]' || true",
+    )
     assert check.stdout.text == "0\n"
 
 
 def test_output_is_capped_head_and_tail(provider: SandboxProvider, sandbox: str) -> None:
     result = run(provider, sandbox, "echo BEGIN; seq 1 100000; echo END")
     assert result.stdout.truncated
-    assert result.stdout.total_bytes == len("BEGIN\nEND\n") + sum(len(f"{i}\n") for i in range(1, 100001))
+    assert result.stdout.total_bytes == len("BEGIN\nEND\n") + sum(
+        len(f"{i}\n") for i in range(1, 100001)
+    )
     assert result.stdout.text.startswith("BEGIN\n1\n2\n")
     assert result.stdout.text.endswith("99999\n100000\nEND\n")
     assert len(result.stdout.text.encode()) <= OUTPUT_LIMIT + 64
@@ -95,20 +104,28 @@ def test_destroy_is_idempotent(provider: SandboxProvider) -> None:
 @pytest.mark.docker
 def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
     settings = SandboxSettings(
-        memory_limit_mb=256, cpu_limit=0.5, pids_limit=64,
+        memory_limit_mb=256,
+        cpu_limit=0.5,
+        pids_limit=64,
         extra_labels={TEST_RUN_LABEL: TEST_RUN_ID},
     )
     provider = DockerProvider(settings)
     session_id = uuid.uuid4().hex
-    labels = {"siesta.org": "o", "siesta.conversation": "c", "siesta.session": session_id,
-              "siesta.image-id": "debian-base"}
+    labels = {
+        "siesta.org": "o",
+        "siesta.conversation": "c",
+        "siesta.session": session_id,
+        "siesta.image-id": "debian-base",
+    }
     sandbox_id = provider.create(SandboxSpec(session_id, "siesta/debian-base:1", labels))
     try:
         attrs = docker_client.api.inspect_container(sandbox_id)
         host = attrs["HostConfig"]
         volume = docker_client.volumes.get(sandbox_id)
         inside = run(provider, sandbox_id, "cat /proc/1/comm; ls /sys/class/net; id -u")
-        fork_bomb = run(provider, sandbox_id, "for i in $(seq 100); do sleep 5 & done; wait", timeout=20)
+        fork_bomb = run(
+            provider, sandbox_id, "for i in $(seq 100); do sleep 5 & done; wait", timeout=20
+        )
     finally:
         provider.destroy(sandbox_id)
         provider.close()
@@ -125,7 +142,11 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
     assert host["NetworkMode"] == "none"
     assert host["Privileged"] is False
     assert [m["Destination"] for m in attrs["Mounts"]] == ["/mnt/work"]
-    assert inside.stdout.text.split() == ["tini", "lo", "0"]  # init as PID 1, no network but loopback
+    assert inside.stdout.text.split() == [
+        "tini",
+        "lo",
+        "0",
+    ]  # init as PID 1, no network but loopback
     assert "Resource temporarily unavailable" in fork_bomb.stderr.text  # pids limit holds
 
 

@@ -1,0 +1,81 @@
+"""``siesta-runtime serve``: the token on first run, and refusing to run without one."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+
+from tests.helpers import REPO, ServiceProcess, free_port
+
+
+def environment(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIESTA_")}
+    return {**env, "SIESTA_DATA_DIR": str(data_dir), "SIESTA_PROVIDER__TYPE": "fake"}
+
+
+def serve(data_dir: Path, *args: str) -> ServiceProcess:
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / "service.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port), *args],
+            cwd=REPO,
+            env=environment(data_dir),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
+    service.wait_ready()
+    return service
+
+
+def images_status(service: ServiceProcess, token: str) -> int:
+    auth = {"Authorization": f"Bearer {token}"}
+    return service.client.get("/v1/images", headers=auth).status_code
+
+
+def test_first_run_creates_a_private_random_token_and_later_runs_reuse_it(tmp_path: Path) -> None:
+    first = serve(tmp_path, "--create-token")
+    try:
+        token_file = tmp_path / "api-token"
+        token = token_file.read_text().strip()
+        assert len(token) >= 32
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert token in first.log()
+        assert images_status(first, token) == 200
+        assert images_status(first, token + "x") == 401
+    finally:
+        first.stop()
+    second = serve(tmp_path, "--create-token")
+    try:
+        assert images_status(second, token) == 200
+    finally:
+        second.stop()
+
+
+def test_serve_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "serve", "--port", str(free_port())],
+        cwd=REPO,
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "api_token" in result.stderr
+    assert not (tmp_path / "api-token").exists()
+
+
+def test_tokens_differ_between_deployments(tmp_path: Path) -> None:
+    tokens = []
+    for name in ("a", "b"):
+        service = serve(tmp_path / name, "--create-token")
+        service.stop()
+        tokens.append((tmp_path / name / "api-token").read_text())
+    assert tokens[0] != tokens[1]
