@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from tests.helpers import REPO, ServiceProcess, free_port
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid
@@ -70,10 +71,8 @@ def test_base_is_debootstrapped_when_it_cannot_be_pulled(
             reference, ["cat", "/etc/debian_version"], remove=True
         )
     finally:
-        try:
+        with contextlib.suppress(docker.errors.ImageNotFound):
             docker_client.images.remove(reference, force=True)
-        except docker.errors.ImageNotFound:
-            pass
     assert any("pull failed" in line for line in lines)
     assert any("debootstrap" in line for line in lines)
     assert image.labels["siesta.base"] == "debootstrap"
