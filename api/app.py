@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from anyio import to_thread
 from fastapi import FastAPI
 
 from api import errors
@@ -17,6 +18,8 @@ from runtime.services import Services
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Sandbox handlers are sync and hold a thread for a command's whole run.
+        to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from runtime.config import Settings
+from runtime.config import ImageSettings, Settings
 from runtime.errors import SiestaError
 from runtime.images import ImageCatalog
 
@@ -93,8 +93,6 @@ def _token_from_file() -> str:
 
 
 def _catalog() -> ImageCatalog:
-    from runtime.config import ImageSettings
-
     path = os.environ.get("SIESTA_IMAGES__CATALOG_PATH")
     return ImageCatalog.load(Path(path) if path else ImageSettings().catalog_path)
 

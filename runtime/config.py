@@ -74,6 +74,8 @@ class HttpSettings(BaseModel):
 
     max_request_bytes: int = Field(1024 * 1024, ge=1024)
     """Largest JSON request body accepted."""
+    worker_threads: int = Field(64, ge=4)
+    """Sandbox calls that can run at once in one process (each holds a thread)."""
 
 
 class Settings(BaseSettings):

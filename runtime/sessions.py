@@ -92,7 +92,7 @@ class SessionManager:
         self._clock = clock
         self._locks = KeyedLocks()
         self._provisioner = concurrent.futures.ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="siesta-provision"
+            max_workers=8, thread_name_prefix="siesta-provision"
         )
 
     def close(self) -> None:

@@ -6,6 +6,10 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
-    """The process is up. No auth, no dependencies: for liveness probes."""
+async def healthz() -> dict[str, str]:
+    """The process is up. No auth, no dependencies: for liveness probes.
+
+    ``async`` on purpose: it must answer even when every worker thread is busy
+    running long commands.
+    """
     return {"status": "ok"}

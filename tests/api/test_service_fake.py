@@ -1,0 +1,59 @@
+"""Service behaviour that does not depend on the provider, on the fast fake one."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import httpx
+import pytest
+
+from tests.helpers import ServiceProcess, StartService, headers, new_conversation, run_command
+
+WORKER_THREADS = 4
+
+
+@pytest.fixture(scope="module")
+def service(start_service: StartService) -> ServiceProcess:
+    return start_service("fake", SIESTA_HTTP__WORKER_THREADS=str(WORKER_THREADS))
+
+
+def test_commands_of_one_conversation_never_overlap(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    command = "echo start $(date +%s%N) >> log; sleep 0.2; echo end $(date +%s%N) >> log"
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(
+            pool.map(lambda _: run_command(service.client, conversation, command), range(4))
+        )
+    log = run_command(service.client, conversation, "cat log")["stdout"].split("\n")
+    events = [line.split() for line in log if line]
+    assert all(result["exitCode"] == 0 for result in results)
+    assert [kind for kind, _ in events] == ["start", "end"] * 4
+    stamps = [int(stamp) for _, stamp in events]
+    assert stamps == sorted(stamps)
+
+
+def test_health_answers_while_every_worker_thread_runs_a_command(service: ServiceProcess) -> None:
+    def long_command(_: int) -> dict[str, object]:
+        with httpx.Client(base_url=service.base_url, timeout=30) as client:
+            return run_command(client, new_conversation(), "sleep 2; echo done")
+
+    with concurrent.futures.ThreadPoolExecutor(WORKER_THREADS + 1) as pool:
+        running = [pool.submit(long_command, i) for i in range(WORKER_THREADS + 1)]
+        time.sleep(0.5)  # let them occupy the threads
+        health = httpx.get(f"{service.base_url}/healthz", timeout=1.0)
+        assert not any(future.done() for future in running)
+        results = [future.result() for future in running]
+    assert health.status_code == 200
+    assert [result["stdout"] for result in results] == ["done\n"] * (WORKER_THREADS + 1)
+
+
+def test_sandbox_can_be_disabled(start_service: StartService) -> None:
+    disabled = start_service("fake", SIESTA_SANDBOX__ENABLED="false")
+    response = disabled.client.post(
+        f"/v1/conversations/{new_conversation()}/sandbox/runCommand",
+        json={"command": "true"},
+        headers=headers(),
+    )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "sandbox_disabled"
