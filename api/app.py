@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from api import errors
 from api.limits import BodySizeLimit
-from api.routes import conversations, health, images, sandbox
+from api.routes import conversations, files, health, images, sandbox
 from runtime.config import Settings
 from runtime.services import Services
 
@@ -32,9 +32,14 @@ def create_app(settings: Settings) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.add_middleware(BodySizeLimit, max_bytes=settings.http.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.http.max_request_bytes,
+        # Uploads: the file limit plus room for the multipart framing.
+        upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
+    )
     errors.install(app)
-    for module in (health, images, sandbox, conversations):
+    for module in (health, images, sandbox, files, conversations):
         app.include_router(module.router)
     return app
 

@@ -38,6 +38,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "provisioning_failed": 503,
     "provisioning_timeout": 504,
     "provider_unavailable": 503,
+    "invalid_path": 422,
+    "path_outside_workspace": 422,
+    "file_not_found": 404,
+    "not_a_file": 422,
+    "not_a_directory": 422,
+    "transfer_too_large": 413,
+    "missing_input": 422,
 }
 
 

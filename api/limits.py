@@ -7,9 +7,12 @@ error shape of the API and states the limit in force.
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_UPLOAD_ROUTE = re.compile(r"/v1/conversations/[^/]+/files/?")
 
 
 class BodyTooLarge(HTTPException):
@@ -36,17 +39,19 @@ def too_large_body(limit: int) -> dict[str, object]:
 class BodySizeLimit:
     """Pure ASGI middleware: checks Content-Length, then counts streamed bytes."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, upload_max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_max_bytes = upload_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit_for(scope)
         declared = dict(scope["headers"]).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared.isdigit() and int(declared) > limit:
+            await self._refuse(send, limit)
             return
         received = 0
         started = False
@@ -56,8 +61,8 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if received > limit:
+                    raise BodyTooLarge(limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -70,10 +75,15 @@ class BodySizeLimit:
         except BodyTooLarge:
             if started:
                 raise
-            await self._refuse(send)
+            await self._refuse(send, limit)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps({"error": too_large_body(self.max_bytes)}).encode()
+    def limit_for(self, scope: Scope) -> int:
+        path = str(scope.get("path", ""))
+        is_upload = scope.get("method") == "POST" and _UPLOAD_ROUTE.fullmatch(path)
+        return self.upload_max_bytes if is_upload else self.max_bytes
+
+    async def _refuse(self, send: Send, limit: int) -> None:
+        body = json.dumps({"error": too_large_body(limit)}).encode()
         await send(
             {
                 "type": "http.response.start",

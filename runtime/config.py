@@ -53,6 +53,33 @@ class CommandSettings(BaseModel):
     """After the timeout's SIGTERM, how long before SIGKILL."""
 
 
+class FileSettings(BaseModel):
+    """Limits of the file functions, uploads and staging."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_upload_bytes: int = Field(100 * 1024 * 1024, ge=1)
+    """Largest attachment the backend may upload."""
+    max_write_bytes: int = Field(1024 * 1024, ge=1)
+    """Largest ``writeFile`` content (UTF-8 bytes); larger content is made by a command."""
+    max_read_bytes: int = Field(1024 * 1024, ge=1)
+    """Most bytes ``readFile`` returns (a caller's ``maxBytes`` is capped by it)."""
+    max_list_entries: int = Field(1000, ge=1)
+    """Most entries ``listFiles`` returns."""
+    max_publish_bytes: int = Field(100 * 1024 * 1024, ge=1)
+    """Largest file ``publishFiles`` turns into an artifact."""
+    max_publish_paths: int = Field(50, ge=1)
+    """Most paths in one ``publishFiles`` call."""
+    max_stage_file_bytes: int = Field(100 * 1024 * 1024, ge=1)
+    """Largest single file ``runCommand(files=...)`` stages."""
+    max_stage_total_bytes: int = Field(250 * 1024 * 1024, ge=1)
+    """Most bytes one ``runCommand`` call stages into its conversation's sandbox."""
+    max_stage_files: int = Field(50, ge=1)
+    """Most files one ``runCommand`` call stages."""
+    max_path_bytes: int = Field(1024, ge=16)
+    """Longest workspace path accepted."""
+
+
 class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -72,8 +99,8 @@ class ImageSettings(BaseModel):
 class HttpSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_request_bytes: int = Field(1024 * 1024, ge=1024)
-    """Largest JSON request body accepted."""
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    """Largest JSON request body accepted (uploads have their own limit)."""
     worker_threads: int = Field(64, ge=4)
     """Sandbox calls that can run at once in one process (each holds a thread)."""
 
@@ -91,6 +118,7 @@ class Settings(BaseSettings):
     """Embedded state (SQLite) and files."""
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
+    files: FileSettings = Field(default_factory=FileSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -11,8 +11,12 @@ ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def check_id(value: str, what: str, code: str) -> str:
-    if not ID_PATTERN.fullmatch(value):
-        msg = f"{what} must be 1 to 128 characters of A-Z a-z 0-9 . _ : - (got {value[:140]!r})"
+    # All-dot ids ("." and "..") would mean something else in any path they reach.
+    if not ID_PATTERN.fullmatch(value) or not value.strip("."):
+        msg = (
+            f"{what} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, "
+            f"not only dots (got {value[:140]!r})"
+        )
         raise InvalidRequest(msg, code=code)
     return value
 

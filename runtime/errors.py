@@ -19,7 +19,15 @@ trust that value.
     │   └── ImageUnavailable           image_unavailable (imageId, imageRef)
     ├── ProvisioningFailed             provisioning_failed
     │   └── ProvisioningTimeout        provisioning_timeout (limit)
-    └── ProviderUnavailable            provider_unavailable
+    ├── ProviderUnavailable            provider_unavailable
+    ├── WorkspaceError                 (about one path; carries ``path``)
+    │   ├── InvalidPath                invalid_path
+    │   ├── PathOutsideWorkspace       path_outside_workspace
+    │   ├── FileMissing                file_not_found (publishFiles: publish_target_missing)
+    │   ├── NotAFile                   not_a_file
+    │   └── NotADirectory              not_a_directory
+    ├── TransferTooLarge               transfer_too_large (limit)
+    └── MissingInput                   missing_input (missing)
 
 A command that exits nonzero or times out is *not* an error: it is a result
 with ``exitCode`` and ``timedOut``.
@@ -96,3 +104,35 @@ class ProvisioningTimeout(ProvisioningFailed, TimeoutError):
 
 class ProviderUnavailable(SiestaError, ConnectionError):
     code = "provider_unavailable"
+
+
+class WorkspaceError(SiestaError):
+    code = "workspace_error"
+
+
+class InvalidPath(WorkspaceError, ValueError):
+    code = "invalid_path"
+
+
+class PathOutsideWorkspace(WorkspaceError, PermissionError):
+    code = "path_outside_workspace"
+
+
+class FileMissing(WorkspaceError, FileNotFoundError):
+    code = "file_not_found"
+
+
+class NotAFile(WorkspaceError, IsADirectoryError):
+    code = "not_a_file"
+
+
+class NotADirectory(WorkspaceError, NotADirectoryError):
+    code = "not_a_directory"
+
+
+class TransferTooLarge(SiestaError):
+    code = "transfer_too_large"
+
+
+class MissingInput(SiestaError, LookupError):
+    code = "missing_input"

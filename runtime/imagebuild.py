@@ -118,10 +118,12 @@ def _build_one(
     client: docker.DockerClient, root: Path, image: CatalogImage, progress: Progress
 ) -> None:
     assert image.build is not None
-    context = root / image.build
-    progress(f"[{image.id}] building {image.image} from {context}")
+    # The context is the catalog folder, so images can share sources (siesta-fs/).
+    dockerfile = f"{image.build}/Dockerfile"
+    progress(f"[{image.id}] building {image.image} from {root / dockerfile}")
     stream = client.api.build(
-        path=str(context),
+        path=str(root),
+        dockerfile=dockerfile,
         tag=image.image,
         labels={MANAGED_LABEL: "true", "siesta.image-id": image.id},
         rm=True,

@@ -1,45 +1,75 @@
-"""The agent's sandbox functions. This slice: ``runCommand``.
+"""The agent's five sandbox functions: runCommand, writeFile, readFile, listFiles,
+publishFiles (plus staging of conversation files for runCommand).
 
 Results are plain dicts in the wire shape (camelCase), because the agent
-backend forwards them to the model almost verbatim.
+backend forwards them to the model almost verbatim. Every function checks its
+arguments before it touches the conversation's sandbox.
 """
 
 from __future__ import annotations
 
+import base64
+import codecs
+import posixpath
 from typing import Any
 
-from runtime.config import CommandSettings
+from runtime.config import CommandSettings, FileSettings
 from runtime.context import CallContext
-from runtime.errors import CommandTooLarge, InvalidRequest
+from runtime.errors import (
+    CommandTooLarge,
+    FileMissing,
+    InvalidRequest,
+    SiestaError,
+    TransferTooLarge,
+)
+from runtime.files import BlobWriter, ConversationFiles, content_type_for
 from runtime.output import CapturedStream
 from runtime.providers.base import ExecRequest, SandboxProvider
-from runtime.sessions import SessionManager
+from runtime.sessions import ActiveSession, SessionManager
+from runtime.store.base import FileKind, FileRecord
+from runtime.workspace import STAGING_FOLDER, absolute_path, unique_names, workspace_path
 
 
 class Sandbox:
     def __init__(
-        self, sessions: SessionManager, provider: SandboxProvider, settings: CommandSettings
+        self,
+        sessions: SessionManager,
+        provider: SandboxProvider,
+        files: ConversationFiles,
+        commands: CommandSettings,
+        limits: FileSettings,
     ) -> None:
         self._sessions = sessions
         self._provider = provider
-        self._settings = settings
+        self._files = files
+        self._commands = commands
+        self._limits = limits
+
+    # -- runCommand ---------------------------------------------------------------
 
     def run_command(
-        self, ctx: CallContext, command: str, timeout_seconds: int | None = None
+        self,
+        ctx: CallContext,
+        command: str,
+        timeout_seconds: int | None = None,
+        files: list[str] | None = None,
     ) -> dict[str, Any]:
         """Run ``bash -lc command`` in the conversation's ``/mnt/work``.
 
-        A nonzero exit code and a timeout are results, not errors.
+        ``files`` (conversation file names or ids) are staged to
+        ``/mnt/work/in`` first. A nonzero exit code and a timeout are results.
         """
         self._check_command(command)
         timeout = self._effective_timeout(timeout_seconds)
+        inputs = self._staging_plan(ctx, files or [])
         request = ExecRequest(
             command=command,
             timeout_seconds=timeout,
-            max_output_bytes=self._settings.max_output_bytes,
-            kill_grace_seconds=self._settings.kill_grace_seconds,
+            max_output_bytes=self._commands.max_output_bytes,
+            kill_grace_seconds=self._commands.kill_grace_seconds,
         )
         with self._sessions.operation(ctx) as session:
+            staged = [self._stage(session, name, record) for name, record in inputs]
             result = self._provider.exec(session.record.sandbox_id, request)
         return {
             "exitCode": result.exit_code,
@@ -49,8 +79,8 @@ class Sandbox:
             "timeoutSeconds": timeout,
             "truncated": _truncation(result.stdout, result.stderr, request.max_output_bytes),
             "durationMs": result.duration_ms,
-            "workspaceReset": session.workspace_reset,
-            "sessionId": session.record.session_id,
+            "stagedFiles": staged,
+            **_session_fields(session),
         }
 
     def _check_command(self, command: str) -> None:
@@ -60,8 +90,8 @@ class Sandbox:
         if "\x00" in command:
             msg = "command contains a NUL byte"
             raise InvalidRequest(msg, code="invalid_command")
-        size = len(command.encode("utf-8"))
-        limit = self._settings.max_command_bytes
+        size = len(command.encode("utf-8", errors="surrogatepass"))
+        limit = self._commands.max_command_bytes
         if size > limit:
             msg = (
                 f"command is {size} bytes, over the limit of {limit} bytes; "
@@ -70,12 +100,163 @@ class Sandbox:
             raise CommandTooLarge(msg, limit=limit, unit="bytes", size=size)
 
     def _effective_timeout(self, requested: int | None) -> int:
+        maximum = self._commands.max_timeout_seconds
         if requested is None:
-            return min(self._settings.default_timeout_seconds, self._settings.max_timeout_seconds)
+            return min(self._commands.default_timeout_seconds, maximum)
         if requested < 1:
             msg = "timeoutSeconds must be at least 1"
             raise InvalidRequest(msg)
-        return min(requested, self._settings.max_timeout_seconds)
+        return min(requested, maximum)
+
+    def _staging_plan(self, ctx: CallContext, wanted: list[str]) -> list[tuple[str, FileRecord]]:
+        """Which files go where, checked against the limits before anything runs."""
+        limits = self._limits
+        if len(wanted) > limits.max_stage_files:
+            msg = f"{len(wanted)} files requested, over the limit of {limits.max_stage_files}"
+            raise TransferTooLarge(msg, limit=limits.max_stage_files, unit="files")
+        records = self._files.resolve(ctx, wanted)
+        for record in records:
+            if record.size > limits.max_stage_file_bytes:
+                msg = (
+                    f"{record.name!r} is {record.size} bytes, over the staging limit of "
+                    f"{limits.max_stage_file_bytes} bytes per file"
+                )
+                raise TransferTooLarge(
+                    msg, limit=limits.max_stage_file_bytes, unit="bytes", name=record.name
+                )
+        total = sum(record.size for record in records)
+        if total > limits.max_stage_total_bytes:
+            msg = (
+                f"the files add up to {total} bytes, over the staging limit of "
+                f"{limits.max_stage_total_bytes} bytes per call"
+            )
+            raise TransferTooLarge(msg, limit=limits.max_stage_total_bytes, unit="bytes")
+        names = unique_names([record.name for record in records])
+        return list(zip(names, records, strict=True))
+
+    def _stage(self, session: ActiveSession, name: str, record: FileRecord) -> dict[str, Any]:
+        path = f"{STAGING_FOLDER}/{name}"
+        size = self._provider.write_file(
+            session.record.sandbox_id,
+            path,
+            self._files.chunks(record),
+            self._limits.max_stage_file_bytes,
+        )
+        return {
+            "name": record.name,
+            "fileId": record.file_id,
+            "path": absolute_path(path),
+            "size": size,
+        }
+
+    # -- writeFile / readFile / listFiles --------------------------------------------
+
+    def write_file(self, ctx: CallContext, path: str, content: str) -> dict[str, Any]:
+        """Write UTF-8 text to a workspace file, creating parent folders."""
+        relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
+        data = content.encode("utf-8", errors="strict")
+        limit = self._limits.max_write_bytes
+        if len(data) > limit:
+            msg = (
+                f"content is {len(data)} bytes, over the writeFile limit of {limit} bytes; "
+                "create large content with a command instead (runCommand)"
+            )
+            raise TransferTooLarge(msg, limit=limit, unit="bytes", size=len(data))
+        with self._sessions.operation(ctx) as session:
+            size = self._provider.write_file(session.record.sandbox_id, relative, [data], limit)
+        return {"path": absolute_path(relative), "size": size, **_session_fields(session)}
+
+    def read_file(
+        self, ctx: CallContext, path: str, max_bytes: int | None = None
+    ) -> dict[str, Any]:
+        """Text as text; anything not UTF-8 as base64; long files cut at the read limit."""
+        relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
+        if max_bytes is not None and max_bytes < 1:
+            msg = "maxBytes must be at least 1"
+            raise InvalidRequest(msg)
+        limit = min(max_bytes or self._limits.max_read_bytes, self._limits.max_read_bytes)
+        data = bytearray()
+        with self._sessions.operation(ctx) as session:
+            size = self._provider.read_file(session.record.sandbox_id, relative, limit, data.extend)
+        truncated = size > len(data)
+        content, encoding, returned = _as_text_or_base64(bytes(data), cut=truncated)
+        return {
+            "path": absolute_path(relative),
+            "content": content,
+            "encoding": encoding,
+            "size": size,
+            "returnedBytes": returned,
+            "truncated": truncated,
+            "limitBytes": limit,
+            **_session_fields(session),
+        }
+
+    def list_files(self, ctx: CallContext, path: str = ".") -> dict[str, Any]:
+        """One folder, not recursive: name, size and whether each entry is a folder."""
+        relative = workspace_path(path, max_bytes=self._limits.max_path_bytes, allow_root=True)
+        limit = self._limits.max_list_entries
+        with self._sessions.operation(ctx) as session:
+            listing = self._provider.list_dir(session.record.sandbox_id, relative, limit)
+        return {
+            "path": absolute_path(relative),
+            "entries": [
+                {
+                    "name": e.name,
+                    "size": e.size,
+                    "isDirectory": e.kind == "directory",
+                    "type": e.kind,
+                }
+                for e in listing.entries
+            ],
+            "total": listing.total,
+            "truncated": listing.total > len(listing.entries),
+            "limitEntries": limit,
+            **_session_fields(session),
+        }
+
+    # -- publishFiles ---------------------------------------------------------------
+
+    def publish_files(self, ctx: CallContext, paths: list[str]) -> dict[str, Any]:
+        """Each named workspace file becomes a new artifact; failures are per path."""
+        if not paths:
+            msg = "paths must name at least one file"
+            raise InvalidRequest(msg)
+        if len(paths) > self._limits.max_publish_paths:
+            msg = f"{len(paths)} paths, over the limit of {self._limits.max_publish_paths} per call"
+            raise InvalidRequest(msg, limit=self._limits.max_publish_paths, unit="paths")
+        results = []
+        with self._sessions.operation(ctx) as session:
+            for path in paths:
+                try:
+                    record = self._publish_one(ctx, session, path)
+                except SiestaError as error:
+                    results.append({"path": path, "error": _publish_error(error)})
+                else:
+                    results.append({"path": path, "artifact": _artifact(record)})
+        failed = sum(1 for result in results if "error" in result)
+        return {
+            "files": results,
+            "published": len(results) - failed,
+            "failed": failed,
+            "partial": 0 < failed < len(results),
+            **_session_fields(session),
+        }
+
+    def _publish_one(self, ctx: CallContext, session: ActiveSession, path: str) -> FileRecord:
+        relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
+        name = posixpath.basename(relative)
+        limit = self._limits.max_publish_bytes
+
+        def fill(writer: BlobWriter) -> None:
+            self._provider.read_file(
+                session.record.sandbox_id, relative, limit, writer.write, strict=True
+            )
+
+        return self._files.add(ctx, name, content_type_for(name), FileKind.ARTIFACT, fill, limit)
+
+
+def _session_fields(session: ActiveSession) -> dict[str, Any]:
+    return {"workspaceReset": session.workspace_reset, "sessionId": session.record.session_id}
 
 
 def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> dict[str, Any]:
@@ -86,3 +267,32 @@ def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> d
         "stderrBytes": stderr.total_bytes,
         "limitBytes": limit,
     }
+
+
+def _as_text_or_base64(data: bytes, *, cut: bool) -> tuple[str, str, int]:
+    """(content, encoding, bytes returned). A cut may split the last character:
+    those few bytes are left out rather than turning a text file into base64."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    try:
+        text = decoder.decode(data, final=not cut)
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64", len(data)
+    pending, _ = decoder.getstate()
+    return text, "utf-8", len(data) - len(pending)
+
+
+def _artifact(record: FileRecord) -> dict[str, Any]:
+    return {
+        "id": record.file_id,
+        "name": record.name,
+        "size": record.size,
+        "contentType": record.content_type,
+        "sha256": record.sha256,
+    }
+
+
+def _publish_error(error: SiestaError) -> dict[str, Any]:
+    details = error.to_dict()
+    if isinstance(error, FileMissing):
+        details["code"] = "publish_target_missing"
+    return details

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.config import Settings
+from runtime.context import CallContext
+from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
@@ -21,6 +24,7 @@ class Services:
     store: Store
     provider: SandboxProvider
     sessions: SessionManager
+    files: ConversationFiles
     sandbox: Sandbox
 
     @classmethod
@@ -29,8 +33,21 @@ class Services:
         store = SqliteStore(settings.store_path)
         provider = build_provider(settings)
         sessions = SessionManager(store, provider, catalog, settings.sandbox)
-        sandbox = Sandbox(sessions, provider, settings.command)
-        return cls(settings, catalog, store, provider, sessions, sandbox)
+        files = ConversationFiles(
+            store, LocalBlobStore(settings.data_dir / "blobs"), settings.files
+        )
+        sandbox = Sandbox(sessions, provider, files, settings.command, settings.files)
+        return cls(settings, catalog, store, provider, sessions, files, sandbox)
+
+    def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
+        """Tear down the conversation's sandbox, then delete its files."""
+        record = self.sessions.delete(ctx)
+        deleted_files = self.files.delete_all(ctx)
+        return {
+            "deleted": record is not None or deleted_files > 0,
+            "sessionId": record.session_id if record else None,
+            "deletedFiles": deleted_files,
+        }
 
     def close(self) -> None:
         self.sessions.close()

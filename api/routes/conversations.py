@@ -31,6 +31,5 @@ def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
 
 @router.delete("/{conversation_id}")
 def delete_conversation(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
-    """Tear down the conversation's sandbox and workspace. Deleting twice is fine."""
-    record = services.sessions.delete(ctx)
-    return {"deleted": record is not None, "sessionId": record.session_id if record else None}
+    """Tear down the conversation's sandbox, workspace and files. Deleting twice is fine."""
+    return services.delete_conversation(ctx)

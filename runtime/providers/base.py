@@ -8,6 +8,7 @@ manager decides what to create and when.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -64,6 +65,25 @@ class ExecResult:
     duration_ms: int
 
 
+@dataclass(frozen=True)
+class DirEntry:
+    name: str
+    kind: str
+    """``file``, ``directory``, ``symlink`` or ``other``."""
+    size: int
+
+
+@dataclass(frozen=True)
+class DirListing:
+    entries: list[DirEntry]
+    """Sorted by name; at most the requested number."""
+    total: int
+    """How many entries the folder has."""
+
+
+ByteSink = Callable[[bytes], None]
+
+
 class SandboxProvider(Protocol):
     """The seam between sessions and the engine that runs sandboxes."""
 
@@ -86,6 +106,29 @@ class SandboxProvider(Protocol):
         The timeout is enforced inside the sandbox and kills the command's whole
         process group. Output is capped while it is produced.
         """
+
+    def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+    ) -> int:
+        """Stream the first ``max_bytes`` of the workspace file ``path`` into ``sink``.
+
+        Returns the file's full size. ``strict``: refuse a larger file with
+        ``TransferTooLarge`` before sending anything. ``path`` is relative to
+        the workspace and resolved inside the sandbox without leaving it
+        (``PathOutsideWorkspace``, ``FileMissing``, ``NotAFile``).
+        """
+
+    def write_file(
+        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
+    ) -> int:
+        """Replace the workspace file ``path`` atomically, creating parent folders.
+
+        Returns the bytes written; more than ``max_bytes`` is ``TransferTooLarge``
+        and leaves the old file as it was.
+        """
+
+    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
+        """One workspace folder, not recursive, sorted by name."""
 
     def sandbox_id_for(self, session_id: str) -> str:
         """The id a sandbox created for ``session_id`` has (or would have)."""

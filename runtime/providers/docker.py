@@ -9,21 +9,26 @@ find everything this service created and nothing else.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import docker
 import docker.errors
 import requests.exceptions
+from docker.utils.socket import STDOUT, frames_iter
 
 from runtime.config import SandboxSettings
 from runtime.errors import ImageUnavailable, ProviderUnavailable, ProvisioningFailed
 from runtime.output import HeadTailBuffer
+from runtime.providers import fshelper
 from runtime.providers.base import (
     MANAGED_LABEL,
     WORKSPACE,
+    ByteSink,
+    DirListing,
     ExecRequest,
     ExecResult,
     SandboxInfo,
@@ -190,6 +195,72 @@ class DockerProvider:
         )
         return ExecResult(exit_code, stdout.result(), stderr.result(), timed_out, duration_ms)
 
+    def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+    ) -> int:
+        exit_code, stderr = self._exec_io(
+            sandbox_id, fshelper.read_argv(path, max_bytes, strict), stdout_sink=sink
+        )
+        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+
+    def write_file(
+        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
+    ) -> int:
+        exit_code, stderr = self._exec_io(
+            sandbox_id, fshelper.write_argv(path, max_bytes), stdin_chunks=chunks
+        )
+        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+
+    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
+        stdout = bytearray()
+        exit_code, stderr = self._exec_io(
+            sandbox_id, fshelper.list_argv(path, max_entries), stdout_sink=stdout.extend
+        )
+        return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))
+
+    def _exec_io(
+        self,
+        sandbox_id: str,
+        argv: list[str],
+        *,
+        stdin_chunks: Iterable[bytes] | None = None,
+        stdout_sink: ByteSink | None = None,
+    ) -> tuple[int, str]:
+        """Run a helper with its stdin fed from ``stdin_chunks``; stdout goes to the sink.
+
+        Returns the exit code and stderr (helpers print little there).
+        """
+        stderr = HeadTailBuffer(16 * 1024)
+        with docker_errors():
+            exec_id = self._api.exec_create(
+                sandbox_id,
+                argv,
+                stdin=stdin_chunks is not None,
+                stdout=True,
+                stderr=True,
+                workdir=WORKSPACE,
+            )["Id"]
+            stream = self._api.exec_start(exec_id, socket=True)
+            raw = getattr(stream, "_sock", None)
+            if not isinstance(raw, socket.socket):
+                stream.close()
+                msg = "file transfer needs a unix or tcp connection to the Docker engine"
+                raise ProviderUnavailable(msg)
+            try:
+                if stdin_chunks is not None:
+                    _send_all(raw, stdin_chunks)
+                frames = frames_iter(stream, tty=False)  # type: ignore[no-untyped-call]
+                for stream_id, data in frames:
+                    if stream_id == STDOUT:
+                        if stdout_sink is not None:
+                            stdout_sink(data)
+                    else:
+                        stderr.write(data)
+            finally:
+                stream.close()
+                raw.close()
+            return self._wait_exit_code(exec_id), stderr.result().text
+
     def _wait_exit_code(self, exec_id: str) -> int:
         # The output stream can close a moment before the engine records the exit.
         deadline = time.monotonic() + 5.0
@@ -239,6 +310,15 @@ class DockerProvider:
             )
             for c in containers
         ]
+
+
+def _send_all(raw: socket.socket, chunks: Iterable[bytes]) -> None:
+    try:
+        for chunk in chunks:
+            raw.sendall(chunk)
+        raw.shutdown(socket.SHUT_WR)  # end of stdin for the helper
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the helper stopped reading (a limit); its status line says why
 
 
 class _Watchdog:

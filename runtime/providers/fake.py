@@ -12,14 +12,21 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 from runtime.output import HeadTailBuffer
+from runtime.providers import fshelper
 from runtime.providers.base import (
+    ByteSink,
+    DirEntry,
+    DirListing,
     ExecRequest,
     ExecResult,
     SandboxInfo,
@@ -95,6 +102,22 @@ class FakeProvider:
             duration_ms,
         )
 
+    def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+    ) -> int:
+        return self._workspace(sandbox_id).read(path, max_bytes, sink, strict)
+
+    def write_file(
+        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
+    ) -> int:
+        return self._workspace(sandbox_id).write(path, chunks, max_bytes)
+
+    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
+        return self._workspace(sandbox_id).list(path, max_entries)
+
+    def _workspace(self, sandbox_id: str) -> _FakeWorkspace:
+        return _FakeWorkspace(self._root / sandbox_id)
+
     def destroy(self, sandbox_id: str) -> None:
         with self._lock:
             self._labels.pop(sandbox_id, None)
@@ -107,3 +130,81 @@ class FakeProvider:
 
     def close(self) -> None:
         shutil.rmtree(self._root, ignore_errors=True)
+
+
+def _refuse(code: str, path: str, *, limit: int | None = None, kind: str = "other") -> NoReturn:
+    raise fshelper.error_for(code, path, limit=limit, kind=kind)
+
+
+class _FakeWorkspace:
+    """File operations of the fake: realpath checks, not the kernel's guarantee.
+
+    Good enough for API tests; confinement against a racing symlink swap is
+    only proven for the Docker provider (siesta-fs).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def resolve(self, path: str) -> Path:
+        real = (self.root / path).resolve()
+        if real != self.root and self.root not in real.parents:
+            _refuse("outside", path)
+        return real
+
+    def read(self, path: str, max_bytes: int, sink: ByteSink, strict: bool) -> int:
+        real = self.resolve(path)
+        if not real.exists():
+            _refuse("not_found", path)
+        if not real.is_file():
+            kind = "directory" if real.is_dir() else "other"
+            _refuse("not_a_file", path, kind=kind)
+        size = real.stat().st_size
+        if strict and size > max_bytes:
+            _refuse("too_large", path, limit=max_bytes)
+        with real.open("rb") as handle:
+            left = max_bytes
+            while left > 0 and (chunk := handle.read(min(left, 65536))):
+                sink(chunk)
+                left -= len(chunk)
+        return size
+
+    def write(self, path: str, chunks: Iterable[bytes], max_bytes: int) -> int:
+        target = self.resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():
+            _refuse("not_a_file", path, kind="directory")
+        temp = target.parent / f".siesta-fake-{os.getpid()}.tmp"
+        total = 0
+        with temp.open("wb") as handle:
+            for chunk in chunks:
+                total += len(chunk)
+                if total > max_bytes:
+                    handle.close()
+                    temp.unlink()
+                    _refuse("too_large", path, limit=max_bytes)
+                handle.write(chunk)
+        temp.replace(target)
+        return total
+
+    def list(self, path: str, max_entries: int) -> DirListing:
+        real = self.resolve(path)
+        if not real.exists():
+            _refuse("not_found", path)
+        if not real.is_dir():
+            _refuse("not_a_directory", path)
+        entries = []
+        for child in real.iterdir():
+            info = child.lstat()
+            kind = (
+                "symlink"
+                if stat.S_ISLNK(info.st_mode)
+                else "directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "file"
+                if stat.S_ISREG(info.st_mode)
+                else "other"
+            )
+            entries.append(DirEntry(child.name, kind, info.st_size))
+        entries.sort(key=lambda entry: entry.name.encode())
+        return DirListing(entries[:max_entries], len(entries))

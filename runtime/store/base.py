@@ -35,6 +35,28 @@ class SessionRecord:
     """1 for the first sandbox of the conversation, +1 for each replacement."""
 
 
+class FileKind(enum.StrEnum):
+    ATTACHMENT = "attachment"
+    """Uploaded by the agent backend (the user's files)."""
+    ARTIFACT = "artifact"
+    """Published from the sandbox by the agent."""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A conversation file; its bytes live in the blob store under ``file_id``."""
+
+    org: str
+    conversation: str
+    file_id: str
+    name: str
+    size: int
+    content_type: str
+    sha256: str
+    kind: FileKind
+    created_at: float
+
+
 class Store(Protocol):
     def get_session(self, org: str, conversation: str) -> SessionRecord | None:
         """The conversation's session, or ``None`` if it has none."""
@@ -50,6 +72,18 @@ class Store(Protocol):
 
     def list_sessions(self) -> list[SessionRecord]:
         """Every session record (for reconciliation and tests)."""
+
+    def add_file(self, record: FileRecord) -> None:
+        """Record a new conversation file (ids are never reused)."""
+
+    def list_files(self, org: str, conversation: str) -> list[FileRecord]:
+        """The conversation's files, oldest first."""
+
+    def get_file(self, org: str, conversation: str, file_id: str) -> FileRecord | None:
+        """One file of the conversation; another conversation's id finds nothing."""
+
+    def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
+        """Forget the conversation's files and return them (to delete their blobs)."""
 
     def close(self) -> None:
         """Release connections."""

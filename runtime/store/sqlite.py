@@ -11,7 +11,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from runtime.store.base import SessionRecord, SessionStatus
+from runtime.store.base import FileKind, FileRecord, SessionRecord, SessionStatus
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -27,7 +27,21 @@ CREATE TABLE IF NOT EXISTS sessions (
     generation    INTEGER NOT NULL,
     PRIMARY KEY (org, conversation)
 );
+CREATE TABLE IF NOT EXISTS files (
+    org           TEXT NOT NULL,
+    conversation  TEXT NOT NULL,
+    file_id       TEXT NOT NULL PRIMARY KEY,
+    name          TEXT NOT NULL,
+    size          INTEGER NOT NULL,
+    content_type  TEXT NOT NULL,
+    sha256        TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    created_at    REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS files_by_conversation ON files (org, conversation, created_at);
 """
+
+FILE_COLUMNS = "org, conversation, file_id, name, size, content_type, sha256, kind, created_at"
 
 COLUMNS = (
     "org, conversation, session_id, sandbox_id, image_id, image_ref, status, "
@@ -95,6 +109,49 @@ class SqliteStore:
             ).fetchall()
         return [_record(row) for row in rows]
 
+    def add_file(self, record: FileRecord) -> None:
+        with self._lock:
+            self._conn.execute(
+                f"INSERT INTO files ({FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    record.org,
+                    record.conversation,
+                    record.file_id,
+                    record.name,
+                    record.size,
+                    record.content_type,
+                    record.sha256,
+                    record.kind.value,
+                    record.created_at,
+                ),
+            )
+
+    def list_files(self, org: str, conversation: str) -> list[FileRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {FILE_COLUMNS} FROM files WHERE org = ? AND conversation = ? "
+                "ORDER BY created_at, rowid",
+                (org, conversation),
+            ).fetchall()
+        return [_file(row) for row in rows]
+
+    def get_file(self, org: str, conversation: str, file_id: str) -> FileRecord | None:
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT {FILE_COLUMNS} FROM files "
+                "WHERE org = ? AND conversation = ? AND file_id = ?",
+                (org, conversation, file_id),
+            ).fetchone()
+        return _file(row) if row else None
+
+    def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                f"DELETE FROM files WHERE org = ? AND conversation = ? RETURNING {FILE_COLUMNS}",
+                (org, conversation),
+            ).fetchall()
+        return [_file(row) for row in rows]
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -113,4 +170,19 @@ def _record(row: tuple[object, ...]) -> SessionRecord:
         created_at=float(str(created)),
         last_used_at=float(str(used)),
         generation=int(str(gen)),
+    )
+
+
+def _file(row: tuple[object, ...]) -> FileRecord:
+    org, conv, file_id, name, size, content_type, sha256, kind, created = row
+    return FileRecord(
+        org=str(org),
+        conversation=str(conv),
+        file_id=str(file_id),
+        name=str(name),
+        size=int(str(size)),
+        content_type=str(content_type),
+        sha256=str(sha256),
+        kind=FileKind(str(kind)),
+        created_at=float(str(created)),
     )

@@ -201,7 +201,7 @@ def test_orgs_are_isolated_even_with_the_same_conversation_id(
 
     assert a["sessionId"] != b["sessionId"]
     assert b["exitCode"] == 1 and "secret" not in b["stdout"]
-    assert deleted_by_b.json() == {"deleted": True, "sessionId": b["sessionId"]}
+    assert deleted_by_b.json() == {"deleted": True, "sessionId": b["sessionId"], "deletedFiles": 0}
     assert a_again["stdout"] == "secret-of-a\n"
     assert a_again["sessionId"] == a["sessionId"]
     containers, _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
@@ -221,8 +221,8 @@ def test_delete_tears_down_container_and_volume(
     deleted = client.delete(f"/v1/conversations/{conversation}", headers=headers())
     again = client.delete(f"/v1/conversations/{conversation}", headers=headers())
 
-    assert deleted.json() == {"deleted": True, "sessionId": first["sessionId"]}
-    assert again.json() == {"deleted": False, "sessionId": None}
+    assert deleted.json() == {"deleted": True, "sessionId": first["sessionId"], "deletedFiles": 0}
+    assert again.json() == {"deleted": False, "sessionId": None, "deletedFiles": 0}
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
     assert (
         client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).status_code

@@ -1,0 +1,307 @@
+/*
+ * siesta-fs: the sandbox's workspace file operations, confined to /mnt/work.
+ *
+ * The service runs this inside a conversation's container (docker exec) for
+ * writeFile, readFile, listFiles, publishFiles and staging. Every path is
+ * resolved by the kernel with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+ * from the workspace root, so neither "..", an absolute symlink nor a symlink
+ * that climbs out can make an operation touch anything outside /mnt/work, and
+ * there is no window between a check and the use of a path.
+ *
+ *   siesta-fs read  PATH MAX_BYTES [strict]   file to stdout (at most MAX_BYTES;
+ *                                             "strict": refuse larger files)
+ *   siesta-fs write PATH MAX_BYTES            stdin to the file, atomically
+ *                                             (parent folders are created)
+ *   siesta-fs list  PATH MAX_ENTRIES          "TYPE SIZE NAME\0" per entry,
+ *                                             sorted by name (TYPE: d f l o)
+ *   siesta-fs stat  PATH                      "TYPE SIZE" of the entry
+ *
+ * The last line on stderr is "siesta-fs: ok key=value..." or
+ * "siesta-fs: CODE detail"; the exit status says the same (see enum status).
+ * Built static so it runs in any image: gcc -static -O2 -o siesta-fs siesta-fs.c
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define WORKSPACE "/mnt/work"
+#define CHUNK 65536
+
+enum status {
+    OK = 0,
+    NOT_FOUND = 10,
+    OUTSIDE = 11,        /* resolution would leave the workspace */
+    NOT_A_FILE = 12,     /* a directory or something else that is not a regular file */
+    NOT_A_DIRECTORY = 13,
+    TOO_LARGE = 14,
+    IO_ERROR = 15,
+    USAGE = 16,
+};
+
+static const char *status_name(enum status s) {
+    switch (s) {
+    case OK: return "ok";
+    case NOT_FOUND: return "not_found";
+    case OUTSIDE: return "outside";
+    case NOT_A_FILE: return "not_a_file";
+    case NOT_A_DIRECTORY: return "not_a_directory";
+    case TOO_LARGE: return "too_large";
+    case IO_ERROR: return "io_error";
+    default: return "usage";
+    }
+}
+
+static int finish(enum status s, const char *fmt, ...) {
+    va_list args;
+    fprintf(stderr, "siesta-fs: %s ", status_name(s));
+    va_start(args, fmt);
+    vfprintf(stderr, fmt, args);
+    va_end(args);
+    fputc('\n', stderr);
+    return s;
+}
+
+static enum status from_errno(int err) {
+    switch (err) {
+    case ENOENT: return NOT_FOUND;
+    case EXDEV: case ELOOP: return OUTSIDE;
+    case EISDIR: return NOT_A_FILE;
+    case ENOTDIR: return NOT_A_DIRECTORY;
+    default: return IO_ERROR;
+    }
+}
+
+static int open_beneath(int root, const char *path, int flags, mode_t mode) {
+    struct open_how how = {
+        .flags = (unsigned long long)flags | O_CLOEXEC,
+        .mode = (flags & O_CREAT) ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+}
+
+static int fail_errno(const char *what, const char *path) {
+    int err = errno;
+    return finish(from_errno(err), "%s %s: %s", what, path, strerror(err));
+}
+
+static char type_of(mode_t mode) {
+    if (S_ISDIR(mode)) return 'd';
+    if (S_ISREG(mode)) return 'f';
+    if (S_ISLNK(mode)) return 'l';
+    return 'o';
+}
+
+static int write_all(int fd, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int do_read(int root, const char *path, long long max, int strict) {
+    /* O_NONBLOCK: opening a FIFO must not hang; fstat then refuses it. */
+    int fd = open_beneath(root, path, O_RDONLY | O_NONBLOCK, 0);
+    if (fd < 0) return fail_errno("open", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0) return fail_errno("stat", path);
+    if (!S_ISREG(st.st_mode))
+        return finish(NOT_A_FILE, "type=%c %s is not a regular file", type_of(st.st_mode), path);
+    if (strict && st.st_size > max)
+        return finish(TOO_LARGE, "size=%lld limit=%lld", (long long)st.st_size, max);
+    static char buf[CHUNK];
+    long long left = max;
+    while (left > 0) {
+        ssize_t n = read(fd, buf, left < CHUNK ? (size_t)left : CHUNK);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return fail_errno("read", path);
+        }
+        if (n == 0) break;
+        if (write_all(STDOUT_FILENO, buf, (size_t)n) < 0) return fail_errno("write", "stdout");
+        left -= n;
+    }
+    return finish(OK, "size=%lld", (long long)st.st_size);
+}
+
+/* Opens the folder PATH (relative to root), creating missing folders on the way. */
+static int open_or_make_dir(int root, const char *path) {
+    int fd = open_beneath(root, path, O_DIRECTORY | O_RDONLY, 0);
+    if (fd >= 0 || errno != ENOENT) return fd;
+    char partial[4096];
+    if (strlen(path) >= sizeof partial) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(partial, path);
+    /* Walk the components: create each missing one inside its (already confined) parent. */
+    for (char *slash = partial;; slash++) {
+        slash = strchr(slash, '/');
+        if (slash) *slash = '\0';
+        int dir = open_beneath(root, partial, O_DIRECTORY | O_RDONLY, 0);
+        if (dir < 0 && errno == ENOENT) {
+            char *base = strrchr(partial, '/');
+            const char *name = base ? base + 1 : partial;
+            int parent;
+            if (base) {
+                *base = '\0';
+                parent = open_beneath(root, partial, O_DIRECTORY | O_RDONLY, 0);
+                *base = '/';
+            } else {
+                parent = dup(root);
+            }
+            if (parent < 0) return -1;
+            if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST) {
+                close(parent);
+                return -1;
+            }
+            close(parent);
+            dir = open_beneath(root, partial, O_DIRECTORY | O_RDONLY, 0);
+        }
+        if (dir < 0) return -1;
+        if (!slash) return dir;
+        close(dir);
+        *slash = '/';
+    }
+}
+
+static int do_write(int root, const char *path, long long max) {
+    char parent_path[4096];
+    const char *slash = strrchr(path, '/');
+    const char *name = slash ? slash + 1 : path;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return finish(USAGE, "not a file name: %s", path);
+    size_t parent_len = slash ? (size_t)(slash - path) : 1;
+    if (parent_len >= sizeof parent_path) return finish(USAGE, "path too long");
+    if (slash) {
+        memcpy(parent_path, path, parent_len);
+        parent_path[parent_len] = '\0';
+    } else {
+        strcpy(parent_path, ".");
+    }
+    int dir = open_or_make_dir(root, parent_path);
+    if (dir < 0) return fail_errno("folder", parent_path);
+    struct stat existing;
+    if (fstatat(dir, name, &existing, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(existing.st_mode))
+        return finish(NOT_A_FILE, "type=d %s is a folder", path);
+
+    char temp[64];
+    snprintf(temp, sizeof temp, ".siesta-fs-%ld.tmp", (long)getpid());
+    int fd = openat(dir, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return fail_errno("create", path);
+    static char buf[CHUNK];
+    long long total = 0;
+    for (;;) {
+        ssize_t n = read(STDIN_FILENO, buf, CHUNK);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            unlinkat(dir, temp, 0);
+            return fail_errno("read", "stdin");
+        }
+        if (n == 0) break;
+        total += n;
+        if (total > max) {
+            unlinkat(dir, temp, 0);
+            return finish(TOO_LARGE, "size>%lld limit=%lld", max, max);
+        }
+        if (write_all(fd, buf, (size_t)n) < 0) {
+            unlinkat(dir, temp, 0);
+            return fail_errno("write", path);
+        }
+    }
+    if (close(fd) < 0 || renameat(dir, temp, dir, name) < 0) {
+        int err = errno;
+        unlinkat(dir, temp, 0);
+        errno = err;
+        return fail_errno("rename", path);
+    }
+    return finish(OK, "size=%lld", total);
+}
+
+struct entry {
+    char *name;
+    char type;
+    long long size;
+};
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+}
+
+static int do_list(int root, const char *path, long long max) {
+    int fd = open_beneath(root, path, O_DIRECTORY | O_RDONLY, 0);
+    if (fd < 0) return fail_errno("open", path);
+    DIR *dir = fdopendir(fd);
+    if (!dir) return fail_errno("list", path);
+    size_t count = 0, capacity = 64;
+    struct entry *entries = malloc(capacity * sizeof *entries);
+    struct dirent *d;
+    while (entries && (d = readdir(dir)) != NULL) {
+        if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0) continue;
+        struct stat st;
+        if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+        if (count == capacity) {
+            capacity *= 2;
+            struct entry *grown = realloc(entries, capacity * sizeof *entries);
+            if (!grown) break;
+            entries = grown;
+        }
+        entries[count].name = strdup(d->d_name);
+        entries[count].type = type_of(st.st_mode);
+        entries[count].size = (long long)st.st_size;
+        count++;
+    }
+    if (!entries) return finish(IO_ERROR, "out of memory");
+    qsort(entries, count, sizeof *entries, by_name);
+    for (size_t i = 0; i < count && (long long)i < max; i++)
+        printf("%c %lld %s%c", entries[i].type, entries[i].size, entries[i].name, '\0');
+    fflush(stdout);
+    return finish(OK, "total=%zu", count);
+}
+
+static int do_stat(int root, const char *path) {
+    int fd = open_beneath(root, path, O_PATH, 0);
+    if (fd < 0) return fail_errno("open", path);
+    struct stat st;
+    if (fstat(fd, &st) < 0) return fail_errno("stat", path);
+    printf("%c %lld", type_of(st.st_mode), (long long)st.st_size);
+    fflush(stdout);
+    return finish(OK, "type=%c size=%lld", type_of(st.st_mode), (long long)st.st_size);
+}
+
+static long long parse_limit(const char *text) {
+    char *end;
+    long long value = strtoll(text, &end, 10);
+    return (*end || value < 0) ? -1 : value;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat PATH [LIMIT]");
+    const char *op = argv[1], *path = argv[2];
+    if (!*path || path[0] == '/') return finish(OUTSIDE, "path must be relative: %s", path);
+    int root = open(WORKSPACE, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    if (root < 0) return fail_errno("open", WORKSPACE);
+    if (strcmp(op, "stat") == 0) return do_stat(root, path);
+    long long limit = argc > 3 ? parse_limit(argv[3]) : -1;
+    if (limit < 0) return finish(USAGE, "missing or bad limit");
+    if (strcmp(op, "read") == 0)
+        return do_read(root, path, limit, argc > 4 && strcmp(argv[4], "strict") == 0);
+    if (strcmp(op, "write") == 0) return do_write(root, path, limit);
+    if (strcmp(op, "list") == 0) return do_list(root, path, limit);
+    return finish(USAGE, "unknown operation %s", op);
+}
