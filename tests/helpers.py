@@ -111,6 +111,47 @@ def run_command(
     return result
 
 
+def call(
+    client: httpx.Client,
+    conversation: str,
+    function: str,
+    body: dict[str, Any],
+    *,
+    org: str = "org-a",
+    image: str | None = "debian-base",
+    status: int = 200,
+) -> dict[str, Any]:
+    """A sandbox function that must answer with ``status``; returns the JSON body."""
+    response = client.post(
+        f"/v1/conversations/{conversation}/sandbox/{function}",
+        json=body,
+        headers=headers(org=org, image=image),
+    )
+    assert response.status_code == status, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def upload(
+    client: httpx.Client,
+    conversation: str,
+    name: str,
+    data: bytes,
+    *,
+    org: str = "org-a",
+    content_type: str = "application/octet-stream",
+    status: int = 201,
+) -> dict[str, Any]:
+    response = client.post(
+        f"/v1/conversations/{conversation}/files",
+        files={"file": (name, data, content_type)},
+        headers=headers(org=org),
+    )
+    assert response.status_code == status, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
 def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str], list[str]]:
     """Names of this test run's containers and volumes, optionally narrowed by labels."""
     filters = [f"{TEST_RUN_LABEL}={TEST_RUN_ID}", *(f"{k}={v}" for k, v in labels.items())]

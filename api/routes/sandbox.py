@@ -20,14 +20,60 @@ router = APIRouter(
 )
 
 
-class RunCommand(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
+
+class RunCommand(_Body):
     command: str
     timeoutSeconds: int | None = None
+    files: list[str] | None = None
+    """Conversation files (names or ids) to stage under ``/mnt/work/in`` first."""
+
+
+class WriteFile(_Body):
+    path: str
+    content: str
+
+
+class ReadFile(_Body):
+    path: str
+    maxBytes: int | None = None
+
+
+class ListFiles(_Body):
+    path: str = "."
+
+
+class PublishFiles(_Body):
+    paths: list[str]
 
 
 @router.post("/runCommand")
 def run_command(body: RunCommand, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """Run ``bash -lc command`` in ``/mnt/work``; a nonzero exit is a normal result."""
-    return services.sandbox.run_command(ctx, body.command, body.timeoutSeconds)
+    return services.sandbox.run_command(ctx, body.command, body.timeoutSeconds, body.files)
+
+
+@router.post("/writeFile")
+def write_file(body: WriteFile, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+    """Write UTF-8 text to a path inside ``/mnt/work``."""
+    return services.sandbox.write_file(ctx, body.path, body.content)
+
+
+@router.post("/readFile")
+def read_file(body: ReadFile, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+    """Read a workspace file: text as text, binary as base64, with truncation reported."""
+    return services.sandbox.read_file(ctx, body.path, body.maxBytes)
+
+
+@router.post("/listFiles")
+def list_files(body: ListFiles, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+    """List one workspace folder (not recursive)."""
+    return services.sandbox.list_files(ctx, body.path)
+
+
+@router.post("/publishFiles")
+def publish_files(body: PublishFiles, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+    """Publish workspace files as conversation artifacts; failures are reported per path."""
+    return services.sandbox.publish_files(ctx, body.paths)
