@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import time
 
 import httpx
 import pytest
 
-from tests.helpers import ServiceProcess, StartService, headers, new_conversation, run_command
+from tests.helpers import (
+    ServiceProcess,
+    StartService,
+    headers,
+    new_conversation,
+    run_command,
+    upload,
+)
 
 WORKER_THREADS = 4
 
@@ -57,3 +65,25 @@ def test_sandbox_can_be_disabled(start_service: StartService) -> None:
     )
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "sandbox_disabled"
+
+
+def test_uploads_and_downloads_are_streamed_not_held(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    data = bytes(range(256)) * (60 * 1024 * 1024 // 256)  # 60 MiB
+    service.client.get("/healthz")
+    peak_before = service.peak_rss_kb()
+
+    uploaded = upload(service.client, conversation, "big.bin", data)
+    with service.client.stream(
+        "GET",
+        f"/v1/conversations/{conversation}/files/{uploaded['id']}/content",
+        headers=headers(),
+    ) as response:
+        digest = hashlib.sha256()
+        for chunk in response.iter_bytes():
+            digest.update(chunk)
+
+    growth_mb = (service.peak_rss_kb() - peak_before) / 1024
+    assert uploaded["size"] == len(data)
+    assert digest.hexdigest() == uploaded["sha256"] == hashlib.sha256(data).hexdigest()
+    assert growth_mb < 20, f"service memory grew by {growth_mb:.1f} MB for a 60 MiB file"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.store.base import SessionRecord, SessionStatus, Store
+from runtime.store.base import FileKind, FileRecord, SessionRecord, SessionStatus, Store
 from runtime.store.sqlite import SqliteStore
 
 
@@ -81,3 +81,42 @@ def test_state_survives_reopening(tmp_path: Path) -> None:
     second = SqliteStore(path)
     assert second.get_session("o", "c") == record()
     second.close()
+
+
+def file_record(
+    file_id: str, org: str = "o", conversation: str = "c", at: float = 1.0
+) -> FileRecord:
+    return FileRecord(
+        org=org,
+        conversation=conversation,
+        file_id=file_id,
+        name=f"{file_id}.csv",
+        size=3,
+        content_type="text/csv",
+        sha256="ab" * 32,
+        kind=FileKind.ATTACHMENT,
+        created_at=at,
+    )
+
+
+def test_files_are_listed_oldest_first_per_conversation(store: Store) -> None:
+    store.add_file(file_record("f2", at=2.0))
+    store.add_file(file_record("f1", at=1.0))
+    store.add_file(file_record("g1", conversation="other"))
+    assert [f.file_id for f in store.list_files("o", "c")] == ["f1", "f2"]
+    assert store.get_file("o", "c", "f2") == file_record("f2", at=2.0)
+
+
+def test_a_file_id_of_another_org_or_conversation_finds_nothing(store: Store) -> None:
+    store.add_file(file_record("f1", org="a"))
+    assert store.get_file("b", "c", "f1") is None
+    assert store.get_file("a", "other", "f1") is None
+    assert store.list_files("b", "c") == []
+
+
+def test_delete_files_returns_what_it_removed(store: Store) -> None:
+    store.add_file(file_record("f1"))
+    store.add_file(file_record("g1", conversation="other"))
+    assert [f.file_id for f in store.delete_files("o", "c")] == ["f1"]
+    assert store.list_files("o", "c") == []
+    assert [f.file_id for f in store.list_files("o", "other")] == ["g1"]
