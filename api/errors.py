@@ -45,6 +45,10 @@ STATUS_BY_CODE: dict[str, int] = {
     "not_a_directory": 422,
     "transfer_too_large": 413,
     "missing_input": 422,
+    "session_busy": 409,
+    "lease_expired": 409,
+    "capacity_unavailable": 503,
+    "state_unavailable": 503,
 }
 
 

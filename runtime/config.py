@@ -6,6 +6,7 @@ the service enforces is a field here, so operators can see and change it.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -80,6 +81,36 @@ class FileSettings(BaseModel):
     """Longest workspace path accepted."""
 
 
+class StoreSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = ""
+    """``sqlite:///path`` (default: ``DATA_DIR/siesta.db``) or ``redis://host:port/db``."""
+
+
+class LeaseSettings(BaseModel):
+    """The per-conversation lease that serialises sandbox operations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttl_seconds: float = Field(15.0, gt=0)
+    """A holder that stops renewing loses the lease after this long."""
+    wait_seconds: float = Field(30.0, ge=0)
+    """How long a call waits for a busy conversation before ``session_busy``."""
+
+
+class CapacitySettings(BaseModel):
+    """Limits on active (running) sandboxes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_active_per_org: int = Field(50, ge=1)
+    max_active_per_user: int = Field(10, ge=1)
+    max_active_per_host: int = Field(100, ge=1)
+    host_id: str = Field(default_factory=socket.gethostname)
+    """Which host's budget this instance's sandboxes count against (its Docker engine)."""
+
+
 class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -119,10 +150,13 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
     files: FileSettings = Field(default_factory=FileSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    lease: LeaseSettings = Field(default_factory=LeaseSettings)
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
 
     @property
-    def store_path(self) -> Path:
-        return self.data_dir / "siesta.db"
+    def store_url(self) -> str:
+        return self.store.url or f"sqlite:///{(self.data_dir / 'siesta.db').resolve()}"

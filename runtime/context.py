@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from runtime.errors import InvalidRequest
+from runtime.store.base import conversation_key
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -38,5 +39,6 @@ class CallContext:
         check_id(self.user, "user id (X-Siesta-User)", "invalid_context")
 
     @property
-    def key(self) -> tuple[str, str]:
-        return (self.org, self.conversation)
+    def key(self) -> str:
+        """The conversation's key in the store: ``org/conversation``."""
+        return conversation_key(self.org, self.conversation)

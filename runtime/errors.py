@@ -27,7 +27,12 @@ trust that value.
     │   ├── NotAFile                   not_a_file
     │   └── NotADirectory              not_a_directory
     ├── TransferTooLarge               transfer_too_large (limit)
-    └── MissingInput                   missing_input (missing)
+    ├── MissingInput                   missing_input (missing)
+    ├── SessionBusy                    session_busy (limit: seconds waited)
+    ├── LeaseExpired                   lease_expired (limit: lease TTL)
+    ├── CapacityUnavailable            capacity_unavailable (scope, limit)
+    ├── StateUnavailable               state_unavailable
+    └── ConfigurationError             configuration_error
 
 A command that exits nonzero or times out is *not* an error: it is a result
 with ``exitCode`` and ``timedOut``.
@@ -136,3 +141,23 @@ class TransferTooLarge(SiestaError):
 
 class MissingInput(SiestaError, LookupError):
     code = "missing_input"
+
+
+class SessionBusy(SiestaError):
+    code = "session_busy"
+
+
+class LeaseExpired(SiestaError):
+    code = "lease_expired"
+
+
+class CapacityUnavailable(SiestaError):
+    code = "capacity_unavailable"
+
+
+class StateUnavailable(SiestaError, ConnectionError):
+    code = "state_unavailable"
+
+
+class ConfigurationError(SiestaError, ValueError):
+    code = "configuration_error"

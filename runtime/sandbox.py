@@ -256,7 +256,11 @@ class Sandbox:
 
 
 def _session_fields(session: ActiveSession) -> dict[str, Any]:
-    return {"workspaceReset": session.workspace_reset, "sessionId": session.record.session_id}
+    return {
+        "workspaceReset": session.workspace_reset,
+        "resumed": session.resumed,
+        "sessionId": session.record.session_id,
+    }
 
 
 def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> dict[str, Any]:

@@ -9,12 +9,14 @@ from runtime.config import Settings
 from runtime.context import CallContext
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
+from runtime.leases import Leases
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
+from runtime.quotas import Quotas
 from runtime.sandbox import Sandbox
 from runtime.sessions import SessionManager
+from runtime.store import build_store
 from runtime.store.base import Store
-from runtime.store.sqlite import SqliteStore
 
 
 @dataclass
@@ -30,9 +32,11 @@ class Services:
     @classmethod
     def build(cls, settings: Settings) -> Services:
         catalog = ImageCatalog.load(settings.images.catalog_path)
-        store = SqliteStore(settings.store_path)
+        store = build_store(settings)
         provider = build_provider(settings)
-        sessions = SessionManager(store, provider, catalog, settings.sandbox)
+        leases = Leases(store, settings.lease)
+        quotas = Quotas(store, leases, provider, settings.capacity)
+        sessions = SessionManager(store, provider, catalog, settings.sandbox, leases, quotas)
         files = ConversationFiles(
             store, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )

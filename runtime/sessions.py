@@ -2,12 +2,12 @@
 
 The first operation of a conversation provisions a session with the agent's
 selected base image; later operations reuse it. A session keeps its image for
-life. When its sandbox is gone or has failed, the next operation provisions a
+life. A suspended (stopped) session is resumed by the next operation. When
+its sandbox is gone or has failed, the next operation provisions a
 replacement with a fresh workspace and reports ``workspace_reset``.
 
-Operations on one conversation are serialised within this process by a keyed
-lock. (Serialising across service instances needs the store's leases, which
-come with the Redis store.)
+Every operation holds the conversation's lease (``leases.py``) for its whole
+run, and every write of the session record carries the lease's fence.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runtime.config import SandboxSettings
 from runtime.context import CallContext
-from runtime.errors import ProvisioningTimeout, SandboxDisabled
+from runtime.errors import LeaseExpired, ProvisioningTimeout, SandboxDisabled, SiestaError
 from runtime.images import CatalogImage, ImageCatalog
+from runtime.leases import Lease, Leases
 from runtime.providers.base import (
     CONVERSATION_LABEL,
     IMAGE_LABEL,
@@ -34,6 +34,7 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
+from runtime.quotas import Quotas
 from runtime.store.base import SessionRecord, SessionStatus, Store
 
 log = logging.getLogger(__name__)
@@ -50,30 +51,21 @@ class ActiveSession:
     """True when this operation had to replace a lost or failed sandbox."""
     provisioned: bool
     """True when this operation created the sandbox (first use or replacement)."""
+    resumed: str | None = None
+    """``"stopped"`` when this operation resumed a suspended sandbox."""
 
 
-class KeyedLocks:
-    """One lock per key, dropped again when no one holds or waits for it."""
+class _LostLeaseHandler:
+    """What to stop when the lease is lost: the command running in the sandbox."""
 
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+    def __init__(self, provider: SandboxProvider) -> None:
+        self.provider = provider
+        self.sandbox_id: str | None = None
 
-    @contextlib.contextmanager
-    def hold(self, key: tuple[str, str]) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(key, (threading.Lock(), 0))
-            self._locks[key] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[key]
-                if users == 1:
-                    del self._locks[key]
-                else:
-                    self._locks[key] = (lock, users - 1)
+    def __call__(self) -> None:
+        if self.sandbox_id is not None:
+            with contextlib.suppress(SiestaError):
+                self.provider.cancel_exec(self.sandbox_id)
 
 
 class SessionManager:
@@ -83,14 +75,17 @@ class SessionManager:
         provider: SandboxProvider,
         catalog: ImageCatalog,
         settings: SandboxSettings,
+        leases: Leases,
+        quotas: Quotas,
         clock: Clock = time.time,
     ) -> None:
         self._store = store
         self._provider = provider
         self._catalog = catalog
         self._settings = settings
+        self._leases = leases
+        self._quotas = quotas
         self._clock = clock
-        self._locks = KeyedLocks()
         self._provisioner = concurrent.futures.ThreadPoolExecutor(
             max_workers=8, thread_name_prefix="siesta-provision"
         )
@@ -104,14 +99,20 @@ class SessionManager:
         if not self._settings.enabled:
             msg = "the sandbox is not enabled in this deployment"
             raise SandboxDisabled(msg)
-        with self._locks.hold(ctx.key):
-            active = self._ensure_running(ctx)
+        on_lost = _LostLeaseHandler(self._provider)
+        with self._leases.hold(ctx.key, on_lost) as lease:
+            active = self._ensure_running(ctx, lease)
+            on_lost.sandbox_id = active.record.sandbox_id
             try:
                 yield active
-            finally:
-                self._store.touch_session(
-                    ctx.org, ctx.conversation, active.record.session_id, self._clock()
-                )
+            except SiestaError:
+                if lease.lost.is_set():
+                    raise _lease_expired(lease) from None
+                raise
+            if lease.lost.is_set() or not self._store.touch_session(
+                ctx.org, ctx.conversation, active.record.session_id, self._clock(), lease.fence
+            ):
+                raise _lease_expired(lease)
 
     def describe(self, ctx: CallContext) -> SessionRecord | None:
         return self._store.get_session(ctx.org, ctx.conversation)
@@ -121,21 +122,29 @@ class SessionManager:
 
     def delete(self, ctx: CallContext) -> SessionRecord | None:
         """Tear down the conversation's sandbox and workspace; forget the session."""
-        with self._locks.hold(ctx.key):
+        with self._leases.hold(ctx.key) as lease:
             record = self._store.get_session(ctx.org, ctx.conversation)
-            if record is not None:
-                self._provider.destroy(record.sandbox_id)
-                self._store.delete_session(ctx.org, ctx.conversation)
+            if record is None:
+                return None
+            self._provider.destroy(record.sandbox_id)
+            if self._store.delete_session(ctx.org, ctx.conversation, lease.fence) is None:
+                raise _lease_expired(lease)
+            self._quotas.release(record)
             return record
 
-    def _ensure_running(self, ctx: CallContext) -> ActiveSession:
+    def _ensure_running(self, ctx: CallContext, lease: Lease) -> ActiveSession:
         record = self._store.get_session(ctx.org, ctx.conversation)
         if record is None:
             image = self._catalog.select(ctx.base_image)
-            return ActiveSession(self._provision(ctx, image, generation=1), False, True)
+            return ActiveSession(self._provision(ctx, lease, image, 1), False, True)
         state = self._provider.inspect(record.sandbox_id).state
-        if state is SandboxState.RUNNING:
+        if record.status is SessionStatus.ACTIVE and state is SandboxState.RUNNING:
             return ActiveSession(record, workspace_reset=False, provisioned=False)
+        if record.status is SessionStatus.STOPPED and state in (
+            SandboxState.STOPPED,
+            SandboxState.RUNNING,
+        ):
+            return ActiveSession(self._resume(record, lease), False, False, resumed="stopped")
         log.warning(
             "sandbox %s of session %s is %s; provisioning a replacement",
             record.sandbox_id,
@@ -143,9 +152,22 @@ class SessionManager:
             state.value,
         )
         self._provider.destroy(record.sandbox_id)
+        self._quotas.release(record)
         image = self._replacement_image(ctx, record)
-        replacement = self._provision(ctx, image, generation=record.generation + 1)
+        replacement = self._provision(ctx, lease, image, record.generation + 1)
         return ActiveSession(replacement, workspace_reset=True, provisioned=True)
+
+    def _resume(self, record: SessionRecord, lease: Lease) -> SessionRecord:
+        self._quotas.claim(record.key, record.org, record.user)
+        try:
+            self._provider.start(record.sandbox_id)
+        except BaseException:
+            self._quotas.release(record)
+            raise
+        resumed = replace(record, status=SessionStatus.ACTIVE, fence=lease.fence)
+        if not self._store.put_session(resumed):
+            raise _lease_expired(lease)
+        return resumed
 
     def _replacement_image(self, ctx: CallContext, record: SessionRecord) -> CatalogImage:
         # The conversation keeps its image; only if operators have since
@@ -155,7 +177,11 @@ class SessionManager:
             return pinned
         return self._catalog.select(ctx.base_image)
 
-    def _provision(self, ctx: CallContext, image: CatalogImage, generation: int) -> SessionRecord:
+    def _provision(
+        self, ctx: CallContext, lease: Lease, image: CatalogImage, generation: int
+    ) -> SessionRecord:
+        member = ctx.key
+        self._quotas.claim(member, ctx.org, ctx.user)
         session_id = uuid.uuid4().hex
         labels = {
             ORG_LABEL: ctx.org,
@@ -164,7 +190,11 @@ class SessionManager:
             IMAGE_LABEL: image.id,
         }
         started = time.monotonic()
-        sandbox_id = self._create_within_limit(SandboxSpec(session_id, image.image, labels))
+        try:
+            sandbox_id = self._create_within_limit(SandboxSpec(session_id, image.image, labels))
+        except BaseException:
+            self._quotas.release_member(member, ctx.org, ctx.user)
+            raise
         elapsed = time.monotonic() - started
         now = self._clock()
         record = SessionRecord(
@@ -178,8 +208,12 @@ class SessionManager:
             created_at=now,
             last_used_at=now,
             generation=generation,
+            user=ctx.user,
+            fence=lease.fence,
         )
-        self._store.put_session(record)
+        if not self._store.put_session(record):
+            self._provider.destroy(sandbox_id)  # a newer holder owns this conversation now
+            raise _lease_expired(lease)
         log.info(
             "provisioned session %s (%s) for conversation %s in %.0f ms",
             session_id,
@@ -200,3 +234,11 @@ class SessionManager:
             future.add_done_callback(lambda _: self._provider.destroy(sandbox_id))
             msg = f"provisioning the sandbox took longer than the limit of {limit:g} seconds"
             raise ProvisioningTimeout(msg, limit=limit, unit="seconds") from None
+
+
+def _lease_expired(lease: Lease) -> LeaseExpired:
+    msg = (
+        "this operation lost the conversation's lease (it could not be renewed within "
+        f"the lease TTL of {lease.ttl:g} seconds); its result was discarded"
+    )
+    return LeaseExpired(msg, limit=lease.ttl, unit="seconds")

@@ -24,6 +24,8 @@ apt_packages_missing() {
     command -v dockerd >/dev/null || missing+=(docker.io)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+    # The tests start private Redis servers; several service instances share one.
+    command -v redis-server >/dev/null || missing+=(redis-server)
     echo "${missing[@]:-}"
 }
 

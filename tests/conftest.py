@@ -26,6 +26,7 @@ from tests.helpers import (
     free_port,
     remove_run_resources,
 )
+from tests.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +41,14 @@ def docker_client() -> Iterator[docker.DockerClient]:
     yield client
     remove_run_resources(client)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,11 @@ class ServiceProcess:
         msg = "VmHWM not found"
         raise RuntimeError(msg)
 
+    def kill(self) -> None:
+        """SIGKILL: the process gets no chance to release anything."""
+        self.process.kill()
+        self.process.wait()
+
     def stop(self) -> None:
         self.client.close()
         self.process.terminate()

@@ -107,6 +107,15 @@ class SandboxProvider(Protocol):
         process group. Output is capped while it is produced.
         """
 
+    def stop(self, sandbox_id: str) -> None:
+        """Suspend: end every process, free memory, keep the workspace and the root disk."""
+
+    def start(self, sandbox_id: str) -> None:
+        """Resume a stopped sandbox."""
+
+    def cancel_exec(self, sandbox_id: str) -> None:
+        """Kill the command running in the sandbox (its whole process group), if any."""
+
     def read_file(
         self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
     ) -> int:

@@ -45,10 +45,20 @@ PID_FILE = "/run/siesta/exec.pid"
 # puts itself in a new process group (its pid, which is this shell's pid after
 # `exec`) and on expiry signals that whole group, so background children die
 # too. The pid file lets the host kill the group if the in-sandbox timer fails.
+# Operations on a conversation never overlap (the lease), so a previous command
+# whose `timeout` leader still runs was orphaned by a service instance that died
+# or lost its lease: it is killed before the new command starts. (Background
+# processes of a command that finished normally have no live leader: they stay.)
 EXEC_WRAPPER = (
-    f'mkdir -p /run/siesta && echo $$ > {PID_FILE} && exec timeout -k "$2" "$1" bash -lc "$3"'
+    f"mkdir -p /run/siesta; "
+    f"if [ -f {PID_FILE} ] && read old < {PID_FILE} && "
+    '[ "$(cat /proc/$old/comm 2>/dev/null)" = timeout ]; then kill -s KILL -- "-$old"; fi; '
+    f"echo $$ > {PID_FILE} && "
+    'exec timeout -k "$2" "$1" bash -lc "$3"'
 )
 TIMEOUT_EXIT_CODES = frozenset({124, 137})
+# tini forwards SIGTERM; `sleep infinity` ends at once, so this is rarely waited out.
+STOP_GRACE_SECONDS = 5
 # How long past timeout + grace the host waits before it intervenes itself.
 HOST_WATCHDOG_SLACK_SECONDS = 5.0
 
@@ -272,6 +282,17 @@ class DockerProvider:
                 return -1
             time.sleep(0.005)
 
+    def stop(self, sandbox_id: str) -> None:
+        with docker_errors():
+            self._api.stop(sandbox_id, timeout=STOP_GRACE_SECONDS)
+
+    def start(self, sandbox_id: str) -> None:
+        with docker_errors():
+            self._api.start(sandbox_id)
+
+    def cancel_exec(self, sandbox_id: str) -> None:
+        self._kill_command_group(sandbox_id)
+
     def _kill_command_group(self, sandbox_id: str) -> None:
         with contextlib.suppress(
             docker.errors.DockerException, requests.exceptions.RequestException
@@ -279,7 +300,7 @@ class DockerProvider:
             self._api.exec_start(
                 self._api.exec_create(
                     sandbox_id,
-                    ["/bin/sh", "-c", f'kill -KILL -- "-$(cat {PID_FILE})"'],
+                    ["/bin/sh", "-c", f'kill -s KILL -- "-$(cat {PID_FILE})"'],
                     stdout=False,
                     stderr=False,
                 )["Id"],

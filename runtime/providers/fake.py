@@ -8,6 +8,7 @@ tested against Docker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -39,6 +40,8 @@ class FakeProvider:
     def __init__(self, root: Path | None = None) -> None:
         self._root = root or Path(tempfile.mkdtemp(prefix="siesta-fake-"))
         self._labels: dict[str, dict[str, str]] = {}
+        self._stopped: set[str] = set()
+        self._running: dict[str, set[int]] = {}
         self._lock = threading.Lock()
 
     def ping(self) -> None:
@@ -57,13 +60,29 @@ class FakeProvider:
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         with self._lock:
             labels = self._labels.get(sandbox_id)
+            stopped = sandbox_id in self._stopped
         if labels is None or not (self._root / sandbox_id).is_dir():
             return SandboxInfo(sandbox_id, SandboxState.MISSING)
-        return SandboxInfo(sandbox_id, SandboxState.RUNNING, labels)
+        state = SandboxState.STOPPED if stopped else SandboxState.RUNNING
+        return SandboxInfo(sandbox_id, state, labels)
+
+    def stop(self, sandbox_id: str) -> None:
+        self.cancel_exec(sandbox_id)
+        with self._lock:
+            self._stopped.add(sandbox_id)
+
+    def start(self, sandbox_id: str) -> None:
+        with self._lock:
+            self._stopped.discard(sandbox_id)
+
+    def cancel_exec(self, sandbox_id: str) -> None:
+        with self._lock:
+            running = list(self._running.get(sandbox_id, ()))
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
         started = time.monotonic()
         proc = subprocess.Popen(
             ["bash", "-c", request.command],
@@ -74,6 +93,20 @@ class FakeProvider:
             start_new_session=True,
         )
         assert proc.stdout is not None and proc.stderr is not None
+        with self._lock:
+            self._running.setdefault(sandbox_id, set()).add(proc.pid)
+        try:
+            return self._collect(proc, request, started)
+        finally:
+            with self._lock:
+                self._running.get(sandbox_id, set()).discard(proc.pid)
+
+    def _collect(
+        self, proc: subprocess.Popen[bytes], request: ExecRequest, started: float
+    ) -> ExecResult:
+        assert proc.stdout is not None and proc.stderr is not None
+        stdout = HeadTailBuffer(request.max_output_bytes)
+        stderr = HeadTailBuffer(request.max_output_bytes)
         sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
         deadline = started + request.timeout_seconds
         timed_out = False

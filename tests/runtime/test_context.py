@@ -8,7 +8,7 @@ from runtime.errors import InvalidRequest
 
 @pytest.mark.parametrize("conversation", ["c", "a" * 128, "A-z_0.9:x"])
 def test_valid_ids(conversation: str) -> None:
-    assert CallContext("org", "user", conversation).key == ("org", conversation)
+    assert CallContext("org", "user", conversation).key == f"org/{conversation}"
 
 
 @pytest.mark.parametrize(

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from runtime.config import SandboxSettings
+from runtime.config import CapacitySettings, LeaseSettings, SandboxSettings
 from runtime.context import CallContext
-from runtime.errors import ImageNotInCatalog, ProvisioningTimeout, SandboxDisabled
+from runtime.errors import (
+    CapacityUnavailable,
+    ImageNotInCatalog,
+    ProvisioningTimeout,
+    SandboxDisabled,
+    SessionBusy,
+)
 from runtime.images import CatalogImage, ImageCatalog
+from runtime.leases import Leases
 from runtime.providers.base import SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
+from runtime.quotas import Quotas
 from runtime.sessions import SessionManager
+from runtime.store.base import SessionStatus
 from runtime.store.sqlite import SqliteStore
 
 
@@ -54,9 +63,18 @@ def store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 
 def manager(
-    store: SqliteStore, provider: FakeProvider, images: ImageCatalog, **settings: object
+    store: SqliteStore,
+    provider: FakeProvider,
+    images: ImageCatalog,
+    clock: Callable[[], float] = time.time,
+    capacity: CapacitySettings | None = None,
+    **settings: object,
 ) -> SessionManager:
-    return SessionManager(store, provider, images, SandboxSettings.model_validate(settings))
+    leases = Leases(store, LeaseSettings())
+    quotas = Quotas(store, leases, provider, capacity or CapacitySettings())
+    return SessionManager(
+        store, provider, images, SandboxSettings.model_validate(settings), leases, quotas, clock
+    )
 
 
 def ctx(image: str | None = "debian-base", conversation: str = "c1") -> CallContext:
@@ -156,11 +174,112 @@ def test_last_used_is_recorded_at_the_end_of_an_operation(
     tmp_path: Path, store: SqliteStore, provider: FakeProvider
 ) -> None:
     now = [1000.0]
-    sessions = SessionManager(
-        store, provider, catalog(tmp_path), SandboxSettings(), clock=lambda: now[0]
-    )
+    sessions = manager(store, provider, catalog(tmp_path), clock=lambda: now[0])
     with sessions.operation(ctx()):
         now[0] = 1060.0
     record = store.get_session("org", "c1")
     assert record is not None
     assert (record.created_at, record.last_used_at) == (1000.0, 1060.0)
+
+
+def user_ctx(user: str, conversation: str, org: str = "org") -> CallContext:
+    return CallContext(org, user, conversation, base_image="debian-base")
+
+
+def test_capacity_suspends_the_least_recently_used_idle_session(
+    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+) -> None:
+    now = [1000.0]
+    sessions = manager(
+        store,
+        provider,
+        catalog(tmp_path),
+        clock=lambda: now[0],
+        capacity=CapacitySettings(max_active_per_user=2),
+    )
+    records = {}
+    for conversation in ("old", "recent", "new"):
+        now[0] += 10
+        with sessions.operation(user_ctx("u", conversation)) as active:
+            records[conversation] = active.record
+
+    old = store.get_session("org", "old")
+    assert old is not None and old.status is SessionStatus.STOPPED
+    assert provider.inspect(old.sandbox_id).state is SandboxState.STOPPED
+    assert sorted(store.slot_members("user:org/u")) == ["org/new", "org/recent"]
+
+    now[0] += 10
+    with sessions.operation(user_ctx("u", "old")) as resumed:
+        pass
+    assert resumed.resumed == "stopped" and not resumed.workspace_reset
+    assert resumed.record.session_id == records["old"].session_id
+    recent = store.get_session("org", "recent")
+    assert recent is not None and recent.status is SessionStatus.STOPPED  # now the LRU one
+
+
+def test_capacity_unavailable_names_the_scope_and_limit_when_nothing_is_idle(
+    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+) -> None:
+    sessions = manager(
+        store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
+    )
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold_busy() -> None:
+        with sessions.operation(user_ctx("a", "busy")):
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_busy)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        with (
+            pytest.raises(CapacityUnavailable) as caught,
+            sessions.operation(user_ctx("b", "second")),
+        ):
+            pass
+    finally:
+        release.set()
+        holder.join()
+    error = caught.value
+    assert (error.fields["scope"], error.fields["limit"]) == ("org", 1)
+    assert "org limit of 1 active sandboxes" in error.message
+    assert store.get_session("org", "second") is None
+    assert store.slot_members("org:org") == ["org/busy"]
+
+
+def test_other_orgs_do_not_count_against_an_org_limit(
+    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+) -> None:
+    sessions = manager(
+        store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
+    )
+    for org in ("a", "b", "c"):
+        with sessions.operation(user_ctx("u", "conv", org=org)):
+            pass
+    assert all(r.status is SessionStatus.ACTIVE for r in store.list_sessions())
+
+
+def test_delete_frees_the_slot(tmp_path: Path, store: SqliteStore, provider: FakeProvider) -> None:
+    sessions = manager(store, provider, catalog(tmp_path))
+    with sessions.operation(user_ctx("u", "c")):
+        pass
+    sessions.delete(user_ctx("u", "c"))
+    assert store.slot_members("org:org") == [] and store.slot_members("user:org/u") == []
+
+
+def test_a_busy_conversation_waits_then_reports_the_wait_limit(
+    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+) -> None:
+    leases = Leases(store, LeaseSettings(wait_seconds=0.3))
+    quotas = Quotas(store, leases, provider, CapacitySettings())
+    sessions = SessionManager(store, provider, catalog(tmp_path), SandboxSettings(), leases, quotas)
+    with sessions.operation(ctx()):
+        started = time.monotonic()
+        # Same thread, second operation: it must wait for the first, then give up.
+        with pytest.raises(SessionBusy) as caught, sessions.operation(ctx()):
+            pass
+    assert time.monotonic() - started >= 0.3
+    assert caught.value.fields["limit"] == 0.3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +164,42 @@ def test_orphaned_children_are_reaped(docker_client: docker.DockerClient) -> Non
         provider.destroy(sandbox_id)
         provider.close()
     assert zombies.stdout.text == "0\n"
+
+
+@pytest.mark.docker
+def test_background_processes_of_finished_commands_survive_but_orphans_do_not(
+    docker_client: docker.DockerClient,
+) -> None:
+    provider = DockerProvider(SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}))
+    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    try:
+        run(provider, sandbox_id, "nohup sleep 305 >/dev/null 2>&1 &")
+        # A command whose caller died (no one reads it, it still runs) ...
+        orphan = threading.Thread(target=run, args=(provider, sandbox_id, "sleep 306", 60))
+        orphan.start()
+        time.sleep(1)
+        # ... is ended when the next operation starts; the finished one's child stays.
+        survivors = run(provider, sandbox_id, "ps -eo args | grep '^sleep 30[56]' | sort")
+        orphan.join(10)
+    finally:
+        provider.destroy(sandbox_id)
+        provider.close()
+    assert not orphan.is_alive()
+    assert survivors.stdout.text == "sleep 305\n"
+
+
+def test_cancel_exec_kills_the_running_command(provider: SandboxProvider, sandbox: str) -> None:
+    results: list[ExecResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(run(provider, sandbox, "sleep 307 & sleep 308", 60))
+    )
+    started = time.monotonic()
+    worker.start()
+    time.sleep(1)
+    provider.cancel_exec(sandbox)
+    worker.join(10)
+    assert not worker.is_alive()
+    assert time.monotonic() - started < 5
+    assert results[0].exit_code != 0 and not results[0].timed_out
+    left = run(provider, sandbox, "ps -eo args | grep -c '^sleep 30[78]' || true")
+    assert left.stdout.text == "0\n"

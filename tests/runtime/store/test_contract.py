@@ -1,25 +1,55 @@
-"""The Store contract; every implementation must pass it unchanged."""
+"""The Store contract; SQLite and Redis must pass it unchanged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from runtime.store.base import FileKind, FileRecord, SessionRecord, SessionStatus, Store
+from runtime.store.redis import RedisStore
 from runtime.store.sqlite import SqliteStore
+from tests.redis_server import RedisServer
 
 
-@pytest.fixture(params=["sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    implementation = SqliteStore(tmp_path / "state" / "siesta.db")
-    yield implementation
-    implementation.close()
+@dataclass
+class Subject:
+    store: Store
+    advance: Callable[[float], None]
+    """Let time pass for lease TTLs (a test clock for SQLite; real time for Redis)."""
 
 
-def record(org: str = "o", conversation: str = "c", session_id: str = "s1") -> SessionRecord:
+@pytest.fixture(params=["sqlite", "redis"])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    if request.param == "sqlite":
+        now = [1000.0]
+
+        def advance(seconds: float) -> None:
+            now[0] += seconds
+
+        sqlite = SqliteStore(tmp_path / "state" / "siesta.db", clock=lambda: now[0])
+        yield Subject(sqlite, advance)
+        sqlite.close()
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flush()
+        redis_store = RedisStore(server.url)
+        yield Subject(redis_store, time.sleep)  # Redis expires keys on its own clock
+        redis_store.close()
+
+
+@pytest.fixture
+def store(subject: Subject) -> Store:
+    return subject.store
+
+
+def record(
+    org: str = "o", conversation: str = "c", session_id: str = "s1", fence: int = 1
+) -> SessionRecord:
     return SessionRecord(
         org=org,
         conversation=conversation,
@@ -31,11 +61,13 @@ def record(org: str = "o", conversation: str = "c", session_id: str = "s1") -> S
         created_at=100.5,
         last_used_at=100.5,
         generation=1,
+        user="u",
+        fence=fence,
     )
 
 
 def test_put_then_get_round_trips(store: Store) -> None:
-    store.put_session(record())
+    assert store.put_session(record())
     assert store.get_session("o", "c") == record()
     assert store.get_session("o", "other") is None
 
@@ -43,33 +75,45 @@ def test_put_then_get_round_trips(store: Store) -> None:
 def test_sessions_are_keyed_by_org_and_conversation(store: Store) -> None:
     store.put_session(record(org="a", session_id="s1"))
     store.put_session(record(org="b", session_id="s2"))
+    store.put_session(record(org="a:b", conversation="c", session_id="s3"))
     a, b = store.get_session("a", "c"), store.get_session("b", "c")
     assert a is not None and b is not None
     assert (a.session_id, b.session_id) == ("s1", "s2")
-    store.delete_session("b", "c")
+    store.delete_session("b", "c", fence=1)
     assert store.get_session("a", "c") == a
+    assert [r.session_id for r in store.list_sessions()] == ["s1", "s3"]
 
 
 def test_put_replaces_the_conversations_session(store: Store) -> None:
     store.put_session(record(session_id="s1"))
-    store.put_session(replace(record(session_id="s2"), generation=2))
+    store.put_session(replace(record(session_id="s2", fence=2), generation=2))
     current = store.get_session("o", "c")
     assert current is not None and (current.session_id, current.generation) == ("s2", 2)
     assert len(store.list_sessions()) == 1
 
 
+def test_writes_with_a_stale_fence_are_refused(store: Store) -> None:
+    store.put_session(record(session_id="new", fence=7))
+    assert store.put_session(record(session_id="stale", fence=6)) is False
+    assert store.touch_session("o", "c", "new", 500.0, fence=6) is False
+    assert store.delete_session("o", "c", fence=6) is None
+    current = store.get_session("o", "c")
+    assert current is not None and (current.session_id, current.last_used_at) == ("new", 100.5)
+    assert store.put_session(record(session_id="newer", fence=8)) is True
+
+
 def test_touch_only_updates_the_named_session(store: Store) -> None:
     store.put_session(record(session_id="s1"))
-    assert store.touch_session("o", "c", "s1", 200.0) is True
-    assert store.touch_session("o", "c", "stale", 300.0) is False
+    assert store.touch_session("o", "c", "s1", 200.0, fence=2) is True
+    assert store.touch_session("o", "c", "stale", 300.0, fence=2) is False
     current = store.get_session("o", "c")
-    assert current is not None and current.last_used_at == 200.0
+    assert current is not None and (current.last_used_at, current.fence) == (200.0, 2)
 
 
 def test_delete_returns_what_it_removed(store: Store) -> None:
     store.put_session(record())
-    assert store.delete_session("o", "c") == record()
-    assert store.delete_session("o", "c") is None
+    assert store.delete_session("o", "c", fence=1) == record()
+    assert store.delete_session("o", "c", fence=1) is None
     assert store.list_sessions() == []
 
 
@@ -81,6 +125,103 @@ def test_state_survives_reopening(tmp_path: Path) -> None:
     second = SqliteStore(path)
     assert second.get_session("o", "c") == record()
     second.close()
+
+
+# -- leases ----------------------------------------------------------------------------
+
+
+def test_a_lease_has_one_holder_and_growing_fences(store: Store) -> None:
+    first = store.acquire_lease("o/c", "owner-a", 10)
+    assert first is not None
+    assert store.acquire_lease("o/c", "owner-b", 10) is None
+    assert store.lease_owner("o/c") == "owner-a"
+    other = store.acquire_lease("o/d", "owner-c", 10)
+    assert other is not None and other > first
+    assert store.release_lease("o/c", "owner-b") is False  # compare-and-delete
+    assert store.release_lease("o/c", "owner-a") is True
+    again = store.acquire_lease("o/c", "owner-b", 10)
+    assert again is not None and again > other
+
+
+def test_renew_is_compare_and_extend(subject: Subject) -> None:
+    store = subject.store
+    store.acquire_lease("o/c", "owner-a", 0.4)
+    assert store.renew_lease("o/c", "owner-b", 10) is False
+    subject.advance(0.25)
+    assert store.renew_lease("o/c", "owner-a", 0.4) is True
+    subject.advance(0.25)  # past the first TTL, inside the renewed one
+    assert store.lease_owner("o/c") == "owner-a"
+
+
+def test_a_frozen_holder_loses_to_a_newer_one_and_cannot_overwrite(subject: Subject) -> None:
+    store = subject.store
+    stale_fence = store.acquire_lease("o/c", "frozen", 0.2)
+    assert stale_fence is not None
+    subject.advance(0.3)  # the holder is frozen past its TTL (GC pause, partition)
+    fresh_fence = store.acquire_lease("o/c", "fresh", 10)
+    assert fresh_fence is not None and fresh_fence > stale_fence
+    assert store.put_session(record(session_id="fresh", fence=fresh_fence))
+
+    # The frozen holder wakes up and carries on as if nothing happened.
+    assert store.renew_lease("o/c", "frozen", 10) is False
+    assert store.put_session(record(session_id="frozen", fence=stale_fence)) is False
+    assert store.release_lease("o/c", "frozen") is False
+    current = store.get_session("o", "c")
+    assert current is not None and current.session_id == "fresh"
+    assert store.lease_owner("o/c") == "fresh"
+
+
+def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
+    store.acquire_lease("o/c", "holder", 30)
+    woken = threading.Event()
+
+    def wait() -> None:
+        store.wait_for_release("o/c", 20)
+        woken.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    assert not woken.is_set()
+    store.release_lease("o/c", "holder")
+    waiter.join(timeout=5)
+    assert woken.is_set()  # long before the 20 s timeout or the 30 s TTL
+
+
+# -- capacity slots ----------------------------------------------------------------------
+
+
+def test_slots_are_claimed_in_every_scope_or_none(store: Store) -> None:
+    scopes = [("org:o", 2), ("user:o/u", 1), ("host:h", 10)]
+    assert store.claim_slot("o/c1", scopes) is None
+    assert store.claim_slot("o/c1", scopes) is None  # counted already: no new room used
+    assert store.claim_slot("o/c2", scopes) == 1  # the user scope is full
+    assert store.slot_members("org:o") == ["o/c1"]  # and o/c2 was counted nowhere
+    assert store.slot_members("host:h") == ["o/c1"]
+    store.release_slot("o/c1", ["org:o", "user:o/u", "host:h"])
+    assert store.claim_slot("o/c2", scopes) is None
+    assert store.slot_members("user:o/u") == ["o/c2"]
+
+
+def test_concurrent_claims_never_exceed_a_limit(store: Store) -> None:
+    results: list[int | None] = []
+    lock = threading.Lock()
+
+    def claim(index: int) -> None:
+        outcome = store.claim_slot(f"o/c{index}", [("org:o", 5)])
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results.count(None) == 5
+    assert len(store.slot_members("org:o")) == 5
+
+
+# -- files -------------------------------------------------------------------------------
 
 
 def file_record(

@@ -1,0 +1,110 @@
+"""Capacity: limits on active (running) sandboxes per org, per user and per host.
+
+A running sandbox is counted as a member of three scopes in the store, all at
+once and atomically (``Store.claim_slot``), so two instances can never both
+take the last slot. When a scope is full, the least recently used idle session
+in it that nobody holds a lease on is suspended (stopped) to make room; only
+when none can be freed does the call fail with ``capacity_unavailable``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import replace
+
+from runtime.config import CapacitySettings
+from runtime.errors import CapacityUnavailable, SessionBusy, SiestaError
+from runtime.leases import Leases
+from runtime.providers.base import SandboxProvider
+from runtime.store.base import SessionRecord, SessionStatus, Store
+
+log = logging.getLogger(__name__)
+
+# Each round frees at most one slot; a few rounds cover races with other instances.
+MAX_CLAIM_ROUNDS = 5
+
+
+class Quotas:
+    def __init__(
+        self, store: Store, leases: Leases, provider: SandboxProvider, settings: CapacitySettings
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._provider = provider
+        self._settings = settings
+
+    def scopes(self, org: str, user: str) -> list[tuple[str, int]]:
+        s = self._settings
+        return [
+            (f"org:{org}", s.max_active_per_org),
+            (f"user:{org}/{user}", s.max_active_per_user),
+            (f"host:{s.host_id}", s.max_active_per_host),
+        ]
+
+    def claim(self, member: str, org: str, user: str) -> None:
+        """Count a conversation as active, suspending an idle one if a scope is full."""
+        scopes = self.scopes(org, user)
+        full = 0
+        for _ in range(MAX_CLAIM_ROUNDS):
+            claimed = self._store.claim_slot(member, scopes)
+            if claimed is None:
+                return
+            full = claimed
+            if not self._free_one(scopes[full][0], exclude=member):
+                break
+        scope, limit = scopes[full]
+        kind = scope.split(":", 1)[0]
+        msg = (
+            f"the {kind} limit of {limit} active sandboxes is reached ({scope}) and no idle "
+            "session could be suspended; try again later"
+        )
+        raise CapacityUnavailable(msg, scope=kind, limit=limit, unit="sandboxes")
+
+    def release(self, record: SessionRecord) -> None:
+        """Stop counting the record's conversation anywhere."""
+        self.release_member(record.key, record.org, record.user)
+
+    def release_member(self, member: str, org: str, user: str) -> None:
+        self._store.release_slot(member, [scope for scope, _ in self.scopes(org, user)])
+
+    def _free_one(self, scope: str, *, exclude: str) -> bool:
+        candidates = []
+        for member in self._store.slot_members(scope):
+            if member == exclude:
+                continue
+            org, conversation = member.split("/", 1)
+            record = self._store.get_session(org, conversation)
+            if record is None:
+                if self._store.lease_owner(member) is None:
+                    # Counted but has no session (a provisioning that died): repair.
+                    self._store.release_slot(member, [scope])
+                    return True
+                continue
+            if record.status is SessionStatus.ACTIVE:
+                candidates.append(record)
+        for record in sorted(candidates, key=lambda r: r.last_used_at):
+            if self._suspend(record):
+                return True
+        return False
+
+    def _suspend(self, record: SessionRecord) -> bool:
+        try:
+            with self._leases.try_hold(record.key) as lease:
+                fresh = self._store.get_session(record.org, record.conversation)
+                if fresh is None or fresh.session_id != record.session_id:
+                    return False
+                if fresh.status is not SessionStatus.ACTIVE:
+                    return False
+                with contextlib.suppress(SiestaError):
+                    self._provider.stop(fresh.sandbox_id)
+                stopped = replace(fresh, status=SessionStatus.STOPPED, fence=lease.fence)
+                if not self._store.put_session(stopped):
+                    return False
+                self.release(fresh)
+                log.info(
+                    "suspended idle session %s of %s for capacity", fresh.session_id, fresh.key
+                )
+                return True
+        except SessionBusy:
+            return False

@@ -1,0 +1,44 @@
+"""Every Redis key the service uses, in one place.
+
+``{key}`` below is a conversation key, ``org/conversation`` (``/`` never occurs
+in ids, so keys cannot collide across orgs).
+"""
+
+from __future__ import annotations
+
+PREFIX = "siesta:"
+
+SESSIONS = PREFIX + "sessions"
+"""Set of the conversation keys that have a session record."""
+FENCE_COUNTER = PREFIX + "fence"
+"""One counter for every lease's fence: it only grows, across all conversations."""
+
+
+def session(key: str) -> str:
+    """Hash: the session record's fields, plus ``fence``."""
+    return f"{PREFIX}session:{key}"
+
+
+def lease(key: str) -> str:
+    """String: the holder's owner token, with the lease TTL as its expiry."""
+    return f"{PREFIX}lease:{key}"
+
+
+def lease_released(key: str) -> str:
+    """List: a wake-up token pushed on release, popped by one waiter (BLPOP)."""
+    return f"{PREFIX}lease-released:{key}"
+
+
+def slots(scope: str) -> str:
+    """Set: the conversation keys counted against a capacity scope."""
+    return f"{PREFIX}slots:{scope}"
+
+
+def file(file_id: str) -> str:
+    """Hash: one conversation file's metadata."""
+    return f"{PREFIX}file:{file_id}"
+
+
+def files(key: str) -> str:
+    """Sorted set: a conversation's file ids, scored by creation time."""
+    return f"{PREFIX}files:{key}"
