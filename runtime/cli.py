@@ -13,8 +13,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runtime.config import ImageSettings, Settings
-from runtime.errors import SiestaError
+from runtime.errors import ConfigurationError, SiestaError
 from runtime.images import ImageCatalog
+from runtime.store import parse_store_url
 
 TOKEN_FILE_NAME = "api-token"
 
@@ -60,10 +61,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     if args.create_token and not os.environ.get("SIESTA_API_TOKEN"):
         os.environ["SIESTA_API_TOKEN"] = _token_from_file()
+    # Refuse bad settings here, readably, rather than inside uvicorn's start-up.
     try:
-        Settings()
+        settings = Settings()
+        parse_store_url(settings.store_url)
     except ValidationError as exc:
         print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
+        return 2
+    except ConfigurationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
         return 2
     # By name, so that runtime/ does not import api/.
     uvicorn.run(

@@ -22,6 +22,7 @@ def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
         "sessionId": record.session_id,
         "imageId": record.image_id,
         "imageRef": record.image_ref,
+        "status": record.status.value,
         "state": services.sessions.sandbox_state(record).value,
         "createdAt": record.created_at,
         "lastUsedAt": record.last_used_at,

@@ -78,3 +78,22 @@ def test_tokens_differ_between_deployments(tmp_path: Path) -> None:
         service.stop()
         tokens.append((tmp_path / name / "api-token").read_text())
     assert tokens[0] != tokens[1]
+
+
+def test_serve_refuses_an_unknown_store_scheme(tmp_path: Path) -> None:
+    env = {
+        **environment(tmp_path),
+        "SIESTA_API_TOKEN": "x" * 20,
+        "SIESTA_STORE__URL": "mysql://db/siesta",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "serve", "--port", str(free_port())],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "scheme 'mysql' is not supported" in result.stderr
