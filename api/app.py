@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from anyio import to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 
 from api import errors
 from api.limits import BodySizeLimit
 from api.routes import conversations, files, health, images, sandbox
+from runtime import logs, metrics
 from runtime.config import Settings
+from runtime.errors import SiestaError
 from runtime.services import Services
+from runtime.store import parse_store_url
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -22,22 +31,29 @@ def create_app(settings: Settings) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
+        collector = metrics.SessionsByStatus(services.store.list_sessions)
+        metrics.REGISTRY.register(collector)
+        loop = None
+        if _background_reconcile(settings):
+            loop = asyncio.create_task(_reconcile_forever(services))
         try:
             yield
         finally:
+            if loop is not None:
+                loop.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await loop
+            metrics.REGISTRY.unregister(collector)
             services.close()
 
-    app = FastAPI(
-        title="Siesta Runtime",
-        version="0.1.0",
-        lifespan=lifespan,
-    )
+    app = FastAPI(title="Siesta Runtime", version="0.1.0", lifespan=lifespan)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.http.max_request_bytes,
         # Uploads: the file limit plus room for the multipart framing.
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
     )
+    app.middleware("http")(_request_context)
     errors.install(app)
     for module in (health, images, sandbox, files, conversations):
         app.include_router(module.router)
@@ -47,3 +63,35 @@ def create_app(settings: Settings) -> FastAPI:
 def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
     return create_app(Settings())
+
+
+async def _request_context(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Request and conversation ids for the logs; the request id goes back as a header."""
+    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+    logs.REQUEST_ID.set(request_id[:64])
+    parts = request.url.path.split("/")
+    logs.CONVERSATION.set(parts[3] if len(parts) > 3 and parts[2] == "conversations" else None)
+    response = await call_next(request)
+    response.headers["X-Request-Id"] = request_id[:64]
+    return response
+
+
+def _background_reconcile(settings: Settings) -> bool:
+    if settings.reconcile.background is not None:
+        return settings.reconcile.background
+    kind, _ = parse_store_url(settings.store_url)
+    return kind == "sqlite"  # one instance: nobody else runs the CronJob
+
+
+async def _reconcile_forever(services: Services) -> None:
+    interval = services.settings.reconcile.interval_seconds
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            report = await to_thread.run_sync(services.reconciler.run)
+            if report.actions:
+                log.info("reconciliation: %s", report.as_dict()["actions"])
+        except SiestaError as error:
+            log.warning("reconciliation pass failed: %s", error.message)

@@ -23,7 +23,11 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 def require_token(
     services: ServicesDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
-    expected = services.settings.api_token.get_secret_value()
+    configured = services.settings.api_token
+    if configured is None:  # serve refuses to start so; this guards other embeddings
+        msg = "this service has no API token configured"
+        raise Unauthorized(msg)
+    expected = configured.get_secret_value()
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), expected.encode()):
         msg = "a valid bearer token is required (Authorization: Bearer <token>)"

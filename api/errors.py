@@ -46,6 +46,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "transfer_too_large": 413,
     "missing_input": 422,
     "session_busy": 409,
+    "resume_timeout": 504,
     "lease_expired": 409,
     "capacity_unavailable": 503,
     "state_unavailable": 503,

@@ -26,12 +26,11 @@ from pathlib import Path
 
 import redis
 
-from runtime.config import CapacitySettings, LeaseSettings, SandboxSettings
+from runtime.config import CapacitySettings, LeaseSettings, Settings
 from runtime.context import CallContext
 from runtime.images import CatalogImage, ImageCatalog
-from runtime.leases import Leases
 from runtime.providers.fake import FakeProvider
-from runtime.quotas import Quotas
+from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
 from runtime.store.redis import RedisStore
 from tests.redis_server import RedisServer
@@ -109,12 +108,12 @@ def run(url: str, tmp: Path, iterations: int, seconds: float, threads: int) -> N
 def _sessions(store: RedisStore, tmp: Path) -> SessionManager:
     provider = FakeProvider(tmp / "fake")
     catalog = ImageCatalog([CatalogImage(id="img", title="img", image="none")], tmp)
-    leases = Leases(store, LeaseSettings(ttl_seconds=15, wait_seconds=30))
     capacity = CapacitySettings(
         max_active_per_org=1000, max_active_per_user=1000, max_active_per_host=1000
     )
-    quotas = Quotas(store, leases, provider, capacity)
-    return SessionManager(store, provider, catalog, SandboxSettings(), leases, quotas)
+    settings = Settings(lease=LeaseSettings(ttl_seconds=15, wait_seconds=30), capacity=capacity)
+    sessions, _, _ = assemble_sessions(store, provider, catalog, settings)
+    return sessions
 
 
 def _latencies(action: Callable[[str], None], iterations: int) -> list[float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import secrets
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runtime import logs
 from runtime.config import ImageSettings, Settings
 from runtime.errors import ConfigurationError, SiestaError
 from runtime.images import ImageCatalog
@@ -23,7 +25,7 @@ TOKEN_FILE_NAME = "api-token"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure(logging.DEBUG if os.environ.get("SIESTA_DEBUG") else logging.INFO)
     try:
         result: int = args.handler(args)
     except SiestaError as exc:
@@ -53,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     build.set_defaults(handler=_images_build)
     listing = image_commands.add_parser("list", help="catalog images and whether each is built")
     listing.set_defaults(handler=_images_list)
+
+    reconcile = commands.add_parser(
+        "reconcile", help="one reconciliation pass; prints a JSON summary"
+    )
+    reconcile.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
+    reconcile.set_defaults(handler=_reconcile)
     return parser
 
 
@@ -65,6 +73,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
         parse_store_url(settings.store_url)
+        if settings.api_token is None:
+            msg = "SIESTA_API_TOKEN (api_token) is required to serve; or use --create-token"
+            raise ConfigurationError(msg)
     except ValidationError as exc:
         print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
         return 2
@@ -77,8 +88,26 @@ def _serve(args: argparse.Namespace) -> int:
         factory=True,
         host=args.host,
         port=args.port,
-        log_level="info",
+        log_config=None,  # keep the JSON logging configured above
     )
+    return 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    """Exit 0 after a pass (even with per-session errors); 1 when the store or the
+    provider cannot be reached, or settings are invalid."""
+    from runtime.services import Services
+
+    try:
+        services = Services.build(Settings())
+    except ValidationError as exc:
+        print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
+        return 1
+    try:
+        report = services.reconciler.run(dry_run=args.dry_run)
+    finally:
+        services.close()
+    print(json.dumps(report.as_dict(), indent=2))
     return 0
 
 

@@ -111,6 +111,32 @@ class CapacitySettings(BaseModel):
     """Which host's budget this instance's sandboxes count against (its Docker engine)."""
 
 
+class LifecycleSettings(BaseModel):
+    """Idle tiers. Idle time counts from the end of a session's last operation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pause_after_seconds: float = Field(300.0, gt=0)
+    """Idle this long: processes frozen, memory kept (resumes in milliseconds)."""
+    stop_after_seconds: float = Field(1800.0, gt=0)
+    """Idle this long: processes ended, memory freed, disk and packages kept."""
+    retire_after_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    """Idle this long: container and workspace removed; the next operation starts afresh."""
+    resume_timeout_seconds: float = Field(30.0, gt=0)
+    """A resume that takes longer fails with ``resume_timeout``."""
+
+
+class ReconcileSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    orphan_grace_seconds: float = Field(300.0, ge=0)
+    """Labelled containers/volumes without a session are removed only when older than this."""
+    background: bool | None = None
+    """Run passes inside the service; default: on with SQLite, off with Redis (use the CronJob)."""
+    interval_seconds: float = Field(60.0, gt=0)
+    """Time between background passes."""
+
+
 class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -137,14 +163,15 @@ class HttpSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    """Everything configurable. ``SIESTA_API_TOKEN`` has no default on purpose."""
+    """Everything configurable."""
 
     model_config = SettingsConfigDict(
         env_prefix="SIESTA_", env_nested_delimiter="__", extra="forbid"
     )
 
-    api_token: SecretStr = Field(min_length=16)
-    """Bearer token the agent backend presents (service-to-service)."""
+    api_token: SecretStr | None = Field(None, min_length=16)
+    """Bearer token the agent backend presents (service-to-service). No default:
+    ``serve`` refuses to start without one; other commands do not need it."""
     data_dir: Path = Path(".siesta")
     """Embedded state (SQLite) and files."""
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
@@ -153,6 +180,8 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     lease: LeaseSettings = Field(default_factory=LeaseSettings)
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -28,6 +28,7 @@ trust that value.
     │   └── NotADirectory              not_a_directory
     ├── TransferTooLarge               transfer_too_large (limit)
     ├── MissingInput                   missing_input (missing)
+    ├── ResumeTimeout                  resume_timeout (limit)
     ├── SessionBusy                    session_busy (limit: seconds waited)
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
@@ -161,3 +162,7 @@ class StateUnavailable(SiestaError, ConnectionError):
 
 class ConfigurationError(SiestaError, ValueError):
     code = "configuration_error"
+
+
+class ResumeTimeout(SiestaError, TimeoutError):
+    code = "resume_timeout"

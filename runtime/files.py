@@ -209,8 +209,8 @@ class ConversationFiles:
             raise MissingInput(msg, missing=missing)
         return found
 
-    def delete_all(self, ctx: CallContext) -> int:
-        records = self._store.delete_files(ctx.org, ctx.conversation)
+    def delete_all(self, org: str, conversation: str) -> int:
+        records = self._store.delete_files(org, conversation)
         for record in records:
             self._blobs.delete(record.file_id)
         return len(records)

@@ -9,14 +9,12 @@ when none can be freed does the call fail with ``capacity_unavailable``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import replace
 
 from runtime.config import CapacitySettings
 from runtime.errors import CapacityUnavailable, SessionBusy, SiestaError
 from runtime.leases import Leases
-from runtime.providers.base import SandboxProvider
+from runtime.lifecycle import Lifecycle, capacity_scopes
 from runtime.store.base import SessionRecord, SessionStatus, Store
 
 log = logging.getLogger(__name__)
@@ -27,20 +25,15 @@ MAX_CLAIM_ROUNDS = 5
 
 class Quotas:
     def __init__(
-        self, store: Store, leases: Leases, provider: SandboxProvider, settings: CapacitySettings
+        self, store: Store, leases: Leases, lifecycle: Lifecycle, settings: CapacitySettings
     ) -> None:
         self._store = store
         self._leases = leases
-        self._provider = provider
+        self._lifecycle = lifecycle
         self._settings = settings
 
     def scopes(self, org: str, user: str) -> list[tuple[str, int]]:
-        s = self._settings
-        return [
-            (f"org:{org}", s.max_active_per_org),
-            (f"user:{org}/{user}", s.max_active_per_user),
-            (f"host:{s.host_id}", s.max_active_per_host),
-        ]
+        return capacity_scopes(self._settings, org, user)
 
     def claim(self, member: str, org: str, user: str) -> None:
         """Count a conversation as active, suspending an idle one if a scope is full."""
@@ -63,10 +56,10 @@ class Quotas:
 
     def release(self, record: SessionRecord) -> None:
         """Stop counting the record's conversation anywhere."""
-        self.release_member(record.key, record.org, record.user)
+        self._lifecycle.release_slots(record.key, record.org, record.user)
 
     def release_member(self, member: str, org: str, user: str) -> None:
-        self._store.release_slot(member, [scope for scope, _ in self.scopes(org, user)])
+        self._lifecycle.release_slots(member, org, user)
 
     def _free_one(self, scope: str, *, exclude: str) -> bool:
         candidates = []
@@ -81,7 +74,7 @@ class Quotas:
                     self._store.release_slot(member, [scope])
                     return True
                 continue
-            if record.status is SessionStatus.ACTIVE:
+            if record.status in (SessionStatus.ACTIVE, SessionStatus.PAUSED):
                 candidates.append(record)
         for record in sorted(candidates, key=lambda r: r.last_used_at):
             if self._suspend(record):
@@ -94,17 +87,11 @@ class Quotas:
                 fresh = self._store.get_session(record.org, record.conversation)
                 if fresh is None or fresh.session_id != record.session_id:
                     return False
-                if fresh.status is not SessionStatus.ACTIVE:
+                if fresh.status not in (SessionStatus.ACTIVE, SessionStatus.PAUSED):
                     return False
-                with contextlib.suppress(SiestaError):
-                    self._provider.stop(fresh.sandbox_id)
-                stopped = replace(fresh, status=SessionStatus.STOPPED, fence=lease.fence)
-                if not self._store.put_session(stopped):
+                try:
+                    return self._lifecycle.stop(fresh, lease)
+                except SiestaError:
                     return False
-                self.release(fresh)
-                log.info(
-                    "suspended idle session %s of %s for capacity", fresh.session_id, fresh.key
-                )
-                return True
         except SessionBusy:
             return False

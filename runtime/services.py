@@ -2,21 +2,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.config import Settings
 from runtime.context import CallContext
+from runtime.errors import SessionBusy
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
-from runtime.leases import Leases
+from runtime.leases import Lease, Leases
+from runtime.lifecycle import Lifecycle
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.quotas import Quotas
+from runtime.reconcile import Reconciler
 from runtime.sandbox import Sandbox
 from runtime.sessions import SessionManager
 from runtime.store import build_store
-from runtime.store.base import Store
+from runtime.store.base import SessionRecord, Store, conversation_key
+
+
+def assemble_sessions(
+    store: Store,
+    provider: SandboxProvider,
+    catalog: ImageCatalog,
+    settings: Settings,
+    clock: Callable[[], float] = time.time,
+) -> tuple[SessionManager, Leases, Lifecycle]:
+    """The session manager with its leases, capacity and lifecycle parts."""
+    leases = Leases(store, settings.lease)
+    lifecycle = Lifecycle(store, provider, settings.capacity)
+    quotas = Quotas(store, leases, lifecycle, settings.capacity)
+    sessions = SessionManager(
+        store, provider, catalog, settings.sandbox, leases, quotas, settings.lifecycle, clock
+    )
+    return sessions, leases, lifecycle
 
 
 @dataclass
@@ -25,33 +47,63 @@ class Services:
     catalog: ImageCatalog
     store: Store
     provider: SandboxProvider
+    leases: Leases
     sessions: SessionManager
     files: ConversationFiles
     sandbox: Sandbox
+    reconciler: Reconciler = field(init=False)
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
         catalog = ImageCatalog.load(settings.images.catalog_path)
         store = build_store(settings)
         provider = build_provider(settings)
-        leases = Leases(store, settings.lease)
-        quotas = Quotas(store, leases, provider, settings.capacity)
-        sessions = SessionManager(store, provider, catalog, settings.sandbox, leases, quotas)
+        sessions, leases, lifecycle = assemble_sessions(store, provider, catalog, settings)
         files = ConversationFiles(
             store, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
         sandbox = Sandbox(sessions, provider, files, settings.command, settings.files)
-        return cls(settings, catalog, store, provider, sessions, files, sandbox)
+        services = cls(settings, catalog, store, provider, leases, sessions, files, sandbox)
+        services.reconciler = Reconciler(
+            store,
+            provider,
+            leases,
+            lifecycle,
+            settings.lifecycle,
+            settings.reconcile,
+            services.teardown_conversation,
+        )
+        return services
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
-        """Tear down the conversation's sandbox, then delete its files."""
-        record = self.sessions.delete(ctx)
-        deleted_files = self.files.delete_all(ctx)
+        """Tear down the conversation's sandbox, then delete its files.
+
+        When an operation holds the conversation past the lease wait, the
+        deletion is recorded and finished by the next reconciliation pass.
+        """
+        try:
+            with self.leases.hold(ctx.key) as lease:
+                record, deleted_files = self._teardown(ctx.org, ctx.conversation, lease)
+        except SessionBusy:
+            self.store.mark_deleted(ctx.key)
+            return {"deleted": "pending", "sessionId": None, "deletedFiles": 0}
         return {
             "deleted": record is not None or deleted_files > 0,
             "sessionId": record.session_id if record else None,
             "deletedFiles": deleted_files,
         }
+
+    def teardown_conversation(self, key: str, lease: Lease) -> None:
+        org, conversation = key.split("/", 1)
+        self._teardown(org, conversation, lease)
+
+    def _teardown(
+        self, org: str, conversation: str, lease: Lease
+    ) -> tuple[SessionRecord | None, int]:
+        record = self.sessions.teardown(org, conversation, lease)
+        deleted_files = self.files.delete_all(org, conversation)
+        self.store.clear_deleted(conversation_key(org, conversation))
+        return record, deleted_files
 
     def close(self) -> None:
         self.sessions.close()

@@ -19,10 +19,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from runtime.config import SandboxSettings
+from runtime import metrics
+from runtime.config import LifecycleSettings, SandboxSettings
 from runtime.context import CallContext
-from runtime.errors import LeaseExpired, ProvisioningTimeout, SandboxDisabled, SiestaError
+from runtime.errors import (
+    LeaseExpired,
+    ProvisioningTimeout,
+    ResumeTimeout,
+    SandboxDisabled,
+    SiestaError,
+)
 from runtime.images import CatalogImage, ImageCatalog
 from runtime.leases import Lease, Leases
 from runtime.providers.base import (
@@ -40,6 +48,7 @@ from runtime.store.base import SessionRecord, SessionStatus, Store
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,10 @@ class SessionManager:
         settings: SandboxSettings,
         leases: Leases,
         quotas: Quotas,
+        lifecycle: LifecycleSettings,
         clock: Clock = time.time,
     ) -> None:
+        self._lifecycle = lifecycle
         self._store = store
         self._provider = provider
         self._catalog = catalog
@@ -120,50 +131,64 @@ class SessionManager:
     def sandbox_state(self, record: SessionRecord) -> SandboxState:
         return self._provider.inspect(record.sandbox_id).state
 
-    def delete(self, ctx: CallContext) -> SessionRecord | None:
-        """Tear down the conversation's sandbox and workspace; forget the session."""
-        with self._leases.hold(ctx.key) as lease:
-            record = self._store.get_session(ctx.org, ctx.conversation)
-            if record is None:
-                return None
-            self._provider.destroy(record.sandbox_id)
-            if self._store.delete_session(ctx.org, ctx.conversation, lease.fence) is None:
-                raise _lease_expired(lease)
-            self._quotas.release(record)
-            return record
+    def teardown(self, org: str, conversation: str, lease: Lease) -> SessionRecord | None:
+        """Remove the conversation's sandbox and workspace and forget the session.
+
+        The caller holds the conversation's lease.
+        """
+        record = self._store.get_session(org, conversation)
+        if record is None:
+            return None
+        self._provider.destroy(record.sandbox_id)
+        if self._store.delete_session(org, conversation, lease.fence) is None:
+            raise _lease_expired(lease)
+        self._quotas.release(record)
+        return record
 
     def _ensure_running(self, ctx: CallContext, lease: Lease) -> ActiveSession:
         record = self._store.get_session(ctx.org, ctx.conversation)
         if record is None:
             image = self._catalog.select(ctx.base_image)
             return ActiveSession(self._provision(ctx, lease, image, 1), False, True)
-        state = self._provider.inspect(record.sandbox_id).state
+        state = (
+            self._provider.inspect(record.sandbox_id).state
+            if record.status.has_sandbox
+            else SandboxState.MISSING
+        )
         if record.status is SessionStatus.ACTIVE and state is SandboxState.RUNNING:
             return ActiveSession(record, workspace_reset=False, provisioned=False)
-        if record.status is SessionStatus.STOPPED and state in (
-            SandboxState.STOPPED,
-            SandboxState.RUNNING,
-        ):
-            return ActiveSession(self._resume(record, lease), False, False, resumed="stopped")
-        log.warning(
-            "sandbox %s of session %s is %s; provisioning a replacement",
-            record.sandbox_id,
-            record.session_id,
-            state.value,
-        )
-        self._provider.destroy(record.sandbox_id)
-        self._quotas.release(record)
+        resumable = {
+            (SessionStatus.PAUSED, SandboxState.PAUSED): "paused",
+            (SessionStatus.STOPPED, SandboxState.STOPPED): "stopped",
+        }.get((record.status, state))
+        if resumable is not None:
+            resumed = self._resume(record, lease, resumable)
+            return ActiveSession(resumed, False, False, resumed=resumable)
+        if record.status.has_sandbox:
+            log.warning(
+                "sandbox %s of session %s (%s) is %s; provisioning a replacement",
+                record.sandbox_id,
+                record.session_id,
+                record.status.value,
+                state.value,
+            )
+            self._provider.destroy(record.sandbox_id)
+            self._quotas.release(record)
         image = self._replacement_image(ctx, record)
         replacement = self._provision(ctx, lease, image, record.generation + 1)
         return ActiveSession(replacement, workspace_reset=True, provisioned=True)
 
-    def _resume(self, record: SessionRecord, lease: Lease) -> SessionRecord:
+    def _resume(self, record: SessionRecord, lease: Lease, tier: str) -> SessionRecord:
         self._quotas.claim(record.key, record.org, record.user)
+        action = self._provider.unpause if tier == "paused" else self._provider.start
+        limit = self._lifecycle.resume_timeout_seconds
+        started = time.monotonic()
         try:
-            self._provider.start(record.sandbox_id)
+            self._within_limit(action, record.sandbox_id, limit, _resume_timeout)
         except BaseException:
             self._quotas.release(record)
             raise
+        metrics.RESUME_SECONDS.labels(tier).observe(time.monotonic() - started)
         resumed = replace(record, status=SessionStatus.ACTIVE, fence=lease.fence)
         if not self._store.put_session(resumed):
             raise _lease_expired(lease)
@@ -196,6 +221,7 @@ class SessionManager:
             self._quotas.release_member(member, ctx.org, ctx.user)
             raise
         elapsed = time.monotonic() - started
+        metrics.PROVISION_SECONDS.observe(elapsed)
         now = self._clock()
         record = SessionRecord(
             org=ctx.org,
@@ -224,16 +250,42 @@ class SessionManager:
         return record
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
-        limit = self._settings.provision_timeout_seconds
-        future = self._provisioner.submit(self._provider.create, spec)
+        sandbox_id = self._provider.sandbox_id_for(spec.session_id)
+        self._within_limit(
+            self._provider.create,
+            spec,
+            self._settings.provision_timeout_seconds,
+            _provision_timeout,
+            cleanup=lambda: self._provider.destroy(sandbox_id),
+        )
+        return sandbox_id
+
+    def _within_limit(
+        self,
+        action: Callable[[_T], object],
+        argument: _T,
+        limit: float,
+        timeout_error: Callable[[float], SiestaError],
+        cleanup: Callable[[], None] | None = None,
+    ) -> None:
+        future = self._provisioner.submit(action, argument)
         try:
-            return future.result(timeout=limit)
+            future.result(timeout=limit)
         except concurrent.futures.TimeoutError:
-            # The engine may still finish; whatever it creates is removed then.
-            sandbox_id = self._provider.sandbox_id_for(spec.session_id)
-            future.add_done_callback(lambda _: self._provider.destroy(sandbox_id))
-            msg = f"provisioning the sandbox took longer than the limit of {limit:g} seconds"
-            raise ProvisioningTimeout(msg, limit=limit, unit="seconds") from None
+            if cleanup is not None:
+                # The engine may still finish; whatever it made is removed then.
+                future.add_done_callback(lambda _: cleanup())
+            raise timeout_error(limit) from None
+
+
+def _provision_timeout(limit: float) -> SiestaError:
+    msg = f"provisioning the sandbox took longer than the limit of {limit:g} seconds"
+    return ProvisioningTimeout(msg, limit=limit, unit="seconds")
+
+
+def _resume_timeout(limit: float) -> SiestaError:
+    msg = f"resuming the sandbox took longer than the limit of {limit:g} seconds"
+    return ResumeTimeout(msg, limit=limit, unit="seconds")
 
 
 def _lease_expired(lease: Lease) -> LeaseExpired:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from api.deps import Authenticated, ContextDep, ServicesDep
 from runtime.errors import NotFound
@@ -31,6 +31,15 @@ def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
 
 
 @router.delete("/{conversation_id}")
-def delete_conversation(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
-    """Tear down the conversation's sandbox, workspace and files. Deleting twice is fine."""
-    return services.delete_conversation(ctx)
+def delete_conversation(
+    ctx: ContextDep, services: ServicesDep, response: Response
+) -> dict[str, Any]:
+    """Tear down the conversation's sandbox, workspace and files. Deleting twice is fine.
+
+    202 with ``"deleted": "pending"`` when an operation still holds the conversation
+    past the lease wait: reconciliation finishes the teardown.
+    """
+    result = services.delete_conversation(ctx)
+    if result["deleted"] == "pending":
+        response.status_code = 202
+    return result

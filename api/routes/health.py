@@ -1,15 +1,44 @@
+"""Liveness, readiness and metrics: no auth, for probes and scrapers."""
+
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.deps import ServicesDep
+from runtime import metrics
+from runtime.errors import SiestaError
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
-    """The process is up. No auth, no dependencies: for liveness probes.
+    """The process is up. No dependencies.
 
     ``async`` on purpose: it must answer even when every worker thread is busy
     running long commands.
     """
     return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(services: ServicesDep) -> JSONResponse:
+    """The store and the provider answer."""
+    checks: dict[str, Any] = {}
+    for name, ping in (("store", services.store.ping), ("provider", services.provider.ping)):
+        try:
+            ping()
+            checks[name] = "ok"
+        except SiestaError as error:
+            checks[name] = {"code": error.code, "message": error.message}
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+def prometheus_metrics() -> Response:
+    return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
 from api.deps import Authenticated, ContextDep, ServicesDep
+from runtime.metrics import measured
 
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/sandbox",
@@ -52,28 +53,33 @@ class PublishFiles(_Body):
 @router.post("/runCommand")
 def run_command(body: RunCommand, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """Run ``bash -lc command`` in ``/mnt/work``; a nonzero exit is a normal result."""
-    return services.sandbox.run_command(ctx, body.command, body.timeoutSeconds, body.files)
+    with measured("runCommand"):
+        return services.sandbox.run_command(ctx, body.command, body.timeoutSeconds, body.files)
 
 
 @router.post("/writeFile")
 def write_file(body: WriteFile, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """Write UTF-8 text to a path inside ``/mnt/work``."""
-    return services.sandbox.write_file(ctx, body.path, body.content)
+    with measured("writeFile"):
+        return services.sandbox.write_file(ctx, body.path, body.content)
 
 
 @router.post("/readFile")
 def read_file(body: ReadFile, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """Read a workspace file: text as text, binary as base64, with truncation reported."""
-    return services.sandbox.read_file(ctx, body.path, body.maxBytes)
+    with measured("readFile"):
+        return services.sandbox.read_file(ctx, body.path, body.maxBytes)
 
 
 @router.post("/listFiles")
 def list_files(body: ListFiles, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """List one workspace folder (not recursive)."""
-    return services.sandbox.list_files(ctx, body.path)
+    with measured("listFiles"):
+        return services.sandbox.list_files(ctx, body.path)
 
 
 @router.post("/publishFiles")
 def publish_files(body: PublishFiles, ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
     """Publish workspace files as conversation artifacts; failures are reported per path."""
-    return services.sandbox.publish_files(ctx, body.paths)
+    with measured("publishFiles"):
+        return services.sandbox.publish_files(ctx, body.paths)

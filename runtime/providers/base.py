@@ -46,6 +46,17 @@ class SandboxInfo:
     sandbox_id: str
     state: SandboxState
     labels: dict[str, str] = field(default_factory=dict)
+    created_at: float = 0.0
+    """Unix time the sandbox was created (0 when unknown)."""
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    """A workspace volume, listed on its own: it can outlive its sandbox."""
+
+    name: str
+    labels: dict[str, str]
+    created_at: float
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,12 @@ class SandboxProvider(Protocol):
         process group. Output is capped while it is produced.
         """
 
+    def pause(self, sandbox_id: str) -> None:
+        """Freeze every process; memory stays allocated."""
+
+    def unpause(self, sandbox_id: str) -> None:
+        """Thaw a paused sandbox."""
+
     def stop(self, sandbox_id: str) -> None:
         """Suspend: end every process, free memory, keep the workspace and the root disk."""
 
@@ -147,6 +164,9 @@ class SandboxProvider(Protocol):
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         """Every sandbox carrying the managed label (and this deployment's labels)."""
+
+    def list_workspaces(self) -> list[WorkspaceInfo]:
+        """Every workspace volume carrying the managed label (and this deployment's labels)."""
 
     def close(self) -> None:
         """Release connections (sandboxes stay as they are)."""

@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 import docker
@@ -34,6 +35,7 @@ from runtime.providers.base import (
     SandboxInfo,
     SandboxSpec,
     SandboxState,
+    WorkspaceInfo,
 )
 
 # Root inside the sandbox keeps only what installing packages needs: changing
@@ -282,6 +284,14 @@ class DockerProvider:
                 return -1
             time.sleep(0.005)
 
+    def pause(self, sandbox_id: str) -> None:
+        with docker_errors():
+            self._api.pause(sandbox_id)
+
+    def unpause(self, sandbox_id: str) -> None:
+        with docker_errors():
+            self._api.unpause(sandbox_id)
+
     def stop(self, sandbox_id: str) -> None:
         with docker_errors():
             self._api.stop(sandbox_id, timeout=STOP_GRACE_SECONDS)
@@ -314,23 +324,38 @@ class DockerProvider:
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_volume(sandbox_id, force=True)
 
+    def _label_filters(self) -> dict[str, Any]:
+        extra = [f"{k}={v}" for k, v in self._settings.extra_labels.items()]
+        return {"label": [f"{MANAGED_LABEL}=true", *extra]}
+
     def list_sandboxes(self) -> list[SandboxInfo]:
-        filters: dict[str, Any] = {
-            "label": [
-                f"{MANAGED_LABEL}=true",
-                *(f"{k}={v}" for k, v in self._settings.extra_labels.items()),
-            ]
-        }
         with docker_errors():
-            containers = self._api.containers(all=True, filters=filters)
+            containers = self._api.containers(all=True, filters=self._label_filters())
         return [
             SandboxInfo(
                 str(c["Names"][0]).lstrip("/"),
                 _STATES.get(str(c["State"]), SandboxState.STOPPED),
                 dict(c.get("Labels") or {}),
+                float(c.get("Created") or 0),
             )
             for c in containers
         ]
+
+    def list_workspaces(self) -> list[WorkspaceInfo]:
+        with docker_errors():
+            volumes = self._api.volumes(filters=self._label_filters()).get("Volumes") or []
+        return [
+            WorkspaceInfo(str(v["Name"]), dict(v.get("Labels") or {}), _timestamp(v))
+            for v in volumes
+        ]
+
+
+def _timestamp(volume: dict[str, Any]) -> float:
+    created = str(volume.get("CreatedAt") or "")
+    try:  # e.g. 2026-11-30T11:04:05Z or with an offset
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _send_all(raw: socket.socket, chunks: Iterable[bytes]) -> None:

@@ -33,6 +33,7 @@ from runtime.providers.base import (
     SandboxInfo,
     SandboxSpec,
     SandboxState,
+    WorkspaceInfo,
 )
 
 
@@ -41,6 +42,7 @@ class FakeProvider:
         self._root = root or Path(tempfile.mkdtemp(prefix="siesta-fake-"))
         self._labels: dict[str, dict[str, str]] = {}
         self._stopped: set[str] = set()
+        self._paused: set[str] = set()
         self._running: dict[str, set[int]] = {}
         self._lock = threading.Lock()
 
@@ -61,10 +63,29 @@ class FakeProvider:
         with self._lock:
             labels = self._labels.get(sandbox_id)
             stopped = sandbox_id in self._stopped
+            paused = sandbox_id in self._paused
         if labels is None or not (self._root / sandbox_id).is_dir():
             return SandboxInfo(sandbox_id, SandboxState.MISSING)
-        state = SandboxState.STOPPED if stopped else SandboxState.RUNNING
+        state = (
+            SandboxState.STOPPED
+            if stopped
+            else SandboxState.PAUSED
+            if paused
+            else SandboxState.RUNNING
+        )
         return SandboxInfo(sandbox_id, state, labels)
+
+    def pause(self, sandbox_id: str) -> None:
+        with self._lock:
+            self._paused.add(sandbox_id)
+
+    def unpause(self, sandbox_id: str) -> None:
+        with self._lock:
+            self._paused.discard(sandbox_id)
+
+    def list_workspaces(self) -> list[WorkspaceInfo]:
+        with self._lock:
+            return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
 
     def stop(self, sandbox_id: str) -> None:
         self.cancel_exec(sandbox_id)

@@ -21,8 +21,18 @@ from typing import Protocol
 class SessionStatus(enum.StrEnum):
     ACTIVE = "active"
     """The sandbox is meant to be running and counts against capacity."""
+    PAUSED = "paused"
+    """Idle: processes frozen, memory kept; still counts against capacity."""
     STOPPED = "stopped"
     """Suspended on purpose (processes gone, disk kept); resumed by the next operation."""
+    RETIRED = "retired"
+    """Idle past the maximum age or failed: sandbox removed; the next operation starts afresh."""
+    LOST = "lost"
+    """The sandbox vanished underneath us; the next operation starts afresh."""
+
+    @property
+    def has_sandbox(self) -> bool:
+        return self in (SessionStatus.ACTIVE, SessionStatus.PAUSED, SessionStatus.STOPPED)
 
 
 @dataclass(frozen=True)
@@ -148,6 +158,20 @@ class Store(Protocol):
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
         """Forget the conversation's files and return them (to delete their blobs)."""
+
+    # -- deletions that had to wait, and housekeeping ---------------------------------
+
+    def mark_deleted(self, key: str) -> None:
+        """Remember that the conversation was deleted while busy (torn down later)."""
+
+    def deleted_keys(self) -> list[str]:
+        """Conversations deleted while busy, not yet torn down."""
+
+    def clear_deleted(self, key: str) -> None:
+        """The conversation's teardown is done."""
+
+    def clear_expired_leases(self) -> int:
+        """Drop leases whose holders died (no-op where the store expires them itself)."""
 
     def ping(self) -> None:
         """Raise ``StateUnavailable`` when the store cannot be reached."""

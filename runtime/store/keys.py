@@ -10,6 +10,8 @@ PREFIX = "siesta:"
 
 SESSIONS = PREFIX + "sessions"
 """Set of the conversation keys that have a session record."""
+DELETED = PREFIX + "deleted"
+"""Set of conversation keys deleted while busy, waiting for their teardown."""
 FENCE_COUNTER = PREFIX + "fence"
 """One counter for every lease's fence: it only grows, across all conversations."""
 

@@ -293,6 +293,21 @@ class RedisStore:
             )
         return [_file(_pairs(row)) for row in rows if row]
 
+    def mark_deleted(self, key: str) -> None:
+        with redis_errors():
+            self._redis.sadd(keys.DELETED, key)
+
+    def deleted_keys(self) -> list[str]:
+        with redis_errors():
+            return sorted(str(member) for member in self._redis.smembers(keys.DELETED))
+
+    def clear_deleted(self, key: str) -> None:
+        with redis_errors():
+            self._redis.srem(keys.DELETED, key)
+
+    def clear_expired_leases(self) -> int:
+        return 0  # Redis expires lease keys by their TTL
+
     def ping(self) -> None:
         with redis_errors():
             self._redis.ping()

@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS leases (
     key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS deleted (key TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS slots (scope TEXT NOT NULL, member TEXT NOT NULL,
                                   PRIMARY KEY (scope, member));
 """
@@ -254,6 +255,26 @@ class SqliteStore:
                 (org, conversation),
             ).fetchall()
         return [_file(row) for row in rows]
+
+    def mark_deleted(self, key: str) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO deleted (key) VALUES (?)", (key,))
+
+    def deleted_keys(self) -> list[str]:
+        with self._lock:
+            rows = self._conn.execute("SELECT key FROM deleted ORDER BY key").fetchall()
+        return [str(row[0]) for row in rows]
+
+    def clear_deleted(self, key: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM deleted WHERE key = ?", (key,))
+
+    def clear_expired_leases(self) -> int:
+        with self._lock:
+            cursor = self._conn.execute(
+                "DELETE FROM leases WHERE expires_at <= ?", (self._clock(),)
+            )
+        return cursor.rowcount
 
     def ping(self) -> None:
         with self._lock:

@@ -76,7 +76,7 @@ def test_other_conversations_cannot_get_a_file(files: ConversationFiles) -> None
 def test_delete_all_removes_blobs(files: ConversationFiles, tmp_path: Path) -> None:
     files.upload(CTX, "a.txt", None, iter([b"1"]))
     files.upload(CallContext("org", "user", "keep"), "b.txt", None, iter([b"2"]))
-    assert files.delete_all(CTX) == 1
+    assert files.delete_all(CTX.org, CTX.conversation) == 1
     assert len([p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]) == 1
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import CapacitySettings, LeaseSettings, SandboxSettings
+from runtime.config import CapacitySettings, LeaseSettings, SandboxSettings, Settings
 from runtime.context import CallContext
 from runtime.errors import (
     CapacityUnavailable,
@@ -22,9 +22,9 @@ from runtime.images import CatalogImage, ImageCatalog
 from runtime.leases import Leases
 from runtime.providers.base import SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
-from runtime.quotas import Quotas
+from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
-from runtime.store.base import SessionStatus
+from runtime.store.base import SessionRecord, SessionStatus
 from runtime.store.sqlite import SqliteStore
 
 
@@ -68,13 +68,22 @@ def manager(
     images: ImageCatalog,
     clock: Callable[[], float] = time.time,
     capacity: CapacitySettings | None = None,
-    **settings: object,
+    lease: LeaseSettings | None = None,
+    **sandbox: object,
 ) -> SessionManager:
-    leases = Leases(store, LeaseSettings())
-    quotas = Quotas(store, leases, provider, capacity or CapacitySettings())
-    return SessionManager(
-        store, provider, images, SandboxSettings.model_validate(settings), leases, quotas, clock
+    settings = Settings(
+        sandbox=SandboxSettings.model_validate(sandbox),
+        capacity=capacity or CapacitySettings(),
+        lease=lease or LeaseSettings(),
     )
+    sessions, _, _ = assemble_sessions(store, provider, images, settings, clock)
+    return sessions
+
+
+def delete(sessions: SessionManager, context: CallContext, store: SqliteStore) -> object:
+    leases = Leases(store, LeaseSettings())
+    with leases.hold(context.key) as lease:
+        return sessions.teardown(context.org, context.conversation, lease)
 
 
 def ctx(image: str | None = "debian-base", conversation: str = "c1") -> CallContext:
@@ -163,9 +172,9 @@ def test_delete_removes_sandbox_and_record(
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx()) as active:
         pass
-    deleted = sessions.delete(ctx())
-    assert deleted is not None and deleted.session_id == active.record.session_id
-    assert sessions.delete(ctx()) is None
+    deleted = delete(sessions, ctx(), store)
+    assert isinstance(deleted, SessionRecord) and deleted.session_id == active.record.session_id
+    assert delete(sessions, ctx(), store) is None
     assert provider.inspect(active.record.sandbox_id).state is SandboxState.MISSING
     assert store.list_sessions() == []
 
@@ -266,16 +275,14 @@ def test_delete_frees_the_slot(tmp_path: Path, store: SqliteStore, provider: Fak
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(user_ctx("u", "c")):
         pass
-    sessions.delete(user_ctx("u", "c"))
+    delete(sessions, user_ctx("u", "c"), store)
     assert store.slot_members("org:org") == [] and store.slot_members("user:org/u") == []
 
 
 def test_a_busy_conversation_waits_then_reports_the_wait_limit(
     tmp_path: Path, store: SqliteStore, provider: FakeProvider
 ) -> None:
-    leases = Leases(store, LeaseSettings(wait_seconds=0.3))
-    quotas = Quotas(store, leases, provider, CapacitySettings())
-    sessions = SessionManager(store, provider, catalog(tmp_path), SandboxSettings(), leases, quotas)
+    sessions = manager(store, provider, catalog(tmp_path), lease=LeaseSettings(wait_seconds=0.3))
     with sessions.operation(ctx()):
         started = time.monotonic()
         # Same thread, second operation: it must wait for the first, then give up.

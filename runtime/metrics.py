@@ -1,0 +1,90 @@
+"""Prometheus metrics of one service process (``GET /metrics``).
+
+Counters and histograms live in this module's registry; the number of sessions
+by status is read from the store when scraped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Counter as CounterMetric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from runtime.errors import SiestaError
+from runtime.store.base import SessionRecord
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+OPERATIONS = CounterMetric(
+    "siesta_operations",
+    "Sandbox function calls by function and outcome code",
+    ["function", "outcome"],
+    registry=REGISTRY,
+)
+OPERATION_SECONDS = Histogram(
+    "siesta_operation_seconds",
+    "Duration of sandbox function calls",
+    ["function"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
+    registry=REGISTRY,
+)
+PROVISION_SECONDS = Histogram(
+    "siesta_provision_seconds",
+    "Time to create and start a sandbox",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+RESUME_SECONDS = Histogram(
+    "siesta_resume_seconds",
+    "Time to resume a suspended sandbox",
+    ["tier"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+    registry=REGISTRY,
+)
+RECONCILE_ACTIONS = CounterMetric(
+    "siesta_reconcile_actions",
+    "Changes made by reconciliation passes",
+    ["action"],
+    registry=REGISTRY,
+)
+
+
+@contextlib.contextmanager
+def measured(function: str) -> Iterator[None]:
+    """Count one call of ``function`` by outcome (``ok`` or its error code) and time it."""
+    started = time.monotonic()
+    outcome = "internal_error"
+    try:
+        yield
+        outcome = "ok"
+    except SiestaError as error:
+        outcome = error.code
+        raise
+    finally:
+        OPERATIONS.labels(function, outcome).inc()
+        OPERATION_SECONDS.labels(function).observe(time.monotonic() - started)
+
+
+class SessionsByStatus(Collector):
+    """``siesta_sessions{status}``, counted from the store at scrape time."""
+
+    def __init__(self, list_sessions: Callable[[], list[SessionRecord]]) -> None:
+        self._list_sessions = list_sessions
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "siesta_sessions", "Session records by status", labels=["status"]
+        )
+        try:
+            counts = Counter(record.status.value for record in self._list_sessions())
+        except SiestaError:
+            counts = Counter()
+        for status, count in sorted(counts.items()):
+            family.add_metric([status], count)
+        yield family

@@ -1,0 +1,189 @@
+"""Reconciliation: make what the provider has and what the store says agree.
+
+One pass (``siesta-runtime reconcile``, a Kubernetes CronJob, or the service's
+background loop):
+
+* labelled containers and volumes that no live session owns are removed once
+  older than the grace period (also what a crashed instance left mid-provisioning);
+* records whose sandbox vanished are marked lost; sandboxes that failed
+  (exited while the record says active) are retired;
+* idle sessions are paused, stopped or retired per the lifecycle settings;
+* conversations deleted while busy are torn down; expired leases are cleared.
+
+It never touches a session whose lease is held (it takes the lease itself) and
+never anything without the ``siesta.managed`` label. Passes take their own
+lease, so two reconcilers at once do no harm.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import metrics
+from runtime.config import LifecycleSettings, ReconcileSettings
+from runtime.errors import SessionBusy, SiestaError
+from runtime.leases import Lease, Leases
+from runtime.lifecycle import Lifecycle
+from runtime.providers.base import (
+    CONVERSATION_LABEL,
+    ORG_LABEL,
+    SandboxProvider,
+    SandboxState,
+)
+from runtime.store.base import SessionRecord, SessionStatus, Store, conversation_key
+
+log = logging.getLogger(__name__)
+
+PASS_LEASE_KEY = "reconciler/pass"
+
+
+@dataclass
+class Report:
+    dry_run: bool
+    found: dict[str, int] = field(default_factory=dict)
+    actions: dict[str, list[str]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def act(self, action: str, subject: str) -> None:
+        self.actions.setdefault(action, []).append(subject)
+        if not self.dry_run:
+            metrics.RECONCILE_ACTIONS.labels(action).inc()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dryRun": self.dry_run,
+            "found": self.found,
+            "actions": {
+                name: {"count": len(ids), "ids": ids} for name, ids in self.actions.items()
+            },
+            "skippedBusy": self.skipped,
+            "errors": self.errors,
+        }
+
+
+class Reconciler:
+    def __init__(
+        self,
+        store: Store,
+        provider: SandboxProvider,
+        leases: Leases,
+        lifecycle: Lifecycle,
+        tiers: LifecycleSettings,
+        settings: ReconcileSettings,
+        delete_conversation: Callable[[str, Lease], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._provider = provider
+        self._leases = leases
+        self._lifecycle = lifecycle
+        self._tiers = tiers
+        self._settings = settings
+        self._delete_conversation = delete_conversation
+        self._clock = clock
+
+    def run(self, *, dry_run: bool = False) -> Report:
+        """One pass. Unreachable store or provider raise; everything else is reported."""
+        report = Report(dry_run)
+        try:
+            with self._leases.try_hold(PASS_LEASE_KEY):
+                self._pass(report)
+        except SessionBusy:
+            report.skipped.append("another reconciliation pass is running")
+        return report
+
+    def _pass(self, report: Report) -> None:
+        sandboxes = self._provider.list_sandboxes()
+        workspaces = self._provider.list_workspaces()
+        records = self._store.list_sessions()
+        deleted = self._store.deleted_keys()
+        report.found = {
+            "sandboxes": len(sandboxes),
+            "workspaces": len(workspaces),
+            "sessions": len(records),
+            "deletedWhileBusy": len(deleted),
+        }
+        owned = {r.sandbox_id for r in records if r.status.has_sandbox}
+        now = self._clock()
+        grace = self._settings.orphan_grace_seconds
+        for sandbox in sandboxes:
+            if sandbox.sandbox_id not in owned and now - sandbox.created_at >= grace:
+                self._remove_orphan(sandbox.sandbox_id, sandbox.labels, report)
+        containers = {s.sandbox_id for s in sandboxes}
+        for workspace in workspaces:
+            if (
+                workspace.name not in owned
+                and workspace.name not in containers
+                and now - workspace.created_at >= grace
+            ):
+                self._remove_orphan(workspace.name, workspace.labels, report)
+        for key in deleted:
+            self._with_lease(key, report, functools.partial(self._delete, key, report=report))
+        for record in records:
+            if record.status.has_sandbox and record.key not in deleted:
+                work = functools.partial(self._session, record, report=report)
+                self._with_lease(record.key, report, work)
+        cleared = 0 if report.dry_run else self._store.clear_expired_leases()
+        if cleared:
+            report.act("expired_leases_cleared", str(cleared))
+
+    def _remove_orphan(self, name: str, labels: dict[str, str], report: Report) -> None:
+        key = conversation_key(labels.get(ORG_LABEL, "?"), labels.get(CONVERSATION_LABEL, "?"))
+        if self._store.lease_owner(key) is not None:
+            return  # possibly being provisioned right now
+        report.act("orphans_removed", name)
+        if not report.dry_run:
+            self._provider.destroy(name)
+
+    def _delete(self, key: str, lease: Lease, *, report: Report) -> None:
+        report.act("deleted_conversations_torn_down", key)
+        if not report.dry_run:
+            self._delete_conversation(key, lease)
+
+    def _session(self, record: SessionRecord, lease: Lease, *, report: Report) -> None:
+        fresh = self._store.get_session(record.org, record.conversation)
+        if fresh is None or not fresh.status.has_sandbox:
+            return
+        state = self._provider.inspect(fresh.sandbox_id).state
+        idle = self._clock() - fresh.last_used_at
+        tiers = self._tiers
+        if state is SandboxState.MISSING:
+            self._apply("sessions_marked_lost", self._lifecycle.mark_lost, fresh, lease, report)
+        elif fresh.status is SessionStatus.ACTIVE and state is SandboxState.STOPPED:
+            self._apply("failed_sessions_retired", self._lifecycle.retire, fresh, lease, report)
+        elif idle >= tiers.retire_after_seconds:
+            self._apply("idle_sessions_retired", self._lifecycle.retire, fresh, lease, report)
+        elif idle >= tiers.stop_after_seconds and fresh.status is not SessionStatus.STOPPED:
+            self._apply("idle_sessions_stopped", self._lifecycle.stop, fresh, lease, report)
+        elif idle >= tiers.pause_after_seconds and fresh.status is SessionStatus.ACTIVE:
+            self._apply("idle_sessions_paused", self._lifecycle.pause, fresh, lease, report)
+
+    def _apply(
+        self,
+        action: str,
+        transition: Callable[[SessionRecord, Lease], bool],
+        record: SessionRecord,
+        lease: Lease,
+        report: Report,
+    ) -> None:
+        report.act(action, record.session_id)
+        if not report.dry_run:
+            transition(record, lease)
+
+    def _with_lease(self, key: str, report: Report, work: Callable[[Lease], None]) -> None:
+        try:
+            with self._leases.try_hold(key) as lease:
+                work(lease)
+        except SessionBusy:
+            report.skipped.append(key)
+        except SiestaError as error:
+            if error.code in ("provider_unavailable", "state_unavailable"):
+                raise
+            report.errors.append(f"{key}: {error.code}: {error.message}")
+            log.warning("reconciling %s failed: %s", key, error.message)
