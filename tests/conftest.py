@@ -75,7 +75,7 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
+        service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir, dict(env))
         started.append(service)
         service.wait_ready()
         return service

@@ -7,7 +7,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ class ServiceProcess:
     process: subprocess.Popen[bytes]
     base_url: str
     data_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    """The SIESTA_* settings it was started with (beyond the shared test ones)."""
 
     def __post_init__(self) -> None:
         self.client = httpx.Client(base_url=self.base_url, timeout=120)
@@ -46,9 +48,10 @@ class ServiceProcess:
         msg = f"service did not become ready in {timeout} s:\n{self.log()}"
         raise RuntimeError(msg)
 
-    def log(self) -> str:
+    def log(self, tail: int | None = 5000) -> str:
         path = self.data_dir / "service.log"
-        return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return text[-tail:] if tail else text
 
     def peak_rss_kb(self) -> int:
         """The process's high-water mark of resident memory (VmHWM)."""
