@@ -22,6 +22,7 @@ bench: setup
 	$(VENV)/bin/python -m bench.run_command
 	$(VENV)/bin/python -m bench.files
 	$(VENV)/bin/python -m bench.leases
+	$(VENV)/bin/python -m bench.resume
 
 clean-sandboxes:  ## remove every container and volume this project created on this engine
 	docker ps -aq --filter label=siesta.managed=true | xargs -r docker rm -f
