@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 import httpx
 
 TEST_RUN_ID = uuid.uuid4().hex[:12]
@@ -55,10 +57,17 @@ class ServiceProcess:
 
     def peak_rss_kb(self) -> int:
         """The process's high-water mark of resident memory (VmHWM)."""
+        return self._status_kb("VmHWM")
+
+    def rss_kb(self) -> int:
+        """The process's resident memory now (VmRSS)."""
+        return self._status_kb("VmRSS")
+
+    def _status_kb(self, field_name: str) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field_name}:"):
                 return int(line.split()[1])
-        msg = "VmHWM not found"
+        msg = f"{field_name} not found"
         raise RuntimeError(msg)
 
     def kill(self) -> None:
@@ -169,11 +178,14 @@ def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str]
 
 
 def remove_run_resources(client: docker.DockerClient) -> None:
+    """Remove everything this test run labelled; one failure must not stop the rest."""
     label = f"{TEST_RUN_LABEL}={TEST_RUN_ID}"
     for container in client.containers.list(all=True, filters={"label": label}):
-        container.remove(force=True, v=True)
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True, v=True)
     for volume in client.volumes.list(filters={"label": label}):
-        volume.remove(force=True)
+        with contextlib.suppress(docker.errors.APIError):
+            volume.remove(force=True)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
