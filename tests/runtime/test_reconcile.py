@@ -1,0 +1,158 @@
+"""Reconciliation and resume rules, fast: fake provider, SQLite, a test clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.config import LifecycleSettings, ReconcileSettings, Settings
+from runtime.context import CallContext
+from runtime.errors import ResumeTimeout
+from runtime.images import CatalogImage, ImageCatalog
+from runtime.lifecycle import Lifecycle
+from runtime.providers.fake import FakeProvider
+from runtime.reconcile import Reconciler
+from runtime.services import assemble_sessions
+from runtime.sessions import SessionManager
+from runtime.store.base import SessionStatus
+from runtime.store.sqlite import SqliteStore
+
+TIERS = LifecycleSettings(
+    pause_after_seconds=10,
+    stop_after_seconds=20,
+    retire_after_seconds=30,
+    resume_timeout_seconds=0.2,
+)
+
+
+class World:
+    def __init__(self, root: Path, provider: FakeProvider) -> None:
+        self.now = [1000.0]
+        self.store = SqliteStore(root / "siesta.db")
+        self.provider = provider
+        catalog = ImageCatalog([CatalogImage(id="img", title="img", image="none")], root)
+        settings = Settings(lifecycle=TIERS)
+        self.sessions: SessionManager
+        self.sessions, leases, _ = assemble_sessions(
+            self.store, provider, catalog, settings, clock=self.clock
+        )
+        lifecycle = Lifecycle(self.store, provider, settings.capacity)
+        self.reconciler = Reconciler(
+            self.store,
+            provider,
+            leases,
+            lifecycle,
+            TIERS,
+            ReconcileSettings(),
+            lambda key, lease: None,
+            clock=self.clock,
+        )
+
+    def clock(self) -> float:
+        return self.now[0]
+
+    def use(self, conversation: str) -> str | None:
+        with self.sessions.operation(CallContext("o", "u", conversation, base_image="img")) as s:
+            return s.resumed
+
+    def status(self, conversation: str) -> SessionStatus:
+        record = self.store.get_session("o", conversation)
+        assert record is not None
+        return record.status
+
+
+class SlowResume(FakeProvider):
+    def start(self, sandbox_id: str) -> None:
+        time.sleep(1)
+        super().start(sandbox_id)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    provider = FakeProvider(tmp_path / "sandboxes")
+    w = World(tmp_path, provider)
+    yield w
+    w.sessions.close()
+    w.store.close()
+    provider.close()
+
+
+def test_idle_tiers_follow_the_time_since_the_last_operation(world: World) -> None:
+    world.use("c")
+    for advance, expected in (
+        (9, SessionStatus.ACTIVE),
+        (2, SessionStatus.PAUSED),
+        (10, SessionStatus.STOPPED),
+        (10, SessionStatus.RETIRED),
+    ):
+        world.now[0] += advance
+        world.reconciler.run()
+        assert world.status("c") is expected
+
+
+def test_a_leased_session_is_never_touched_however_idle(world: World) -> None:
+    world.use("c")
+    world.now[0] += 100
+    inside, release = threading.Event(), threading.Event()
+
+    def long_operation() -> None:
+        with world.sessions.operation(CallContext("o", "u", "c", base_image="img")):
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=long_operation)
+    worker.start()
+    assert inside.wait(5)
+    report = world.reconciler.run()
+    release.set()
+    worker.join()
+    assert report.skipped == ["o/c"] and not report.actions
+    assert world.status("c") is SessionStatus.ACTIVE
+
+
+def test_two_passes_at_once_do_no_harm(world: World) -> None:
+    for name in ("a", "b", "c"):
+        world.use(name)
+    world.now[0] += 15
+    reports = []
+    threads = [
+        threading.Thread(target=lambda: reports.append(world.reconciler.run())) for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    paused = [sid for r in reports for sid in r.actions.get("idle_sessions_paused", [])]
+    assert sorted(paused) == sorted(
+        r.session_id for r in world.store.list_sessions()
+    )  # each session paused once, by one pass or the other
+
+
+def test_resume_from_each_tier(world: World) -> None:
+    world.use("c")
+    world.now[0] += 11
+    world.reconciler.run()
+    assert world.use("c") == "paused"
+    world.now[0] += 21
+    world.reconciler.run()
+    assert world.status("c") is SessionStatus.STOPPED
+    assert world.use("c") == "stopped"
+    assert world.status("c") is SessionStatus.ACTIVE
+
+
+def test_a_slow_resume_fails_with_the_limit(tmp_path: Path) -> None:
+    provider = SlowResume(tmp_path / "sandboxes")
+    world = World(tmp_path, provider)
+    world.use("c")
+    world.now[0] += 21
+    world.reconciler.run()
+    with pytest.raises(ResumeTimeout) as caught:
+        world.use("c")
+    assert caught.value.fields["limit"] == 0.2
+    world.sessions.close()
+    world.store.close()
+    provider.close()
