@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.limits import BodyTooLarge, too_large_body
-from runtime.errors import SiestaError
+from runtime.errors import InvalidRequest, NotFound, SiestaError
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,19 @@ STATUS_BY_CODE: dict[str, int] = {
     "lease_expired": 409,
     "capacity_unavailable": 503,
     "state_unavailable": 503,
+    "js_unavailable": 503,
 }
+# Codes not listed take the status of their class.
+STATUS_BY_CLASS: tuple[tuple[type[SiestaError], int], ...] = (
+    (InvalidRequest, 422),
+    (NotFound, 404),
+)
+
+
+def status_for(error: SiestaError) -> int:
+    if error.code in STATUS_BY_CODE:
+        return STATUS_BY_CODE[error.code]
+    return next((status for cls, status in STATUS_BY_CLASS if isinstance(error, cls)), 500)
 
 
 def error_response(
@@ -61,7 +73,7 @@ def error_response(
 
 async def siesta_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, SiestaError)
-    status = STATUS_BY_CODE.get(exc.code, 500)
+    status = status_for(exc)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return error_response(status, exc.to_dict(), headers)
 

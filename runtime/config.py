@@ -137,6 +137,64 @@ class ReconcileSettings(BaseModel):
     """Time between background passes."""
 
 
+class JsSettings(BaseModel):
+    """The JavaScript executor's pool and limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool_size: int = Field(2, ge=1)
+    """Pre-started worker processes waiting for a script."""
+    timeout_seconds: float = Field(30.0, gt=0)
+    """Wall-clock limit of one script, helper calls included."""
+    memory_limit_mb: int = Field(512, ge=64)
+    """Resident memory one worker may reach before it is killed."""
+    max_result_bytes: int = Field(256 * 1024, ge=16)
+    """The result string is cut at this many bytes (and says so)."""
+    max_log_entries: int = Field(1000, ge=1)
+    """``log`` calls kept; later ones are counted, not kept."""
+    max_log_entry_bytes: int = Field(8 * 1024, ge=16)
+    """One log or status message is cut at this many bytes."""
+    max_log_total_bytes: int = Field(256 * 1024, ge=16)
+    """All log messages of one script together."""
+    max_code_bytes: int = Field(256 * 1024, ge=16)
+    """Longest script accepted."""
+    acquire_timeout_seconds: float = Field(30.0, gt=0)
+    """How long a script waits for a free worker."""
+    worker_start_timeout_seconds: float = Field(30.0, gt=0)
+    max_excel_rows: int = Field(200_000, ge=1)
+    """Most rows a spreadsheet helper reads or writes in one call."""
+
+
+class SubAgent(BaseModel):
+    """A sub-agent for the standalone (OpenAI-compatible) gateway."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    model: str
+    system_prompt: str = ""
+    base_url: str
+    api_key: SecretStr | None = None
+
+
+class AgentSettings(BaseModel):
+    """How ``callAgent`` reaches sub-agents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gateway: Literal["none", "http", "openai"] = "none"
+    """``http``: the agent backend runs them; ``openai``: chat completions, agents below."""
+    backend_url: str | None = None
+    """The backend's endpoint for sub-agent calls (``http`` gateway)."""
+    backend_token: SecretStr | None = None
+    agents: list[SubAgent] = Field(default_factory=list)
+    """Sub-agents of the ``openai`` gateway."""
+    timeout_seconds: float = Field(120.0, gt=0)
+    """Longest one sub-agent call may take (also bounded by the script's deadline)."""
+    max_parallel: int = Field(8, ge=1)
+    """Concurrent calls of one ``callAgentsParallel``."""
+
+
 class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -182,6 +240,8 @@ class Settings(BaseSettings):
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
+    js: JsSettings = Field(default_factory=JsSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

@@ -14,6 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -124,6 +125,10 @@ class ConversationFiles:
         self._settings = settings
         self._clock = clock
 
+    @property
+    def settings(self) -> FileSettings:
+        return self._settings
+
     def add(
         self,
         ctx: CallContext,
@@ -132,6 +137,8 @@ class ConversationFiles:
         kind: FileKind,
         fill: Callable[[BlobWriter], None],
         limit: int,
+        *,
+        editable: bool = False,
     ) -> FileRecord:
         """Store a new file whose bytes ``fill`` writes; over ``limit`` nothing is kept."""
         check_file_name(name)
@@ -153,6 +160,7 @@ class ConversationFiles:
             sha256=writer.sha256,
             kind=kind,
             created_at=self._clock(),
+            editable=editable,
         )
         try:
             self._store.add_file(record)
@@ -208,6 +216,43 @@ class ConversationFiles:
             )
             raise MissingInput(msg, missing=missing)
         return found
+
+    def find(self, ctx: CallContext, name_or_id: str) -> FileRecord:
+        """One conversation file by id, or by name (the newest of that name)."""
+        return self.resolve(ctx, [name_or_id])[0]
+
+    def read_bytes(self, record: FileRecord, limit: int) -> bytes:
+        if record.size > limit:
+            msg = f"{record.name!r} is {record.size} bytes, over the limit of {limit} bytes"
+            raise TransferTooLarge(msg, limit=limit, unit="bytes", name=record.name)
+        return b"".join(self.chunks(record))
+
+    def add_bytes(
+        self, ctx: CallContext, name: str, kind: FileKind, data: bytes, *, editable: bool = False
+    ) -> FileRecord:
+        def fill(writer: BlobWriter) -> None:
+            writer.write(data)
+
+        limit = self._settings.max_upload_bytes
+        return self.add(ctx, name, None, kind, fill, limit, editable=editable)
+
+    def replace_content(self, ctx: CallContext, file_id: str, data: bytes) -> FileRecord:
+        """New bytes for a file created for editing; any other file is refused."""
+        record = self.get(ctx, file_id)
+        if not record.editable:
+            msg = f"file {file_id!r} ({record.name!r}) was not created for editing"
+            raise InvalidRequest(msg, code="file_not_editable")
+        limit = self._settings.max_upload_bytes
+
+        def too_large() -> TransferTooLarge:
+            msg = f"new content is over the limit of {limit} bytes per file"
+            return TransferTooLarge(msg, limit=limit, unit="bytes")
+
+        with self._blobs.writer(record.file_id, limit, too_large) as writer:
+            writer.write(data)
+        updated = replace(record, size=writer.size, sha256=writer.sha256)
+        self._store.replace_file(updated)
+        return updated
 
     def delete_all(self, org: str, conversation: str) -> int:
         records = self._store.delete_files(org, conversation)

@@ -7,11 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.agents import build_gateway
 from runtime.config import Settings
 from runtime.context import CallContext
 from runtime.errors import SessionBusy
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
+from runtime.jsexec.executor import JsExecutor
+from runtime.jsexec.pool import WorkerPool
 from runtime.leases import Lease, Leases
 from runtime.lifecycle import Lifecycle
 from runtime.providers import build_provider
@@ -52,6 +55,7 @@ class Services:
     files: ConversationFiles
     sandbox: Sandbox
     reconciler: Reconciler = field(init=False)
+    js: JsExecutor = field(init=False)
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -72,6 +76,13 @@ class Services:
             settings.lifecycle,
             settings.reconcile,
             services.teardown_conversation,
+        )
+        services.js = JsExecutor(
+            WorkerPool(settings.js),
+            files,
+            build_gateway(settings.agents),
+            settings.js,
+            settings.agents,
         )
         return services
 
@@ -106,6 +117,7 @@ class Services:
         return record, deleted_files
 
     def close(self) -> None:
+        self.js.close()
         self.sessions.close()
         self.store.close()
         self.provider.close()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -195,3 +198,26 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return predicate()
+
+
+def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, Any]:
+    """The real ``siesta-runtime reconcile`` against a service's state and Docker labels."""
+    environment = {
+        **os.environ,
+        "SIESTA_DATA_DIR": str(service.data_dir),
+        **service.env,
+        **env,
+    }
+    environment.pop("SIESTA_API_TOKEN", None)  # the CronJob needs no API token
+    result = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "reconcile", *args],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary

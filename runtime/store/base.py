@@ -69,7 +69,9 @@ class FileKind(enum.StrEnum):
     ATTACHMENT = "attachment"
     """Uploaded by the agent backend (the user's files)."""
     ARTIFACT = "artifact"
-    """Published from the sandbox by the agent."""
+    """Published from the sandbox, or created by a helper, as a downloadable result."""
+    WORKING = "working"
+    """Made by a helper for later steps (e.g. ``writeExcelFile``); not a message artifact."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class FileRecord:
     sha256: str
     kind: FileKind
     created_at: float
+    editable: bool = False
+    """Created for editing (``copyFileAsArtifact``): its content may be replaced."""
 
 
 class Store(Protocol):
@@ -155,6 +159,9 @@ class Store(Protocol):
 
     def get_file(self, org: str, conversation: str, file_id: str) -> FileRecord | None:
         """One file of the conversation; another conversation's id finds nothing."""
+
+    def replace_file(self, record: FileRecord) -> bool:
+        """Update an existing file's size, type and hash (its bytes were replaced)."""
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
         """Forget the conversation's files and return them (to delete their blobs)."""

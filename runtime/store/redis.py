@@ -118,6 +118,15 @@ redis.call('DEL', KEYS[1])
 return out
 """
 
+REPLACE_FILE = """
+-- KEYS[1] file hash; ARGV[1] org, ARGV[2] conversation, ARGV[3] size, ARGV[4] type, ARGV[5] sha256
+-- returns 1 when updated, 0 when no such file in that conversation
+if redis.call('HGET', KEYS[1], 'org') ~= ARGV[1]
+   or redis.call('HGET', KEYS[1], 'conversation') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'size', ARGV[3], 'content_type', ARGV[4], 'sha256', ARGV[5])
+return 1
+"""
+
 # BLPOP must return before the socket read times out.
 SOCKET_TIMEOUT_SECONDS = 10.0
 MAX_BLOCK_SECONDS = 5.0
@@ -155,6 +164,7 @@ class RedisStore:
         self._release = register(RELEASE_LEASE)
         self._claim = register(CLAIM_SLOT)
         self._delete_files = register(DELETE_FILES)
+        self._replace_file = register(REPLACE_FILE)
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -286,6 +296,21 @@ class RedisStore:
             return None
         return _file(fields)
 
+    def replace_file(self, record: FileRecord) -> bool:
+        with redis_errors():
+            return bool(
+                self._replace_file(
+                    keys=[keys.file(record.file_id)],
+                    args=[
+                        record.org,
+                        record.conversation,
+                        record.size,
+                        record.content_type,
+                        record.sha256,
+                    ],
+                )
+            )
+
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
         with redis_errors():
             rows = self._delete_files(
@@ -357,4 +382,5 @@ def _file(fields: dict[str, str]) -> FileRecord:
         sha256=fields["sha256"],
         kind=FileKind(fields["kind"]),
         created_at=float(fields["created_at"]),
+        editable=fields.get("editable") == "True",
     )

@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS files (
     org TEXT NOT NULL, conversation TEXT NOT NULL, file_id TEXT NOT NULL PRIMARY KEY,
     name TEXT NOT NULL, size INTEGER NOT NULL, content_type TEXT NOT NULL,
-    sha256 TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL
+    sha256 TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL,
+    editable INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS files_by_conversation ON files (org, conversation, created_at);
 CREATE TABLE IF NOT EXISTS leases (
@@ -45,7 +46,9 @@ SESSION_COLUMNS = (
     "org, conversation, session_id, sandbox_id, image_id, image_ref, status, "
     "created_at, last_used_at, generation, user, fence"
 )
-FILE_COLUMNS = "org, conversation, file_id, name, size, content_type, sha256, kind, created_at"
+FILE_COLUMNS = (
+    "org, conversation, file_id, name, size, content_type, sha256, kind, created_at, editable"
+)
 
 
 class SqliteStore:
@@ -226,7 +229,7 @@ class SqliteStore:
     def add_file(self, record: FileRecord) -> None:
         with self._lock:
             self._conn.execute(
-                f"INSERT INTO files ({FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO files ({FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 astuple(record),
             )
 
@@ -247,6 +250,22 @@ class SqliteStore:
                 (org, conversation, file_id),
             ).fetchone()
         return _file(row) if row else None
+
+    def replace_file(self, record: FileRecord) -> bool:
+        with self._lock:
+            cursor = self._conn.execute(
+                "UPDATE files SET size = ?, content_type = ?, sha256 = ? "
+                "WHERE org = ? AND conversation = ? AND file_id = ?",
+                (
+                    record.size,
+                    record.content_type,
+                    record.sha256,
+                    record.org,
+                    record.conversation,
+                    record.file_id,
+                ),
+            )
+        return cursor.rowcount == 1
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
         with self._lock:
@@ -304,7 +323,7 @@ def _session(row: tuple[object, ...]) -> SessionRecord:
 
 
 def _file(row: tuple[object, ...]) -> FileRecord:
-    org, conv, file_id, name, size, content_type, sha256, kind, created = row
+    org, conv, file_id, name, size, content_type, sha256, kind, created, editable = row
     return FileRecord(
         org=str(org),
         conversation=str(conv),
@@ -315,4 +334,5 @@ def _file(row: tuple[object, ...]) -> FileRecord:
         sha256=str(sha256),
         kind=FileKind(str(kind)),
         created_at=float(str(created)),
+        editable=bool(editable),
     )

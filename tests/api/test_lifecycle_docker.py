@@ -33,6 +33,7 @@ from tests.helpers import (
     headers,
     new_conversation,
     run_command,
+    run_reconcile,
     run_resources,
     upload,
 )
@@ -88,25 +89,7 @@ def start(
 
 def reconcile(service: ServiceProcess, *args: str, **tiers: str) -> dict[str, Any]:
     """Run the real CLI against the service's state and Docker labels."""
-    environment = {
-        **os.environ,
-        "SIESTA_DATA_DIR": str(service.data_dir),
-        **service.env,
-        **tier_env(**tiers),
-    }
-    environment.pop("SIESTA_API_TOKEN", None)  # the CronJob needs no API token
-    result = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "reconcile", *args],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    summary: dict[str, Any] = json.loads(result.stdout)
-    return summary
+    return run_reconcile(service, *args, **tier_env(**tiers))
 
 
 def acted(summary: dict[str, Any], action: str) -> list[str]:

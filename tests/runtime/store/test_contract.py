@@ -261,3 +261,13 @@ def test_delete_files_returns_what_it_removed(store: Store) -> None:
     assert [f.file_id for f in store.delete_files("o", "c")] == ["f1"]
     assert store.list_files("o", "c") == []
     assert [f.file_id for f in store.list_files("o", "other")] == ["g1"]
+
+
+def test_replacing_a_files_content_updates_only_that_file(store: Store) -> None:
+    store.add_file(replace(file_record("f1"), editable=True))
+    store.add_file(file_record("f2"))
+    changed = replace(file_record("f1"), size=99, sha256="cd" * 32, editable=True)
+    assert store.replace_file(changed) is True
+    assert store.get_file("o", "c", "f1") == changed
+    assert store.get_file("o", "c", "f2") == file_record("f2")
+    assert store.replace_file(replace(changed, conversation="other")) is False

@@ -1,0 +1,73 @@
+"""JsExecutorAgent: run one script for a conversation and shape the result.
+
+A script error is a *result* (the agent sees its logs up to the failure);
+only bad requests and an unavailable pool are raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from runtime.agents import AgentGateway
+from runtime.config import AgentSettings, JsSettings
+from runtime.context import CallContext
+from runtime.errors import InvalidRequest
+from runtime.files import ConversationFiles
+from runtime.jsexec.helpers import HelperHost
+from runtime.jsexec.pool import WorkerPool
+
+
+class JsExecutor:
+    def __init__(
+        self,
+        pool: WorkerPool,
+        files: ConversationFiles,
+        agents: AgentGateway,
+        settings: JsSettings,
+        agent_settings: AgentSettings,
+    ) -> None:
+        self._pool = pool
+        self._files = files
+        self._agents = agents
+        self._settings = settings
+        self._agent_settings = agent_settings
+
+    def run(
+        self,
+        ctx: CallContext,
+        code: str,
+        timeout_seconds: float | None = None,
+        on_status: Callable[[str], None] = lambda _: None,
+    ) -> dict[str, Any]:
+        self._check(code)
+        timeout = min(
+            timeout_seconds or self._settings.timeout_seconds, self._settings.timeout_seconds
+        )
+        host = HelperHost(ctx, self._files, self._agents, self._settings, self._agent_settings)
+        outcome = self._pool.run(code, host.dispatch, on_status, timeout)
+        shaped: dict[str, Any] = {
+            "logs": outcome.logs,
+            "statuses": outcome.statuses,
+            "truncated": outcome.truncated,
+            "durationMs": outcome.duration_ms,
+        }
+        if outcome.error is not None:
+            shaped["error"] = outcome.error
+        else:
+            shaped["result"] = outcome.result
+        return shaped
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _check(self, code: str) -> None:
+        if not code.strip():
+            msg = "code is empty"
+            raise InvalidRequest(msg, code="invalid_code")
+        size = len(code.encode("utf-8", errors="surrogatepass"))
+        if size > self._settings.max_code_bytes:
+            msg = f"code is {size} bytes, over the limit of {self._settings.max_code_bytes} bytes"
+            raise InvalidRequest(
+                msg, code="code_too_large", limit=self._settings.max_code_bytes, unit="bytes"
+            )

@@ -1,0 +1,352 @@
+"""The JavaScript executor over real HTTP: results, errors, hostile scripts, helpers."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+from openpyxl import Workbook, load_workbook
+
+from tests.agent_server import AgentServer
+from tests.helpers import ServiceProcess, StartService, headers, new_conversation, upload
+
+TIMEOUT = 3
+MEMORY_MB = 256
+
+
+@pytest.fixture(scope="module")
+def agents() -> Any:
+    server = AgentServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def service(start_service: StartService, agents: AgentServer) -> ServiceProcess:
+    return start_service(
+        "fake",
+        SIESTA_JS__TIMEOUT_SECONDS=str(TIMEOUT),
+        SIESTA_JS__MEMORY_LIMIT_MB=str(MEMORY_MB),
+        SIESTA_JS__MAX_RESULT_BYTES="10000",
+        SIESTA_JS__MAX_LOG_ENTRIES="100",
+        SIESTA_AGENTS__GATEWAY="http",
+        SIESTA_AGENTS__BACKEND_URL=f"{agents.url}/subagents",
+        SIESTA_AGENTS__BACKEND_TOKEN="backend-secret",
+    )
+
+
+def js(
+    service: ServiceProcess, code: str, conversation: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    response = service.client.post(
+        f"/v1/conversations/{conversation or new_conversation()}/js",
+        json={"code": code, **extra},
+        headers=headers(),
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def assert_pool_healthy(service: ServiceProcess) -> None:
+    started = time.monotonic()
+    assert js(service, "6*7")["result"] == "42"
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("code", "result"),
+    [
+        ("1+1", "2"),
+        ("'text'", "text"),
+        ("({a: [1, {b: null}]})", '{"a":[1,{"b":null}]}'),
+        ("undefined", "undefined"),
+        ("null", "null"),
+        ("[1,2,3].at(-1)", "3"),
+        ("Object.hasOwn({x: 1}, 'x')", "true"),
+        ("let x = 2; x ** 10", "1024"),
+    ],
+)
+def test_the_final_expression_is_the_result(
+    service: ServiceProcess, code: str, result: str
+) -> None:
+    assert js(service, code)["result"] == result
+
+
+def test_logs_and_statuses_come_back(service: ServiceProcess) -> None:
+    body = js(service, "log('a'); log({n: 1}); logStatus('working'); 'done'")
+    assert body["logs"] == ["a", '{"n":1}']
+    assert body["statuses"] == ["working"]
+    assert body["result"] == "done" and body["durationMs"] >= 0
+
+
+def test_syntax_errors_say_where(service: ServiceProcess) -> None:
+    body = js(service, "var a = 1;\nvar b = [;")
+    assert body["error"]["code"] == "js_syntax_error"
+    assert (body["error"]["line"], body["error"]["column"]) == (2, 10)
+
+
+def test_script_errors_are_results_with_the_logs_so_far(service: ServiceProcess) -> None:
+    body = js(service, "log('before');\n\nnull.x")
+    error = body["error"]
+    assert error["code"] == "js_error"
+    assert error["message"].startswith("TypeError: Cannot read properties of null")
+    assert error["line"] == 3
+    assert "script:3" in error["stack"]
+    assert body["logs"] == ["before"]
+
+
+@pytest.mark.parametrize(
+    ("code", "code_expected"),
+    [
+        ("while (true) {}", "js_timeout"),
+        ("while (true) { try { throw new Error('x') } catch (e) {} }", "js_timeout"),
+        ("var a = []; while (true) a.push('x'.repeat(1e6) + a.length)", "js_memory_limit"),
+    ],
+)
+def test_runaway_scripts_are_killed(service: ServiceProcess, code: str, code_expected: str) -> None:
+    started = time.monotonic()
+    body = js(service, "log('start'); " + code)
+    error = body["error"]
+    assert error["code"] == code_expected
+    assert error["limit"] == (TIMEOUT if code_expected == "js_timeout" else MEMORY_MB)
+    assert body["logs"] == ["start"]
+    assert time.monotonic() - started < TIMEOUT + 2
+    assert_pool_healthy(service)
+
+
+def test_deep_recursion_and_deep_nesting_are_ordinary_errors(service: ServiceProcess) -> None:
+    recursion = js(service, "function f() { return f() } f()")
+    nesting = js(service, "var a = []; for (var i = 0; i < 1e5; i++) a = [a]; JSON.stringify(a)")
+    assert recursion["error"]["message"] == "RangeError: Maximum call stack size exceeded"
+    assert nesting["error"]["code"] == "js_error"
+    assert_pool_healthy(service)
+
+
+def test_a_huge_result_is_cut_and_says_so(service: ServiceProcess) -> None:
+    body = js(service, "'x'.repeat(100 * 1024 * 1024)")
+    assert len(body["result"]) == 10000
+    assert body["truncated"]["result"] is True
+    assert body["truncated"]["resultChars"] == 100 * 1024 * 1024
+    assert body["truncated"]["limitBytes"] == 10000
+    assert_pool_healthy(service)
+
+
+def test_a_million_logs_are_counted_not_kept(service: ServiceProcess) -> None:
+    body = js(service, "for (var i = 0; i < 1e6; i++) log(i); 'ok'")
+    assert body["result"] == "ok"
+    assert len(body["logs"]) == 100 and body["logs"][0] == "0"
+    assert body["truncated"]["droppedLogs"] == 1_000_000 - 100
+    assert_pool_healthy(service)
+
+
+def test_helpers_refuse_hostile_arguments_with_catchable_errors(service: ServiceProcess) -> None:
+    code = """
+    var out = [];
+    [function () { return readExcelFile(123, {}, 'x') },
+     function () { return readExcelFile('nope.xlsx', 'S') },
+     function () { return callAgentsParallel(['a', 'b'], ['only one']) },
+     function () { return callAgent(null, undefined) },
+     function () { return editArtifactFile('../../etc/passwd', 'x') },
+     function () { return createExcelDocument('a', 'bad/sheet', [{x: 1}]) },
+     function () { return __call('__proto__', []) }].forEach(function (f) {
+      try { f(); out.push('no error') } catch (e) { out.push(e.message) }
+    });
+    out
+    """
+    messages = json.loads(js(service, code)["result"])
+    assert messages[0] == "readExcelFile: fileName must be a non-empty string (got int)"
+    assert messages[1].startswith("readExcelFile: no conversation file named 'nope.xlsx'")
+    assert messages[2] == "callAgentsParallel: names and prompts must have equal lengths (2 != 1)"
+    assert messages[3] == "callAgent: name must be a non-empty string (got NoneType)"
+    assert messages[4].startswith("editArtifactFile: conversation")
+    assert messages[5].startswith("createExcelDocument: sheet name 'bad/sheet' is not allowed")
+    assert messages[6] == "unknown helper '__proto__'"
+    assert "no error" not in messages
+    assert_pool_healthy(service)
+
+
+def workbook_bytes(rows: list[list[Any]], sheet: str = "Deals") -> bytes:
+    book = Workbook()
+    worksheet = book.active
+    assert worksheet is not None
+    worksheet.title = sheet
+    for row in rows:
+        worksheet.append(row)
+    buffer = io.BytesIO()
+    book.save(buffer)
+    return buffer.getvalue()
+
+
+def test_the_reference_example_group_by_owner_into_a_cleaned_workbook(
+    service: ServiceProcess,
+) -> None:
+    conversation = new_conversation()
+    upload(
+        service.client,
+        conversation,
+        "deals.xlsx",
+        workbook_bytes(
+            [
+                ["owner", "amount", "closed"],
+                ["ann", 10, None],
+                ["bob", 5.5, None],
+                ["Ann", 3, None],
+                [None, None, None],
+                ["bob", 2, None],
+            ]
+        ),
+    )
+    code = """
+    logStatus('reading');
+    var rows = readExcelFile('deals.xlsx', 'Deals');
+    var totals = {};
+    rows.forEach(function (r) {
+      var owner = String(r.owner).toLowerCase();
+      totals[owner] = (totals[owner] || 0) + r.amount;
+    });
+    var cleaned = Object.keys(totals).sort().map(function (o) {
+      return {owner: o, total: totals[o]};
+    });
+    createExcelDocument('by-owner.xlsx', 'Totals', cleaned);
+    """
+    body = js(service, code, conversation)
+    artifact = json.loads(body["result"])
+    download = service.client.get(
+        f"/v1/conversations/{conversation}/files/{artifact['id']}/content", headers=headers()
+    )
+    sheet = load_workbook(io.BytesIO(download.content))["Totals"]
+
+    assert body["statuses"] == ["reading"]
+    assert artifact["name"] == "by-owner.xlsx" and artifact["kind"] == "artifact"
+    assert [list(row) for row in sheet.iter_rows(values_only=True)] == [
+        ["owner", "total"],
+        ["ann", 13],
+        ["bob", 7.5],
+    ]
+
+
+def test_spreadsheet_helpers(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    upload(
+        service.client,
+        conversation,
+        "t.xlsx",
+        workbook_bytes(
+            [
+                ["name", "qty", "note"],
+                ["Apple", 3, "red"],
+                ["pineapple", 4.5, None],
+                ["kiwi", "n/a", 1],
+            ],
+            sheet="Fruit",
+        ),
+    )
+    code = """
+    ({sheets: listExcelSheets('t.xlsx'),
+      found: searchExcelRows('t.xlsx', 'Fruit', 'name', 'APPLE')
+               .map(function (r) { return r.name }),
+      stats: getExcelColumnStats('t.xlsx', 'Fruit', 'qty'),
+      limited: readExcelFile('t.xlsx', 'Fruit', 1).length,
+      written: writeExcelFile('copy.xlsx', 'S', [[1, 2], [3, 4]]).kind,
+      missing: (function () { try { getExcelColumnStats('t.xlsx', 'Fruit', 'price') }
+                              catch (e) { return e.message } })()})
+    """
+    result = json.loads(js(service, code, conversation)["result"])
+    assert result["sheets"] == ["Fruit"]
+    assert result["found"] == ["Apple", "pineapple"]
+    assert result["stats"] == {"min": 3, "max": 4.5, "sum": 7.5, "average": 3.75, "count": 2}
+    assert result["limited"] == 1
+    assert result["written"] == "working"
+    assert result["missing"].startswith("getExcelColumnStats: 't.xlsx' has no column 'price'")
+
+
+def test_copy_then_edit_an_artifact(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    source = upload(service.client, conversation, "draft.md", b"# v1\n")
+    code = f"""
+    var copy = copyFileAsArtifact('draft.md', 'final.md');
+    var edited = editArtifactFile(copy.id, '# v2\\n');
+    var refused;
+    try {{ editArtifactFile('{source["id"]}', 'x') }} catch (e) {{ refused = e.message }}
+    ({{id: copy.id, size: edited.size, refused: refused}})
+    """
+    result = json.loads(js(service, code, conversation)["result"])
+    content = service.client.get(
+        f"/v1/conversations/{conversation}/files/{result['id']}/content", headers=headers()
+    )
+    assert content.content == b"# v2\n" and result["size"] == 5
+    assert "was not created for editing" in result["refused"]
+
+
+def test_sub_agents_through_the_backend(service: ServiceProcess, agents: AgentServer) -> None:
+    code = """
+    var one = callAgent('echo', 'hello');
+    var many = callAgentsParallel(['slow', 'echo', 'missing', 'slow'], ['a', 'b', 'c', 'd']);
+    ({one: one, many: many})
+    """
+    started = time.monotonic()
+    result = json.loads(js(service, code)["result"])
+    elapsed = time.monotonic() - started
+    assert result["one"] == "echo: hello"
+    assert [slot["ok"] for slot in result["many"]] == [True, True, False, True]
+    assert [slot.get("response") for slot in result["many"]] == [
+        "slow: a",
+        "echo: b",
+        None,
+        "slow: d",
+    ]
+    assert "unknown sub-agent 'missing'" in result["many"][2]["error"]
+    assert elapsed < 2.5  # the two 1 s "slow" calls ran at the same time
+    request = agents.requests[-1]
+    assert request["headers"]["authorization"] == "Bearer backend-secret"
+    assert request["body"]["context"]["org"] == "org-a"
+
+
+def test_a_sub_agent_that_never_answers_cannot_break_the_deadline(
+    service: ServiceProcess,
+) -> None:
+    started = time.monotonic()
+    body = js(service, "try { callAgent('hang', 'x') } catch (e) { log(e.message) } 'after'")
+    assert time.monotonic() - started < TIMEOUT + 2
+    assert body.get("result") == "after" or body["error"]["code"] == "js_timeout"
+    if "result" in body:
+        assert "did not answer" in body["logs"][0]
+    assert_pool_healthy(service)
+
+
+def test_status_events_stream_before_the_result(service: ServiceProcess) -> None:
+    code = (
+        "logStatus('one'); var t = Date.now(); while (Date.now() - t < 300) {}; "
+        "logStatus('two'); 'end'"
+    )
+    events: list[tuple[str, float]] = []
+    started = time.monotonic()
+    with httpx.stream(
+        "POST",
+        f"{service.base_url}/v1/conversations/{new_conversation()}/js",
+        json={"code": code},
+        headers={**headers(), "Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                events.append((line.removeprefix("event: "), time.monotonic() - started))
+            elif line.startswith("data: ") and events[-1][0] == "result":
+                final = json.loads(line.removeprefix("data: "))
+    assert [kind for kind, _ in events] == ["status", "status", "result"]
+    assert events[1][1] - events[0][1] >= 0.25  # the first arrived while the script ran
+    assert final["result"] == "end" and final["statuses"] == ["one", "two"]
+
+
+def test_bad_requests(service: ServiceProcess) -> None:
+    url = f"/v1/conversations/{new_conversation()}/js"
+    empty = service.client.post(url, json={"code": "  "}, headers=headers())
+    unknown = service.client.post(url, json={"code": "1", "x": 1}, headers=headers())
+    assert empty.status_code == 422 and empty.json()["error"]["code"] == "invalid_code"
+    assert unknown.status_code == 422
