@@ -199,7 +199,7 @@ def _excel(services: Services, rows: int) -> None:
         f"  readExcelFile (calamine + JSON)     {read_ms:9.0f} ms  rows={count}"
         f"  openpyxl read-only alone: {openpyxl_ms:.0f} ms (x{read_ms / openpyxl_ms:.2f})"
     )
-    print(f"  createExcelDocument (openpyxl w/o)  {float(create['result']):9.0f} ms")
+    print(f"  createExcelDocument (xlsxwriter)    {float(create['result']):9.0f} ms")
 
 
 def _workbook(rows: int) -> bytes:
