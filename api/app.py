@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request, Response
 
 from api import errors
 from api.limits import BodySizeLimit
-from api.routes import conversations, files, health, images, js, sandbox
+from api.routes import conversations, files, health, images, js, sandbox, tools
 from runtime import logs, metrics
 from runtime.config import Settings
 from runtime.errors import SiestaError
@@ -55,7 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.middleware("http")(_request_context)
     errors.install(app)
-    for module in (health, images, sandbox, files, js, conversations):
+    for module in (health, images, sandbox, files, js, conversations, tools):
         app.include_router(module.router)
     return app
 

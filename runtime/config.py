@@ -195,6 +195,24 @@ class AgentSettings(BaseModel):
     """Concurrent calls of one ``callAgentsParallel``."""
 
 
+class ToolSettings(BaseModel):
+    """The tool-catalog layer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    system_connection_ids: dict[str, str] = Field(
+        default_factory=lambda: {
+            "google_search": "system-google-search",
+            "web_scraper": "system-firecrawl",
+        }
+    )
+    """The system-owned connection each connection-backed System Tool must reference."""
+    max_batch_parallel: int = Field(40, ge=1)
+    """``run_function_batch`` calls running at once (the reference's 40)."""
+    max_batch_inputs: int = Field(1000, ge=1)
+    """Inputs one ``run_function_batch`` call accepts."""
+
+
 class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -242,6 +260,7 @@ class Settings(BaseSettings):
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
     js: JsSettings = Field(default_factory=JsSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)

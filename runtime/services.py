@@ -25,6 +25,11 @@ from runtime.sandbox import Sandbox
 from runtime.sessions import SessionManager
 from runtime.store import build_store
 from runtime.store.base import SessionRecord, Store, conversation_key
+from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
+from runtime.tools.catalog import Catalog, build_catalog
+from runtime.tools.executions import SqliteExecutionLog
+from runtime.tools.executor import ToolExecutor
+from runtime.tools.models import AgentConfig, UserInfo
 
 
 def assemble_sessions(
@@ -56,6 +61,7 @@ class Services:
     sandbox: Sandbox
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
+    tools: ToolExecutor = field(init=False)
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -84,7 +90,28 @@ class Services:
             settings.js,
             settings.agents,
         )
+        services.tools = services._tool_executor()
         return services
+
+    def tool_catalog(self, agent: AgentConfig, user: UserInfo) -> Catalog:
+        """The functions this agent gets for this user, with notes on what was left out."""
+        return build_catalog(
+            agent,
+            user,
+            self.settings.tools,
+            self.catalog,
+            sandbox_enabled=self.settings.sandbox.enabled,
+        )
+
+    def _tool_executor(self) -> ToolExecutor:
+        gateway = build_gateway(self.settings.agents)
+        adapters = {
+            **sandbox_adapters(self.sandbox),
+            "JsExecutorAgent": js_adapter(self.js),
+            "run_function_batch": batch_adapter(gateway, self.settings.agents, self.settings.tools),
+        }
+        log = SqliteExecutionLog(self.settings.data_dir / "tool-executions.db")
+        return ToolExecutor(self.tool_catalog, adapters, log)
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
         """Tear down the conversation's sandbox, then delete its files.
@@ -117,6 +144,7 @@ class Services:
         return record, deleted_files
 
     def close(self) -> None:
+        self.tools.close()
         self.js.close()
         self.sessions.close()
         self.store.close()

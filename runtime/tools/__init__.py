@@ -1,0 +1,1 @@
+"""The tool-catalog layer: which functions an agent gets, and running them with a log."""

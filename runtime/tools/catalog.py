@@ -1,0 +1,185 @@
+"""Which functions an agent gets for a user, right now: the gating rules.
+
+The rules are the reference text's (shared/seeds/000_*, "System Tools"):
+
+* Platform_* only when Platform Tools is assigned AND the user is Owner or Admin;
+* image_generation only when assigned AND the model is OpenAI with a ``gpt-`` name;
+* the sandbox functions only when the deployment enables Sandbox AND it is
+  assigned with an enabled catalog base image;
+* Platform_CreateTask only with a task workspace; GoogleSearch.Search and the
+  Firecrawl functions only when the assignment references the system connection;
+  run_function_batch when assigned (with a warning when there are no sub-agents);
+  JsExecutorAgent and siesta_help_resolve when assigned;
+* connection functions by their policy; ``disabled`` ones never appear. System
+  functions can be given a policy too (``functionPolicies``), e.g. runCommand
+  with confirmation: the reference leaves that to the deployment's tool policy.
+
+Name collisions: system-provided functions win, then shared connections, then
+private ones, then the first listed (the peer platform's rule, seeds/003_*);
+``notes`` says what was dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.config import ToolSettings
+from runtime.images import ImageCatalog
+from runtime.tools import definitions as defs
+from runtime.tools.models import AgentConfig, Policy, UserInfo
+
+PRIVILEGED_ROLES = ("Owner", "Admin")
+
+
+@dataclass(frozen=True)
+class CatalogFunction:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    group: str
+    """``System``, ``Shared`` or ``Private``."""
+    source: str
+    """Why it is there: ``system:<tool id>`` or ``connection:<id>``."""
+    policy: Policy = "enabled"
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+            "group": self.group,
+            "source": self.source,
+            "policy": self.policy,
+        }
+
+
+@dataclass
+class Catalog:
+    functions: list[CatalogFunction] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def find(self, name: str) -> CatalogFunction | None:
+        return next((f for f in self.functions if f.name == name), None)
+
+
+def build_catalog(
+    agent: AgentConfig,
+    user: UserInfo,
+    settings: ToolSettings,
+    images: ImageCatalog,
+    *,
+    sandbox_enabled: bool,
+) -> Catalog:
+    catalog = Catalog()
+    for definition, tool in _system_functions(
+        agent, user, settings, images, sandbox_enabled, catalog.notes
+    ):
+        policy = agent.function_policies.get(definition.name, "enabled")
+        if policy == "disabled":
+            continue
+        _add(
+            catalog,
+            CatalogFunction(
+                definition.name,
+                definition.description,
+                definition.parameters,
+                "System",
+                f"system:{tool}",
+                policy,
+            ),
+        )
+    for connection in sorted(agent.connections, key=lambda c: c.kind != "shared"):
+        for function in connection.functions:
+            if function.policy == "disabled":
+                continue
+            _add(
+                catalog,
+                CatalogFunction(
+                    function.name,
+                    function.description,
+                    function.parameters or _EMPTY,
+                    connection.kind.capitalize(),
+                    f"connection:{connection.id}",
+                    function.policy,
+                ),
+            )
+    return catalog
+
+
+_EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _add(catalog: Catalog, function: CatalogFunction) -> None:
+    kept = catalog.find(function.name)
+    if kept is None:
+        catalog.functions.append(function)
+        return
+    catalog.notes.append(
+        f"{function.name} from {function.source} was dropped: {kept.source} provides a "
+        "function of the same name (system tools win, then shared, then private connections)"
+    )
+
+
+def _system_functions(
+    agent: AgentConfig,
+    user: UserInfo,
+    settings: ToolSettings,
+    images: ImageCatalog,
+    sandbox_enabled: bool,
+    notes: list[str],
+) -> list[tuple[defs.FunctionDef, str]]:
+    assigned = set(agent.system_tool_ids)
+    chosen: list[tuple[defs.FunctionDef, str]] = []
+
+    if "task_management" in assigned:
+        if agent.task_workspace_id:
+            chosen.append((defs.CREATE_TASK, "task_management"))
+        else:
+            notes.append("Task Management is assigned but the agent has no taskWorkspaceId")
+    for tool, functions in (
+        ("google_search", [defs.GOOGLE_SEARCH]),
+        ("web_scraper", defs.FIRECRAWL),
+    ):
+        if tool in assigned:
+            expected = settings.system_connection_ids.get(tool)
+            if expected and agent.system_connection_ids.get(tool) == expected:
+                chosen.extend((function, tool) for function in functions)
+            else:
+                notes.append(
+                    f"{tool} is assigned but does not reference the system connection {expected!r}"
+                )
+    if "image_generation" in assigned:
+        model = agent.model
+        if model and model.provider.lower() == "openai" and model.name.startswith("gpt-"):
+            chosen.append((defs.IMAGE_GENERATION, "image_generation"))
+        else:
+            notes.append("Image generation needs an OpenAI gpt-* model")
+    if "sandbox" in assigned:
+        image = images.find(agent.base_image or "")
+        if not sandbox_enabled:
+            notes.append("Sandbox is assigned but not enabled in this deployment")
+        elif image is None or not image.enabled:
+            notes.append(
+                f"Sandbox is assigned but base image {agent.base_image!r} is not an "
+                "enabled catalog image"
+            )
+        else:
+            chosen.extend((function, "sandbox") for function in defs.SANDBOX)
+    if "siesta_help" in assigned:
+        chosen.append((defs.SIESTA_HELP, "siesta_help"))
+    if "platform_tools" in assigned:
+        if user.role in PRIVILEGED_ROLES:
+            chosen.extend((function, "platform_tools") for function in defs.PLATFORM)
+        else:
+            notes.append("Platform Tools are hidden: the user is not an Owner or Admin")
+    if "orchestration" in assigned:
+        chosen.append((defs.RUN_FUNCTION_BATCH, "orchestration"))
+        if not agent.sub_agents:
+            notes.append(
+                "warning: run_function_batch is listed but the agent has no "
+                "sub-agents, so calls cannot do anything useful"
+            )
+    if "js_executor" in assigned:
+        chosen.append((defs.JS_EXECUTOR, "js_executor"))
+    return chosen

@@ -1,0 +1,64 @@
+"""What the agent backend sends about an agent and a user (camelCase on the wire)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SystemToolId = Literal[
+    "task_management",
+    "google_search",
+    "web_scraper",
+    "image_generation",
+    "sandbox",
+    "siesta_help",
+    "platform_tools",
+    "orchestration",
+    "js_executor",
+]
+Role = Literal["Owner", "Admin", "User"]
+Policy = Literal["enabled", "disabled", "confirm"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModelRef(_Wire):
+    provider: str
+    name: str
+
+
+class ConnectionFunction(_Wire):
+    name: str = Field(min_length=1, max_length=128)
+    policy: Policy
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class Connection(_Wire):
+    id: str = Field(min_length=1)
+    kind: Literal["shared", "private"]
+    functions: list[ConnectionFunction] = Field(default_factory=list)
+
+
+class AgentConfig(_Wire):
+    id: str = Field(min_length=1)
+    system_tool_ids: list[SystemToolId] = Field(default_factory=list, alias="systemToolIds")
+    base_image: str | None = Field(None, alias="baseImage")
+    model: ModelRef | None = None
+    task_workspace_id: str | None = Field(None, alias="taskWorkspaceId")
+    sub_agents: list[str] = Field(default_factory=list, alias="subAgents")
+    connections: list[Connection] = Field(default_factory=list)
+    function_policies: dict[str, Policy] = Field(default_factory=dict, alias="functionPolicies")
+    """Tool policy for System Tool functions, e.g. ``{"runCommand": "confirm"}``
+    (the default is ``enabled``; ``disabled`` removes the function)."""
+    system_connection_ids: dict[str, str] = Field(default_factory=dict, alias="systemConnectionIds")
+    """Which connection a connection-backed System Tool's assignment references,
+    e.g. ``{"google_search": "system-google-search"}``."""
+
+
+class UserInfo(_Wire):
+    id: str = Field(min_length=1)
+    role: Role
