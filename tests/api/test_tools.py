@@ -1,0 +1,225 @@
+"""The tool layer over real HTTP: catalog, execute, approvals and the executions log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.agent_server import AgentServer
+from tests.helpers import TOKEN, ServiceProcess, StartService, new_conversation
+
+AGENT: dict[str, Any] = {
+    "id": "agent-1",
+    "systemToolIds": ["sandbox", "js_executor", "orchestration"],
+    "baseImage": "debian-base",
+    "subAgents": ["echo"],
+    "functionPolicies": {"runCommand": "confirm"},
+    "connections": [
+        {
+            "id": "c1",
+            "kind": "shared",
+            "functions": [{"name": "Gmail.Send", "policy": "confirm", "description": "Send mail"}],
+        }
+    ],
+}
+USER = {"id": "user-1", "role": "User"}
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": "org-tools"}
+
+
+@pytest.fixture(scope="module")
+def agents() -> Iterator[AgentServer]:
+    server = AgentServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def service(start_service: StartService, agents: AgentServer) -> ServiceProcess:
+    return start_service(
+        "fake", SIESTA_AGENTS__GATEWAY="http", SIESTA_AGENTS__BACKEND_URL=f"{agents.url}/subagents"
+    )
+
+
+def execute(
+    service: ServiceProcess,
+    conversation: str,
+    function: str,
+    arguments: dict[str, Any],
+    agent: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    response = service.client.post(
+        "/v1/tools/execute",
+        headers=HEADERS,
+        json={
+            "conversationId": conversation,
+            "agent": agent or AGENT,
+            "user": USER,
+            "function": function,
+            "arguments": arguments,
+        },
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def decide(service: ServiceProcess, approval_id: str, decision: str) -> Any:
+    return service.client.post(
+        f"/v1/tools/approvals/{approval_id}",
+        headers=HEADERS,
+        json={"decision": decision, "by": "admin-7"},
+    )
+
+
+def test_catalog_over_http(service: ServiceProcess) -> None:
+    response = service.client.post(
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": AGENT, "user": USER}
+    )
+    body = response.json()
+    by_name = {f["name"]: f for f in body["functions"]}
+    assert set(by_name) == {
+        "runCommand",
+        "writeFile",
+        "readFile",
+        "listFiles",
+        "publishFiles",
+        "JsExecutorAgent",
+        "run_function_batch",
+        "Gmail.Send",
+    }
+    assert by_name["runCommand"]["policy"] == "confirm"
+    assert by_name["Gmail.Send"]["group"] == "Shared"
+    assert by_name["readFile"]["parameters"]["required"] == ["path"]
+
+
+def test_approval_round_trip_runs_once_and_records_the_approver(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    requested = execute(
+        service, conversation, "runCommand", {"command": "echo ran >> count.txt; wc -l < count.txt"}
+    )
+    approval_id = requested["error"]["approvalId"]
+    approved = decide(service, approval_id, "approve")
+    replayed = decide(service, approval_id, "approve")
+    log = service.client.get(
+        "/v1/tools/executions", headers=HEADERS, params={"conversationId": conversation}
+    ).json()["executions"]
+
+    assert requested["ok"] is False and requested["status"] == "pending_approval"
+    assert requested["error"]["code"] == "approval_required"
+    assert approved.status_code == 200
+    assert approved.json()["ok"] is True and approved.json()["result"]["stdout"] == "1\n"
+    assert replayed.status_code == 409
+    assert replayed.json()["error"]["code"] == "approval_already_decided"
+    assert len(log) == 1
+    entry = log[0]
+    assert entry["status"] == "succeeded" and entry["function"] == "runCommand"
+    assert entry["approval"]["decision"] == "approved" and entry["approval"]["by"] == "admin-7"
+    assert entry["result"]["exitCode"] == 0 and entry["durationMs"] >= 0
+    again = execute(service, conversation, "readFile", {"path": "count.txt"})
+    assert again["result"]["content"] == "ran\n"  # it ran exactly once
+
+
+def test_a_denied_call_never_runs(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    requested = execute(service, conversation, "runCommand", {"command": "touch ran.txt"})
+    denied = decide(service, requested["error"]["approvalId"], "deny").json()
+    listing = execute(service, conversation, "listFiles", {})
+
+    assert denied["ok"] is False and denied["status"] == "denied"
+    assert denied["error"]["code"] == "approval_denied"
+    assert "ran.txt" not in [entry["name"] for entry in listing["result"]["entries"]]
+    log = service.client.get(
+        "/v1/tools/executions", headers=HEADERS, params={"status": "denied"}
+    ).json()["executions"]
+    assert any(e["id"] == requested["executionId"] for e in log)
+
+
+def test_failures_are_results_never_500(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    unknown = execute(service, conversation, "Platform_CreateAgent", {"name": "x"})
+    bad_arguments = execute(service, conversation, "readFile", {"pathh": "x"})
+    missing_file = execute(service, conversation, "readFile", {"path": "nope.txt"})
+    script_error = execute(service, conversation, "JsExecutorAgent", {"code": "log(1); null.x"})
+
+    assert unknown["error"]["code"] == "function_not_available"
+    assert bad_arguments["error"]["code"] == "invalid_arguments"
+    assert "path: Field required" in bad_arguments["error"]["message"]
+    assert missing_file["error"]["code"] == "file_not_found"
+    assert script_error["error"]["code"] == "js_error" and script_error["error"]["logs"] == ["1"]
+    assert all(r["ok"] is False for r in (unknown, bad_arguments, missing_file, script_error))
+
+
+def test_secrets_are_redacted_in_the_log(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    execute(
+        service,
+        conversation,
+        "Gmail.Send",
+        {"to": "a@b.c", "apiKey": "sk-123", "auth": {"password": "hunter2"}},
+    )
+    entry = service.client.get(
+        "/v1/tools/executions", headers=HEADERS, params={"conversationId": conversation}
+    ).json()["executions"][0]
+    assert entry["arguments"] == {
+        "to": "a@b.c",
+        "apiKey": "[redacted]",
+        "auth": {"password": "[redacted]"},
+    }
+    assert entry["status"] == "pending_approval"
+
+
+def test_batch_runs_each_input_through_the_gateway(service: ServiceProcess) -> None:
+    result = execute(
+        service,
+        new_conversation(),
+        "run_function_batch",
+        {"functionName": "echo", "input": ["a", "b", "c"]},
+    )
+    assert result["ok"] is True
+    assert [r["response"] for r in result["result"]["results"]] == ["echo: a", "echo: b", "echo: c"]
+    assert result["result"]["failed"] == 0
+
+
+def test_executions_filter_by_function_and_time(service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    execute(service, conversation, "listFiles", {})
+    execute(service, conversation, "JsExecutorAgent", {"code": "1"})
+    by_function = service.client.get(
+        "/v1/tools/executions",
+        headers=HEADERS,
+        params={"conversationId": conversation, "function": "JsExecutorAgent"},
+    ).json()["executions"]
+    future = service.client.get(
+        "/v1/tools/executions",
+        headers=HEADERS,
+        params={"conversationId": conversation, "since": 4e9},
+    ).json()["executions"]
+    other_org = service.client.get(
+        "/v1/tools/executions", headers={**HEADERS, "X-Siesta-Org": "someone-else"}
+    ).json()["executions"]
+    assert [e["function"] for e in by_function] == ["JsExecutorAgent"]
+    assert future == [] and other_org == []
+
+
+def test_bad_tool_requests(service: ServiceProcess) -> None:
+    no_org = service.client.post(
+        "/v1/tools/execute",
+        headers={"Authorization": HEADERS["Authorization"]},
+        json={"conversationId": "c", "agent": AGENT, "user": USER, "function": "x"},
+    )
+    bad_role = service.client.post(
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        json={"agent": AGENT, "user": {"id": "u", "role": "Superuser"}},
+    )
+    unknown_tool = service.client.post(
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        json={"agent": {**AGENT, "systemToolIds": ["teleport"]}, "user": USER},
+    )
+    missing = decide(service, "no-such-approval", "approve")
+    assert no_org.status_code == 400 and no_org.json()["error"]["code"] == "missing_context"
+    assert bad_role.status_code == 422 and unknown_tool.status_code == 422
+    assert missing.status_code == 404
