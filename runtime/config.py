@@ -211,6 +211,32 @@ class ToolSettings(BaseModel):
     """``run_function_batch`` calls running at once (the reference's 40)."""
     max_batch_inputs: int = Field(1000, ge=1)
     """Inputs one ``run_function_batch`` call accepts."""
+    http_timeout_seconds: float = Field(20.0, gt=0)
+    """One request of an adapter to an external API."""
+    fetch_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+    """Most bytes read from one fetched web page."""
+    context_chars: int = Field(1500, ge=100)
+    """Page text kept per search result / fetched page."""
+    allow_private_networks: bool = False
+    """Let web_fetch and search-result fetching reach loopback and private addresses
+    (off: a model must not be able to probe the service's own network)."""
+    google_base_url: str = "https://www.googleapis.com"
+    google_api_key: SecretStr | None = None
+    google_cx: str | None = None
+    """The Custom Search engine id."""
+    firecrawl_base_url: str = "https://api.firecrawl.dev"
+    firecrawl_api_key: SecretStr | None = None
+    crawl_timeout_seconds: float = Field(120.0, gt=0)
+    crawl_poll_seconds: float = Field(2.0, gt=0)
+    openai_base_url: str = "https://api.openai.com"
+    openai_api_key: SecretStr | None = None
+    image_model: str = "gpt-image-2"
+    platform_base_url: str | None = None
+    """The Siesta platform API that Platform_* functions are forwarded to."""
+    platform_token: SecretStr | None = None
+    connections_url: str | None = None
+    """Where connection functions (Gmail.Send, ...) are executed (the agent backend)."""
+    connections_token: SecretStr | None = None
 
 
 class ProviderSettings(BaseModel):

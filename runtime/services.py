@@ -25,7 +25,11 @@ from runtime.sandbox import Sandbox
 from runtime.sessions import SessionManager
 from runtime.store import build_store
 from runtime.store.base import SessionRecord, Store, conversation_key
+from runtime.tools.adapters.misc import connection_adapter, help_adapter, image_adapter
+from runtime.tools.adapters.platform import platform_adapters
+from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
+from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import SqliteExecutionLog
 from runtime.tools.executor import ToolExecutor
@@ -105,13 +109,20 @@ class Services:
 
     def _tool_executor(self) -> ToolExecutor:
         gateway = build_gateway(self.settings.agents)
+        tools = self.settings.tools
         adapters = {
             **sandbox_adapters(self.sandbox),
+            **firecrawl_adapters(tools),
+            **platform_adapters(tools),
             "JsExecutorAgent": js_adapter(self.js),
-            "run_function_batch": batch_adapter(gateway, self.settings.agents, self.settings.tools),
+            "run_function_batch": batch_adapter(gateway, self.settings.agents, tools),
+            "GoogleSearch.Search": google_search_adapter(tools),
+            "web_fetch": web_fetch_adapter(tools),
+            "image_generation": image_adapter(tools, self.files),
+            "siesta_help_resolve": help_adapter(),
         }
         log = SqliteExecutionLog(self.settings.data_dir / "tool-executions.db")
-        return ToolExecutor(self.tool_catalog, adapters, log)
+        return ToolExecutor(self.tool_catalog, adapters, log, connection_adapter(tools))
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
         """Tear down the conversation's sandbox, then delete its files.

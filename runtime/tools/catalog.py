@@ -149,6 +149,9 @@ def _system_functions(
                 notes.append(
                     f"{tool} is assigned but does not reference the system connection {expected!r}"
                 )
+    if "web_scraper" in assigned:
+        # Needs no provider connection: the service fetches the page itself.
+        chosen.append((defs.WEB_FETCH, "web_scraper"))
     if "image_generation" in assigned:
         model = agent.model
         if model and model.provider.lower() == "openai" and model.name.startswith("gpt-"):

@@ -188,6 +188,12 @@ FIRECRAWL = [
     ),
 ]
 
+WEB_FETCH = FunctionDef(
+    "web_fetch",
+    "Fetch one web page and return its URL, title, description and main text.",
+    _schema(["url"], url=_s("An http(s) URL")),
+)
+
 _ID = _s("Id; omit or 'self' for the current agent")
 PLATFORM = [
     FunctionDef(

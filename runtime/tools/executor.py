@@ -34,10 +34,12 @@ class ToolExecutor:
         catalog_for: CatalogFor,
         adapters: dict[str, Adapter],
         log: ExecutionLog,
+        connection: Callable[[str], Adapter] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._catalog_for = catalog_for
         self._adapters = adapters
+        self._connection = connection
         self._log = log
         self._clock = clock
 
@@ -158,7 +160,7 @@ class ToolExecutor:
 
     def _adapter_for(self, entry: CatalogFunction) -> Adapter | None:
         if entry.source.startswith("connection:"):
-            return self._adapters.get("connection")
+            return self._connection(entry.name) if self._connection else None
         return self._adapters.get(entry.name)
 
     def _finish(

@@ -127,6 +127,10 @@ def test_connection_backed_system_tools_need_the_system_connection(
     assert (functions <= names(agent)) is expected
 
 
+def test_web_fetch_comes_with_the_web_scraper_without_a_provider_connection() -> None:
+    assert names({"systemToolIds": ["web_scraper"]}) == {"web_fetch"}
+
+
 def test_orchestration_js_and_help_when_assigned_with_a_warning_without_sub_agents() -> None:
     config = AgentConfig.model_validate(
         {"id": "a1", "systemToolIds": ["orchestration", "js_executor", "siesta_help"]}
@@ -258,7 +262,7 @@ def test_definitions_are_openai_function_schemas() -> None:
     catalog = build_catalog(
         everything, UserInfo(id="u", role="Owner"), ToolSettings(), IMAGES, sandbox_enabled=True
     )
-    assert len(catalog.functions) == 1 + 1 + 4 + 1 + 5 + 1 + 20 + 1 + 1
+    assert len(catalog.functions) == 1 + 1 + 4 + 1 + 1 + 5 + 1 + 20 + 1 + 1
     for function in catalog.functions:
         schema = function.parameters
         assert schema["type"] == "object"

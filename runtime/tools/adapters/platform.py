@@ -1,0 +1,146 @@
+"""Platform_* functions: validated here as the reference says, then forwarded to the
+platform API (``POST {platform_base_url}/functions/{name}`` with the arguments and
+the caller's context; the platform answers ``{"result": ...}`` or an error).
+
+Platform_CreateTask's rules: ``summary`` required; ``prompt`` defaults to "";
+``status`` is Todo, InProgress, Review or Done (default Todo);
+``assignedChatBotId`` must be a UUID; a name that matches several agents asks for
+the id; an id and a name that point to different agents fail.
+Platform_UpdateAgent: arrays that are given replace the whole list.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runtime.config import ToolSettings
+from runtime.context import CallContext
+from runtime.errors import InvalidRequest
+from runtime.tools.adapters.search import NotConfigured, _call
+from runtime.tools.adapters.system import parse
+from runtime.tools.definitions import PLATFORM
+from runtime.tools.executor import Adapter
+
+STATUSES = {"todo": "Todo", "inprogress": "InProgress", "review": "Review", "done": "Done"}
+
+
+class CreateTaskArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    summary: str
+    prompt: str = ""
+    icon: str | None = None
+    status: Literal["Todo", "InProgress", "Review", "Done"] = "Todo"
+    assignedChatBotId: str | None = None
+    assignedChatBotName: str | None = None
+
+    @field_validator("summary")
+    @classmethod
+    def summary_required(cls, value: str) -> str:
+        if not value.strip():
+            msg = "summary must not be empty"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def parse_status(cls, value: Any) -> Any:
+        if value is None:
+            return "Todo"
+        if isinstance(value, str) and value.replace(" ", "").lower() in STATUSES:
+            return STATUSES[value.replace(" ", "").lower()]
+        return value
+
+    @field_validator("assignedChatBotId")
+    @classmethod
+    def must_be_uuid(cls, value: str | None) -> str | None:
+        if value is not None:
+            uuid.UUID(value)  # ValueError: "badly formed hexadecimal UUID string"
+        return value
+
+
+class UpdateAgentArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = None
+    skillIds: list[str] | None = None
+    memoryCollectionIds: list[str] | None = None
+    memoryPageIds: list[str] | None = None
+    systemToolIds: list[str] | None = None
+    subAgentIds: list[str] | None = None
+
+
+class AnyArgs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = Field(None)
+
+
+def platform_adapters(settings: ToolSettings) -> dict[str, Adapter]:
+    def forward(name: str, ctx: CallContext, arguments: dict[str, Any]) -> Any:
+        if not settings.platform_base_url:
+            msg = f"{name} needs SIESTA_TOOLS__PLATFORM_BASE_URL"
+            raise NotConfigured(msg)
+        token = settings.platform_token.get_secret_value() if settings.platform_token else ""
+        body = _call(
+            "POST",
+            f"{settings.platform_base_url}/functions/{name}",
+            settings,
+            "the platform API",
+            headers={"Authorization": f"Bearer {token}"},
+            json={
+                "arguments": arguments,
+                "context": {
+                    "org": ctx.org,
+                    "user": ctx.user,
+                    "agentId": ctx.agent,
+                    "conversationId": ctx.conversation,
+                },
+            },
+        )
+        return body.get("result") if isinstance(body, dict) else body
+
+    def agents_named(ctx: CallContext, name: str) -> list[dict[str, Any]]:
+        found = forward("Platform_ListAgents", ctx, {"search": name, "limit": 50})
+        return [a for a in found or [] if isinstance(a, dict) and a.get("name") == name]
+
+    def create_task(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+        args = parse(CreateTaskArgs, "Platform_CreateTask", arguments)
+        if args.assignedChatBotName:
+            matches = agents_named(ctx, args.assignedChatBotName)
+            if not matches:
+                msg = f"no accessible agent is named {args.assignedChatBotName!r}"
+                raise InvalidRequest(msg, code="invalid_arguments")
+            if len(matches) > 1 and not args.assignedChatBotId:
+                msg = (
+                    f"{len(matches)} agents are named {args.assignedChatBotName!r}; "
+                    "give assignedChatBotId to choose one"
+                )
+                raise InvalidRequest(msg, code="invalid_arguments")
+            ids = {str(a.get("id")) for a in matches}
+            if args.assignedChatBotId and args.assignedChatBotId not in ids:
+                msg = "assignedChatBotId and assignedChatBotName refer to different agents"
+                raise InvalidRequest(msg, code="invalid_arguments")
+            if not args.assignedChatBotId:
+                args.assignedChatBotId = ids.pop()
+        return forward("Platform_CreateTask", ctx, args.model_dump(exclude_none=True))
+
+    def update_agent(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+        args = parse(UpdateAgentArgs, "Platform_UpdateAgent", arguments)
+        body = args.model_dump(exclude_none=True)
+        body["replaceLists"] = sorted(k for k, v in body.items() if isinstance(v, list))
+        return forward("Platform_UpdateAgent", ctx, body)
+
+    def generic(name: str) -> Adapter:
+        def run(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+            return forward(name, ctx, parse(AnyArgs, name, arguments).model_dump(exclude_none=True))
+
+        return run
+
+    adapters = {definition.name: generic(definition.name) for definition in PLATFORM}
+    adapters["Platform_CreateTask"] = create_task
+    adapters["Platform_UpdateAgent"] = update_agent
+    return adapters

@@ -1,0 +1,127 @@
+"""Fetching web pages for tools: the address check, bounded reads, text extraction.
+
+Shared by ``web_fetch`` and ``GoogleSearch.Search`` (which reads each result).
+Unless the deployment allows it, pages on loopback, private, link-local or
+reserved addresses are refused, before the request and at every redirect.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from pydantic import BaseModel, ConfigDict
+from selectolax.lexbor import LexborHTMLParser
+
+from runtime.config import ToolSettings
+from runtime.context import CallContext
+from runtime.errors import SiestaError
+from runtime.tools.adapters.system import parse
+
+REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
+TEXT_TAGS = "p,h1,h2,h3,h4,h5,h6,li"
+MAX_REDIRECTS = 5
+TITLE_CHARS, DESCRIPTION_CHARS = 200, 300
+
+
+class FetchFailed(SiestaError):
+    code = "fetch_failed"
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    title: str
+    description: str
+    text: str
+
+
+def fetch_page(url: str, settings: ToolSettings) -> Page:
+    html, final_url = _get(url, settings)
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    meta = tree.css_first('meta[name="description"]') or tree.css_first(
+        'meta[property="og:description"]'
+    )
+    for node in tree.css(REMOVED_TAGS):
+        node.decompose()
+    parts = [node.text(strip=True, separator=" ") for node in tree.css(TEXT_TAGS)]
+    text = "\n".join(part for part in parts if part)
+    return Page(
+        url=final_url,
+        title=(title_node.text(strip=True) if title_node else "")[:TITLE_CHARS],
+        description=str((meta.attributes.get("content") if meta else "") or "")[:DESCRIPTION_CHARS],
+        text=text[: settings.context_chars],
+    )
+
+
+def _get(url: str, settings: ToolSettings) -> tuple[str, str]:
+    with httpx.Client(timeout=settings.http_timeout_seconds, follow_redirects=False) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            _check_address(url, settings)
+            try:
+                with client.stream("GET", url, headers={"User-Agent": "SiestaRuntime/0.1"}) as r:
+                    if r.is_redirect and "location" in r.headers:
+                        url = urljoin(url, r.headers["location"])
+                        continue
+                    if r.status_code >= 400:
+                        msg = f"{url} answered HTTP {r.status_code}"
+                        raise FetchFailed(msg, url=url, status=r.status_code)
+                    body = bytearray()
+                    for chunk in r.iter_bytes():
+                        body += chunk
+                        if len(body) >= settings.fetch_max_bytes:
+                            break
+                    return body[: settings.fetch_max_bytes].decode(
+                        r.encoding or "utf-8", errors="replace"
+                    ), url
+            except httpx.HTTPError as exc:
+                msg = f"{url} could not be fetched: {type(exc).__name__}"
+                raise FetchFailed(msg, url=url) from exc
+    msg = f"{url}: more than {MAX_REDIRECTS} redirects"
+    raise FetchFailed(msg, url=url)
+
+
+def _check_address(url: str, settings: ToolSettings) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = f"only http and https URLs can be fetched, not {url[:200]!r}"
+        raise FetchFailed(msg, code="url_not_allowed", url=url)
+    if settings.allow_private_networks:
+        return
+    try:
+        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        msg = f"{parts.hostname} does not resolve"
+        raise FetchFailed(msg, url=url) from exc
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            msg = f"{parts.hostname} is on a private or local network ({address}): not allowed"
+            raise FetchFailed(msg, code="url_not_allowed", url=url)
+
+
+class WebFetchArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+
+
+def web_fetch_adapter(settings: ToolSettings) -> Any:
+    """``web_fetch(url)``: URL, Title (≤200), Description (≤300), Content — one text block."""
+
+    def run(_: CallContext, arguments: dict[str, Any]) -> str:
+        page = fetch_page(parse(WebFetchArgs, "web_fetch", arguments).url, settings)
+        lines = [f"URL: {page.url}"]
+        if page.title:
+            lines.append(f"Title: {page.title}")
+        if page.description:
+            lines.append(f"Description: {page.description}")
+        lines.append(f"Content:\n{page.text}")
+        return "\n".join(lines)
+
+    return run
