@@ -146,7 +146,7 @@ def connection_adapter(settings: ToolSettings) -> Callable[[str], Adapter]:
                 settings.connections_url,
                 settings,
                 "the connection gateway",
-                headers={"Authorization": f"Bearer {token}"},
+                headers={"Authorization": f"Bearer {token}"} if token else {},
                 json={
                     "function": function,
                     "arguments": arguments,

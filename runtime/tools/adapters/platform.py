@@ -90,7 +90,7 @@ def platform_adapters(settings: ToolSettings) -> dict[str, Adapter]:
             f"{settings.platform_base_url}/functions/{name}",
             settings,
             "the platform API",
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {token}"} if token else {},
             json={
                 "arguments": arguments,
                 "context": {
