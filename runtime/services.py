@@ -31,7 +31,7 @@ from runtime.tools.adapters.search import firecrawl_adapters, google_search_adap
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
-from runtime.tools.executions import SqliteExecutionLog
+from runtime.tools.executions import build_log
 from runtime.tools.executor import ToolExecutor
 from runtime.tools.models import AgentConfig, UserInfo
 
@@ -121,7 +121,7 @@ class Services:
             "image_generation": image_adapter(tools, self.files),
             "siesta_help_resolve": help_adapter(),
         }
-        log = SqliteExecutionLog(self.settings.data_dir / "tool-executions.db")
+        log = build_log(self.settings.store_url, self.settings.data_dir)
         return ToolExecutor(self.tool_catalog, adapters, log, connection_adapter(tools))
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:

@@ -44,3 +44,13 @@ def file(file_id: str) -> str:
 def files(key: str) -> str:
     """Sorted set: a conversation's file ids, scored by creation time."""
     return f"{PREFIX}files:{key}"
+
+
+def execution(org: str, execution_id: str) -> str:
+    """Hash: one Tool Execution (``status`` and the JSON ``body``)."""
+    return f"{PREFIX}execution:{org}/{execution_id}"
+
+
+def executions(org: str) -> str:
+    """Sorted set: an org's execution ids, scored by creation time."""
+    return f"{PREFIX}executions:{org}"

@@ -207,6 +207,18 @@ class SqliteExecutionLog:
             self._conn.close()
 
 
+def build_log(store_url: str, data_dir: Path) -> ExecutionLog:
+    """Redis when the state is in Redis (approvals may reach another instance), else SQLite."""
+    from runtime.store import parse_store_url
+
+    kind, target = parse_store_url(store_url)
+    if kind == "redis":
+        from runtime.tools.redis_log import RedisExecutionLog
+
+        return RedisExecutionLog(target)
+    return SqliteExecutionLog(data_dir / "tool-executions.db")
+
+
 def _body(execution: ToolExecution) -> str:
     data = asdict(execution)
     data["status"] = execution.status.value

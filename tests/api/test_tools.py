@@ -184,10 +184,12 @@ def test_batch_runs_each_input_through_the_gateway(service: ServiceProcess) -> N
 
 def test_batch_reports_failures_in_place_and_refuses_bad_input(service: ServiceProcess) -> None:
     conversation = new_conversation()
-    mixed = execute(service, conversation, "run_function_batch",
-                    {"functionName": "fail", "input": ["x"]})
-    bad = execute(service, conversation, "run_function_batch",
-                  {"functionName": "echo", "input": "not a list"})
+    mixed = execute(
+        service, conversation, "run_function_batch", {"functionName": "fail", "input": ["x"]}
+    )
+    bad = execute(
+        service, conversation, "run_function_batch", {"functionName": "echo", "input": "not a list"}
+    )
     assert mixed["ok"] is True and mixed["result"]["failed"] == 1
     assert "HTTP 500" in mixed["result"]["results"][0]["error"]
     assert bad["error"]["code"] == "invalid_arguments"
