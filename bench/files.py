@@ -24,7 +24,7 @@ from pathlib import Path
 import docker
 
 from bench.run_command import BENCH_LABEL, IMAGE_ID, remove_labelled
-from tests.helpers import REPO, ServiceProcess, free_port
+from tests.helpers import ServiceProcess, spawn_service
 
 SIZES = {"1MB": 1_000_000, "50MB": 50_000_000}
 
@@ -58,17 +58,7 @@ def start(data_dir: Path, token: str, run_id: str) -> ServiceProcess:
         "SIESTA_FILES__MAX_READ_BYTES": big,
         "SIESTA_HTTP__MAX_REQUEST_BYTES": str(128 * 1024 * 1024),
     }
-    port = free_port()
-    with (data_dir / "service.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
-    service.wait_ready()
+    service = spawn_service(data_dir, env)
     return service
 
 

@@ -20,7 +20,6 @@ import argparse
 import io
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from runtime.config import JsSettings, Settings
 from runtime.context import CallContext
 from runtime.services import Services
 from runtime.store.base import FileKind
-from tests.helpers import REPO, ServiceProcess, free_port
+from tests.helpers import ServiceProcess, spawn_service
 
 
 def main() -> int:
@@ -72,20 +71,10 @@ def _start_service(data_dir: Path) -> ServiceProcess:
         "SIESTA_PROVIDER__TYPE": "fake",
         "SIESTA_JS__POOL_SIZE": "2",
     }
-    port = free_port()
-    with (data_dir / "service.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
+    service = spawn_service(data_dir, env)
     service.client.headers.update(
         {"Authorization": f"Bearer {token}", "X-Siesta-Org": "b", "X-Siesta-User": "b"}
     )
-    service.wait_ready()
     time.sleep(3)  # let the pool fill
     return service
 

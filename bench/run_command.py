@@ -32,7 +32,7 @@ from pathlib import Path
 
 import docker
 
-from tests.helpers import REPO, ServiceProcess, free_port
+from tests.helpers import ServiceProcess, spawn_service
 
 IMAGE_ID = "debian-base"
 IMAGE_REF = "siesta/debian-base:1"
@@ -66,17 +66,7 @@ def start_service(data_dir: Path, token: str, run_id: str) -> ServiceProcess:
         "SIESTA_DATA_DIR": str(data_dir),
         "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({BENCH_LABEL: run_id}),
     }
-    port = free_port()
-    with (data_dir / "service.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
-    service.wait_ready()
+    service = spawn_service(data_dir, env)
     return service
 
 

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import docker
 import pytest
 
 from tests.helpers import (
-    REPO,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
     TOKEN,
     ServiceProcess,
     StartService,
-    free_port,
     remove_run_resources,
+    spawn_service,
 )
 from tests.redis_server import RedisServer
 
@@ -71,18 +68,8 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
             **env,
         }
-        port = free_port()
-        with (data_dir / "service.log").open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port)],
-                cwd=REPO,
-                env=environment,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir, dict(env))
+        service = spawn_service(data_dir, environment, env)
         started.append(service)
-        service.wait_ready()
         return service
 
     yield start

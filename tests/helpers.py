@@ -91,6 +91,28 @@ class ServiceProcess:
 StartService = Callable[..., ServiceProcess]
 
 
+def spawn_service(
+    data_dir: Path,
+    environment: dict[str, str],
+    overrides: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> ServiceProcess:
+    """``siesta-runtime serve`` on a free port with this environment; ready when returned."""
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with (data_dir / "service.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port), *args],
+            cwd=REPO,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir, dict(overrides or {}))
+    service.wait_ready()
+    return service
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

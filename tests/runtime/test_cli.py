@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import REPO, ServiceProcess, free_port
+from tests.helpers import REPO, ServiceProcess, free_port, spawn_service
 
 
 def environment(data_dir: Path) -> dict[str, str]:
@@ -17,19 +17,7 @@ def environment(data_dir: Path) -> dict[str, str]:
 
 
 def serve(data_dir: Path, *args: str) -> ServiceProcess:
-    port = free_port()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with (data_dir / "service.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port), *args],
-            cwd=REPO,
-            env=environment(data_dir),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir)
-    service.wait_ready()
-    return service
+    return spawn_service(data_dir, environment(data_dir), args=args)
 
 
 def images_status(service: ServiceProcess, token: str) -> int:
