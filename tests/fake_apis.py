@@ -110,6 +110,10 @@ class FakeApis:
                         )
                 elif parts.path == "/v1/crawl/job-forever":
                     self._send(200, {"success": True, "status": "scraping"})
+                elif parts.path == "/v1/crawl/job-failed":
+                    self._send(200, {"success": True, "status": "failed"})
+                elif parts.path == "/v1/crawl/job-empty":
+                    self._send(200, {"success": True, "status": "completed", "data": []})
                 else:
                     self._send(404, {"error": "not found"})
 
@@ -158,7 +162,14 @@ class FakeApis:
                             },
                         )
                 elif path == "/v1/crawl":
-                    job = "job-forever" if "forever" in body["url"] else "job-1"
+                    job = next(
+                        (
+                            f"job-{kind}"
+                            for kind in ("forever", "failed", "empty")
+                            if kind in body["url"]
+                        ),
+                        "job-1",
+                    )
                     self._send(200, {"success": True, "id": job})
                 elif path == "/v1/map":
                     self._send(
@@ -194,6 +205,8 @@ class FakeApis:
                 if name == "Platform_ListAgents":
                     wanted = body["arguments"].get("search")
                     self._send(200, {"result": [a for a in AGENTS if a["name"] == wanted]})
+                elif name == "Platform_CreateTask" and body["arguments"]["summary"] == "locked":
+                    self._send(403, {"error": "the user cannot write to the task workspace"})
                 elif name == "Platform_CreateTask":
                     self._send(
                         200,

@@ -166,6 +166,12 @@ def test_firecrawl_failure_modes(apis: FakeApis) -> None:
             {"url": "https://x"},
         ).message
     )
+    assert (
+        "failed"
+        in fails("provider_failed", fire["CrawlSiteAsync"], CTX, {"url": "https://failed"}).message
+    )
+    empty = fire["CrawlSiteAsync"](CTX, {"url": "https://empty"})
+    assert (empty["pages"], empty["markdown"]) == ([], "")
     fails("invalid_arguments", fire["CrawlSiteAsync"], CTX, {"url": "https://x", "limit": 0})
     fails(
         "tool_not_configured",
@@ -257,6 +263,16 @@ def test_create_task_failure_modes(apis: FakeApis, arguments: dict[str, Any], me
         arguments,
     )
     assert message in error.message
+
+
+def test_create_task_in_a_workspace_the_user_cannot_write(apis: FakeApis) -> None:
+    error = fails(
+        "provider_failed",
+        platform_adapters(settings(apis))["Platform_CreateTask"],
+        CTX,
+        {"summary": "locked"},
+    )
+    assert "HTTP 403" in error.message and "cannot write" in error.message
 
 
 def test_other_platform_functions(apis: FakeApis) -> None:
