@@ -50,6 +50,11 @@ start_docker() {
         as_root systemctl start docker
     else
         # No service manager (containers, CI machines): run dockerd in the background.
+        # A dockerd that was killed leaves pid files behind; a stale one whose pid now
+        # belongs to another process would stop the new dockerd from starting.
+        if ! grep -qsx dockerd /proc/[0-9]*/comm; then
+            as_root rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+        fi
         step "starting dockerd in the background (log: $DOCKERD_LOG)"
         as_root sh -c "nohup dockerd >'$DOCKERD_LOG' 2>&1 &"
     fi

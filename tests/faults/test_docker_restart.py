@@ -6,6 +6,7 @@ test runs last (see ``pytest_collection_modifyitems`` in conftest.py).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -28,16 +29,26 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.docker_restart]
 DOCKERD_LOG = Path("/var/log/siesta-dockerd.log")
 
 
+def dockerd_pids() -> list[int]:
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "dockerd":
+                pids.append(int(comm.parent.name))
+        except OSError:
+            continue  # the process ended while we looked
+    return pids
+
+
 def restart_docker_daemon() -> None:
     """As scripts/setup.sh starts it: systemd when there is one, else dockerd in the background."""
     if Path("/run/systemd/system").is_dir() and shutil.which("systemctl"):
         subprocess.run(["systemctl", "restart", "docker"], check=True)
     else:
-        pids = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True)
-        for pid in pids.stdout.split():
-            subprocess.run(["kill", f"-{signal.SIGTERM.value}", pid], check=True)
+        for pid in dockerd_pids():
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 60
-        while subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True).returncode == 0:
+        while dockerd_pids():
             assert time.monotonic() < deadline, "dockerd did not stop"
             time.sleep(0.2)
         # Detached through a shell, exactly as setup.sh does: it outlives this test.
