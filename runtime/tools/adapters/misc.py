@@ -13,7 +13,7 @@ from runtime.config import ToolSettings
 from runtime.context import CallContext
 from runtime.files import ConversationFiles
 from runtime.store.base import FileKind
-from runtime.tools.adapters.search import NotConfigured, ProviderFailed, _call
+from runtime.tools.adapters.search import NotConfigured, ProviderFailed, call_api
 from runtime.tools.adapters.system import parse
 from runtime.tools.executor import Adapter
 
@@ -34,7 +34,7 @@ def image_adapter(settings: ToolSettings, files: ConversationFiles) -> Adapter:
         if settings.openai_api_key is None:
             msg = "image_generation needs SIESTA_TOOLS__OPENAI_API_KEY"
             raise NotConfigured(msg)
-        body = _call(
+        body = call_api(
             "POST",
             f"{settings.openai_base_url}/v1/images/generations",
             settings,
@@ -141,7 +141,7 @@ def connection_adapter(settings: ToolSettings) -> Callable[[str], Adapter]:
             token = (
                 settings.connections_token.get_secret_value() if settings.connections_token else ""
             )
-            body = _call(
+            body = call_api(
                 "POST",
                 settings.connections_url,
                 settings,

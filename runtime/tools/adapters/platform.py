@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from runtime.config import ToolSettings
 from runtime.context import CallContext
 from runtime.errors import InvalidRequest
-from runtime.tools.adapters.search import NotConfigured, _call
+from runtime.tools.adapters.search import NotConfigured, call_api
 from runtime.tools.adapters.system import parse
 from runtime.tools.definitions import PLATFORM
 from runtime.tools.executor import Adapter
@@ -85,7 +85,7 @@ def platform_adapters(settings: ToolSettings) -> dict[str, Adapter]:
             msg = f"{name} needs SIESTA_TOOLS__PLATFORM_BASE_URL"
             raise NotConfigured(msg)
         token = settings.platform_token.get_secret_value() if settings.platform_token else ""
-        body = _call(
+        body = call_api(
             "POST",
             f"{settings.platform_base_url}/functions/{name}",
             settings,

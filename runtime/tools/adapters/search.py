@@ -39,7 +39,7 @@ class SearchArgs(BaseModel):
         return max(1, min(10, value))
 
 
-def _call(method: str, url: str, settings: ToolSettings, what: str, **kwargs: Any) -> Any:
+def call_api(method: str, url: str, settings: ToolSettings, what: str, **kwargs: Any) -> Any:
     try:
         response = httpx.request(method, url, timeout=settings.http_timeout_seconds, **kwargs)
     except httpx.TimeoutException as exc:
@@ -73,7 +73,7 @@ def google_search_adapter(settings: ToolSettings) -> Adapter:
         }
         if args.timePeriod:
             params["dateRestrict"] = args.timePeriod
-        body = _call(
+        body = call_api(
             "GET",
             f"{settings.google_base_url}/customsearch/v1",
             settings,
@@ -133,7 +133,7 @@ class WebSearchArgs(BaseModel):
 
 def firecrawl_adapters(settings: ToolSettings) -> dict[str, Adapter]:
     def post(path: str, body: dict[str, Any], what: str) -> Any:
-        return _call(
+        return call_api(
             "POST",
             f"{settings.firecrawl_base_url}{path}",
             settings,
@@ -188,7 +188,7 @@ def firecrawl_adapters(settings: ToolSettings) -> dict[str, Adapter]:
             raise ProviderFailed(msg)
         deadline = time.monotonic() + settings.crawl_timeout_seconds
         while True:
-            status = _call(
+            status = call_api(
                 "GET",
                 f"{settings.firecrawl_base_url}/v1/crawl/{job}",
                 settings,
