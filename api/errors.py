@@ -38,6 +38,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "provisioning_failed": 503,
     "provisioning_timeout": 504,
     "provider_unavailable": 503,
+    "sandbox_unavailable": 503,
     "invalid_path": 422,
     "path_outside_workspace": 422,
     "file_not_found": 404,

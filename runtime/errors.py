@@ -20,6 +20,7 @@ trust that value.
     ├── ProvisioningFailed             provisioning_failed
     │   └── ProvisioningTimeout        provisioning_timeout (limit)
     ├── ProviderUnavailable            provider_unavailable
+    │   └── SandboxUnavailable         sandbox_unavailable
     ├── WorkspaceError                 (about one path; carries ``path``)
     │   ├── InvalidPath                invalid_path
     │   ├── PathOutsideWorkspace       path_outside_workspace
@@ -166,3 +167,7 @@ class ConfigurationError(SiestaError, ValueError):
 
 class ResumeTimeout(SiestaError, TimeoutError):
     code = "resume_timeout"
+
+
+class SandboxUnavailable(ProviderUnavailable):
+    code = "sandbox_unavailable"

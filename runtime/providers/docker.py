@@ -22,7 +22,12 @@ import requests.exceptions
 from docker.utils.socket import STDOUT, frames_iter
 
 from runtime.config import SandboxSettings
-from runtime.errors import ImageUnavailable, ProviderUnavailable, ProvisioningFailed
+from runtime.errors import (
+    ImageUnavailable,
+    ProviderUnavailable,
+    ProvisioningFailed,
+    SandboxUnavailable,
+)
 from runtime.output import HeadTailBuffer
 from runtime.providers import fshelper
 from runtime.providers.base import (
@@ -77,11 +82,19 @@ _STATES = {
 
 @contextlib.contextmanager
 def docker_errors() -> Iterator[None]:
-    """Translate the SDK's connection failures into ``ProviderUnavailable``."""
+    """Translate the SDK's failures: engine unreachable, sandbox not running."""
     try:
         yield
-    except docker.errors.APIError:
-        raise  # the engine answered: callers handle NotFound, conflicts, ...
+    except docker.errors.APIError as exc:
+        explanation = str(exc.explanation or "")
+        if exc.status_code == 409 and (
+            "is not running" in explanation or "is paused" in explanation
+        ):
+            # It stopped between the state check and this call: the next operation
+            # finds it stopped and replaces or resumes it.
+            msg = f"the sandbox stopped during the operation; try again ({explanation})"
+            raise SandboxUnavailable(msg) from exc
+        raise  # the engine answered: callers handle NotFound, other conflicts, ...
     except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
         msg = f"the Docker engine is not reachable: {exc}"
         raise ProviderUnavailable(msg) from exc

@@ -12,6 +12,7 @@ import docker
 import pytest
 
 from runtime.config import SandboxSettings
+from runtime.errors import SandboxUnavailable
 from runtime.providers.base import (
     ExecRequest,
     ExecResult,
@@ -203,3 +204,16 @@ def test_cancel_exec_kills_the_running_command(provider: SandboxProvider, sandbo
     assert results[0].exit_code != 0 and not results[0].timed_out
     left = run(provider, sandbox, "ps -eo args | grep -c '^sleep 30[78]' || true")
     assert left.stdout.text == "0\n"
+
+
+@pytest.mark.docker
+def test_exec_into_a_stopped_sandbox_is_a_clear_error(docker_client: docker.DockerClient) -> None:
+    provider = DockerProvider(SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}))
+    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    try:
+        provider.stop(sandbox_id)
+        with pytest.raises(SandboxUnavailable, match="try again"):
+            run(provider, sandbox_id, "true")
+    finally:
+        provider.destroy(sandbox_id)
+        provider.close()
