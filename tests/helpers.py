@@ -222,6 +222,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
     return predicate()
 
 
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``siesta-runtime ARGS...`` as a real process; its exit code and output."""
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, Any]:
     """The real ``siesta-runtime reconcile`` against a service's state and Docker labels."""
     environment = {
@@ -231,15 +246,7 @@ def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, 
         **env,
     }
     environment.pop("SIESTA_API_TOKEN", None)  # the CronJob needs no API token
-    result = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "reconcile", *args],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    result = run_cli("reconcile", *args, env=environment, timeout=600)
     assert result.returncode == 0, result.stderr
     summary: dict[str, Any] = json.loads(result.stdout)
     return summary

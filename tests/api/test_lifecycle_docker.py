@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,7 +22,6 @@ from runtime.config import SandboxSettings
 from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.providers.docker import DockerProvider
 from tests.helpers import (
-    REPO,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
     TOKEN,
@@ -32,6 +29,7 @@ from tests.helpers import (
     StartService,
     headers,
     new_conversation,
+    run_cli,
     run_command,
     run_reconcile,
     run_resources,
@@ -275,15 +273,7 @@ def test_reconcile_exits_nonzero_without_a_provider(tmp_path: Path) -> None:
         "SIESTA_DATA_DIR": str(tmp_path),
         "DOCKER_HOST": "unix:///nonexistent/docker.sock",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "reconcile"],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli("reconcile", env=environment)
     assert result.returncode == 1
     assert "provider_unavailable" in result.stderr
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.helpers import REPO, ServiceProcess, free_port, spawn_service
+from tests.helpers import ServiceProcess, free_port, run_cli, spawn_service
 
 
 def environment(data_dir: Path) -> dict[str, str]:
@@ -45,15 +43,7 @@ def test_first_run_creates_a_private_random_token_and_later_runs_reuse_it(tmp_pa
 
 
 def test_serve_without_a_token_refuses_to_start(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "serve", "--port", str(free_port())],
-        cwd=REPO,
-        env=environment(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli("serve", "--port", str(free_port()), env=environment(tmp_path))
     assert result.returncode == 2
     assert "api_token" in result.stderr
     assert not (tmp_path / "api-token").exists()
@@ -74,14 +64,6 @@ def test_serve_refuses_an_unknown_store_scheme(tmp_path: Path) -> None:
         "SIESTA_API_TOKEN": "x" * 20,
         "SIESTA_STORE__URL": "mysql://db/siesta",
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "serve", "--port", str(free_port())],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_cli("serve", "--port", str(free_port()), env=env)
     assert result.returncode == 2
     assert "scheme 'mysql' is not supported" in result.stderr

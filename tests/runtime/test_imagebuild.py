@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import uuid
 
 import docker
@@ -12,20 +11,13 @@ import docker.errors
 import pytest
 
 from runtime.imagebuild import ensure_base_image
-from tests.helpers import REPO
+from tests.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    return run_cli(*args, timeout=900)
 
 
 def test_rebuilding_an_unchanged_image_comes_from_the_cache(

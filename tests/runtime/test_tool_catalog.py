@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from runtime.config import ToolSettings
 from runtime.images import CatalogImage, ImageCatalog
 from runtime.tools.catalog import build_catalog
-from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tools.models import AgentConfig, SystemToolId, UserInfo
 
 IMAGES = ImageCatalog(
     [
@@ -246,17 +246,7 @@ def test_definitions_are_openai_function_schemas() -> None:
             "model": {"provider": "openai", "name": "gpt-4.1"},
             "subAgents": ["r"],
             "systemConnectionIds": {"google_search": GOOGLE, "web_scraper": FIRE},
-            "systemToolIds": [
-                "task_management",
-                "google_search",
-                "web_scraper",
-                "image_generation",
-                "sandbox",
-                "siesta_help",
-                "platform_tools",
-                "orchestration",
-                "js_executor",
-            ],
+            "systemToolIds": list(get_args(SystemToolId)),
         }
     )
     catalog = build_catalog(
