@@ -16,10 +16,9 @@ from api import errors
 from api.limits import BodySizeLimit
 from api.routes import conversations, files, health, images, js, sandbox, tools
 from runtime import logs, metrics
-from runtime.config import Settings
-from runtime.errors import SiestaError
+from runtime.config import Settings, SqliteStoreSettings
+from runtime.reconcile import reconcile_forever
 from runtime.services import Services
-from runtime.store import parse_store_url
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +30,16 @@ def create_app(settings: Settings) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
-        collector = metrics.SessionsByStatus(services.store.list_sessions)
+        collector = metrics.SessionsByStatus(services.stores.sessions.list_sessions)
         metrics.REGISTRY.register(collector)
         loop = None
         if _background_reconcile(settings):
-            loop = asyncio.create_task(_reconcile_forever(services))
+            loop = asyncio.create_task(
+                reconcile_forever(
+                    lambda: to_thread.run_sync(services.reconciler.run),
+                    settings.reconcile.interval_seconds,
+                )
+            )
         try:
             yield
         finally:
@@ -81,17 +85,5 @@ async def _request_context(
 def _background_reconcile(settings: Settings) -> bool:
     if settings.reconcile.background is not None:
         return settings.reconcile.background
-    kind, _ = parse_store_url(settings.store_url)
-    return kind == "sqlite"  # one instance: nobody else runs the CronJob
-
-
-async def _reconcile_forever(services: Services) -> None:
-    interval = services.settings.reconcile.interval_seconds
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            report = await to_thread.run_sync(services.reconciler.run)
-            if report.actions:
-                log.info("reconciliation: %s", report.as_dict()["actions"])
-        except SiestaError as error:
-            log.warning("reconciliation pass failed: %s", error.message)
+    # One SQLite instance: nobody else runs the CronJob.
+    return isinstance(settings.store, SqliteStoreSettings)

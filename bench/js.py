@@ -33,7 +33,7 @@ from openpyxl import Workbook, load_workbook
 from runtime.config import JsSettings, Settings
 from runtime.context import CallContext
 from runtime.services import Services
-from runtime.store.base import FileKind
+from runtime.store.records import FileKind
 from tests.helpers import ServiceProcess, spawn_service
 
 

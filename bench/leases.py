@@ -32,7 +32,8 @@ from runtime.images import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
-from runtime.store.redis import RedisStore
+from runtime.store.base import Stores
+from runtime.store.redis import open_redis
 from tests.redis_server import RedisServer
 
 COMPARE_AND_DELETE = """
@@ -61,7 +62,7 @@ def main() -> int:
 def run(url: str, tmp: Path, iterations: int, seconds: float, threads: int) -> None:
     raw = redis.Redis.from_url(url, decode_responses=True)
     cad = raw.register_script(COMPARE_AND_DELETE)
-    store = RedisStore(url)
+    store = open_redis(url)
 
     def raw_pair(key: str) -> None:
         token = uuid.uuid4().hex
@@ -70,8 +71,8 @@ def run(url: str, tmp: Path, iterations: int, seconds: float, threads: int) -> N
 
     def our_pair(key: str) -> None:
         owner = uuid.uuid4().hex
-        if store.acquire_lease(key, owner, 10.0) is not None:
-            store.release_lease(key, owner)
+        if store.leases.acquire_lease(key, owner, 10.0) is not None:
+            store.leases.release_lease(key, owner)
 
     sessions = _sessions(store, tmp)
 
@@ -105,7 +106,7 @@ def run(url: str, tmp: Path, iterations: int, seconds: float, threads: int) -> N
     raw.close()
 
 
-def _sessions(store: RedisStore, tmp: Path) -> SessionManager:
+def _sessions(store: Stores, tmp: Path) -> SessionManager:
     provider = FakeProvider(tmp / "fake")
     catalog = ImageCatalog([CatalogImage(id="img", title="img", image="none")], tmp)
     capacity = CapacitySettings(

@@ -56,7 +56,12 @@ def measure(
 ) -> dict[str, list[float]]:
     ctx = CallContext("bench", "bench", f"resume-{run_id}", base_image=IMAGE_ID)
     services.sandbox.run_command(ctx, "true")
-    lifecycle = Lifecycle(services.store, services.provider, services.settings.capacity)
+    lifecycle = Lifecycle(
+        services.stores.sessions,
+        services.stores.capacity,
+        services.provider,
+        services.settings.capacity,
+    )
     baseline = str(
         client.containers.run(
             IMAGE_REF, detach=True, network_mode="none", labels={BENCH_LABEL: run_id}
@@ -65,7 +70,7 @@ def measure(
 
     def suspend(transition: Callable[..., bool]) -> None:
         with services.leases.hold(ctx.key) as lease:
-            record = services.store.get_session(ctx.org, ctx.conversation)
+            record = services.stores.sessions.get_session(ctx.org, ctx.conversation)
             assert record is not None
             transition(record, lease)
 

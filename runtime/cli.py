@@ -1,33 +1,49 @@
-"""``siesta-runtime serve | images build | images list``."""
+"""``siesta-runtime serve | reconcile | images build|list | sandboxes list|clean``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import logging
 import os
 import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from runtime import logs
-from runtime.config import ImageSettings, Settings
+from runtime.config import Settings, describe_invalid_settings
 from runtime.errors import ConfigurationError, SiestaError
 from runtime.images import ImageCatalog
-from runtime.store import parse_store_url
+
+if TYPE_CHECKING:
+    from runtime.services import Services
 
 TOKEN_FILE_NAME = "api-token"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit codes: 0 done; 1 a runtime failure (e.g. the store or the engine cannot
+    be reached); 2 invalid settings or a missing required one."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logs.configure(logging.DEBUG if os.environ.get("SIESTA_DEBUG") else logging.INFO)
     try:
-        result: int = args.handler(args)
+        settings = Settings()
+    except ValidationError as exc:
+        logs.configure(logging.INFO)
+        print(f"error: invalid settings:\n{describe_invalid_settings(exc)}", file=sys.stderr)
+        return 2
+    logs.configure(logging.DEBUG if settings.debug else logging.INFO)
+    try:
+        result: int = args.handler(args, settings)
+    except ConfigurationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
     except SiestaError as exc:
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 1
@@ -52,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     image_commands = images.add_subparsers(required=True, metavar="ACTION")
     build = image_commands.add_parser("build", help="build catalog images (all, or the ids given)")
     build.add_argument("ids", nargs="*", metavar="ID")
+    build.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="remove the base and these images first: build as on a machine that never had them",
+    )
     build.set_defaults(handler=_images_build)
     listing = image_commands.add_parser("list", help="catalog images and whether each is built")
     listing.set_defaults(handler=_images_list)
@@ -61,31 +82,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     reconcile.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
     reconcile.set_defaults(handler=_reconcile)
+
+    sandboxes = commands.add_parser("sandboxes", help="this deployment's sandboxes")
+    sandbox_commands = sandboxes.add_subparsers(required=True, metavar="ACTION")
+    sandbox_list = sandbox_commands.add_parser(
+        "list", help="containers and workspaces this deployment created (JSON)"
+    )
+    sandbox_list.set_defaults(handler=_sandboxes_list)
+    clean = sandbox_commands.add_parser(
+        "clean", help="remove every container and workspace this deployment created"
+    )
+    clean.set_defaults(handler=_sandboxes_clean)
     return parser
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    if args.create_token and not os.environ.get("SIESTA_API_TOKEN"):
-        os.environ["SIESTA_API_TOKEN"] = _token_from_file()
-    # Refuse bad settings here, readably, rather than inside uvicorn's start-up.
-    try:
-        settings = Settings()
-        parse_store_url(settings.store_url)
-        if settings.api_token is None:
-            msg = "SIESTA_API_TOKEN (api_token) is required to serve; or use --create-token"
-            raise ConfigurationError(msg)
-    except ValidationError as exc:
-        print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
-        return 2
-    except ConfigurationError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
+    if args.create_token and settings.api_token is None:
+        token = SecretStr(_token_from_file(settings.data_dir))
+        settings = settings.model_copy(update={"api_token": token})
+    if settings.api_token is None:
+        msg = "SIESTA_API_TOKEN (api_token) is required to serve; or use --create-token"
+        raise ConfigurationError(msg)
     # By name, so that runtime/ does not import api/.
+    create_app = importlib.import_module("api.app").create_app
     uvicorn.run(
-        "api.app:create_app_from_env",
-        factory=True,
+        create_app(settings),
         host=args.host,
         port=args.port,
         log_config=None,  # keep the JSON logging configured above
@@ -93,26 +116,59 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reconcile(args: argparse.Namespace) -> int:
+def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 after a pass (even with per-session errors); 1 when the store or the
-    provider cannot be reached, or settings are invalid."""
-    from runtime.services import Services
-
-    try:
-        services = Services.build(Settings())
-    except ValidationError as exc:
-        print(f"error: invalid settings (SIESTA_* environment):\n{exc}", file=sys.stderr)
-        return 1
-    try:
+    provider cannot be reached; 2 when settings are invalid."""
+    with _services(settings) as services:
         report = services.reconciler.run(dry_run=args.dry_run)
-    finally:
-        services.close()
-    print(json.dumps(report.as_dict(), indent=2))
+        print(json.dumps({"deployment": services.deployment_id, **report.as_dict()}, indent=2))
     return 0
 
 
-def _token_from_file() -> str:
-    data_dir = Path(os.environ.get("SIESTA_DATA_DIR", ".siesta"))
+def _sandboxes_list(_: argparse.Namespace, settings: Settings) -> int:
+    with _services(settings) as services:
+        print(json.dumps(_owned_sandboxes(services), indent=2))
+    return 0
+
+
+def _sandboxes_clean(_: argparse.Namespace, settings: Settings) -> int:
+    """Removes what ``sandboxes list`` shows; the session records stay, so a later
+    operation of those conversations starts afresh with ``workspaceReset``."""
+    with _services(settings) as services:
+        owned = _owned_sandboxes(services)
+        for name in sorted({*owned["sandboxes"], *owned["workspaces"]}):
+            services.provider.destroy(name)
+        print(json.dumps({**owned, "removed": True}, indent=2))
+    return 0
+
+
+def _owned_sandboxes(services: Services) -> dict[str, Any]:
+    # Sandboxes of versions before deployment ids carry no deployment label: the
+    # session records that name them are the proof of ownership.
+    recorded = {
+        r.sandbox_id for r in services.stores.sessions.list_sessions() if r.status.has_sandbox
+    }
+    labelled = {s.sandbox_id for s in services.provider.list_sandboxes()}
+    return {
+        "deployment": services.deployment_id,
+        "sandboxes": sorted(labelled | recorded),
+        "workspaces": sorted(w.name for w in services.provider.list_workspaces()),
+    }
+
+
+@contextlib.contextmanager
+def _services(settings: Settings) -> Iterator[Services]:
+    """The runtime's parts for a one-shot command, closed at the end."""
+    from runtime.services import Services
+
+    services = Services.build(settings)
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def _token_from_file(data_dir: Path) -> str:
     path = data_dir / TOKEN_FILE_NAME
     if path.exists():
         token = path.read_text().strip()
@@ -127,25 +183,25 @@ def _token_from_file() -> str:
     return token
 
 
-def _catalog() -> ImageCatalog:
-    path = os.environ.get("SIESTA_IMAGES__CATALOG_PATH")
-    return ImageCatalog.load(Path(path) if path else ImageSettings().catalog_path)
-
-
-def _images_build(args: argparse.Namespace) -> int:
+def _images_build(args: argparse.Namespace, settings: Settings) -> int:
     from runtime.imagebuild import build_images
 
-    built = build_images(_catalog(), args.ids, progress=lambda line: print(line, flush=True))
+    built = build_images(
+        ImageCatalog.load(settings.images.catalog_path),
+        args.ids,
+        progress=lambda line: print(line, flush=True),
+        from_scratch=args.from_scratch,
+    )
     print(f"built {len(built)} image(s): {', '.join(image.id for image in built)}")
     return 0
 
 
-def _images_list(_: argparse.Namespace) -> int:
+def _images_list(_: argparse.Namespace, settings: Settings) -> int:
     import docker
 
     from runtime.imagebuild import image_summary
 
-    print(image_summary(docker.from_env(), _catalog()))
+    print(image_summary(docker.from_env(), ImageCatalog.load(settings.images.catalog_path)))
     return 0
 
 

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# A valid Kubernetes label value, so the same id can label pods.
+DEPLOYMENT_ID_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
 
 
 class SandboxSettings(BaseModel):
@@ -81,11 +92,46 @@ class FileSettings(BaseModel):
     """Longest workspace path accepted."""
 
 
-class StoreSettings(BaseModel):
+class SqliteStoreSettings(BaseModel):
+    """The embedded store: one SQLite file, one service instance."""
+
     model_config = ConfigDict(extra="forbid")
 
-    url: str = ""
-    """``sqlite:///path`` (default: ``DATA_DIR/siesta.db``) or ``redis://host:port/db``."""
+    type: Literal["sqlite"] = "sqlite"
+    path: Path | None = None
+    """The database file; default ``DATA_DIR/siesta.db``."""
+
+
+class RedisStoreSettings(BaseModel):
+    """The shared store of several service instances."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["redis"] = "redis"
+    url: str = Field(pattern=r"^(redis|rediss|unix)://")
+    """``redis://host:port/db``, ``rediss://`` (TLS) or ``unix:///path.sock``."""
+
+
+StoreSettings = Annotated[SqliteStoreSettings | RedisStoreSettings, Field(discriminator="type")]
+
+
+def _store_from_url(value: Any) -> Any:
+    """``SIESTA_STORE__URL`` alone (the short form) picks the store by its scheme:
+    ``sqlite:///path`` or ``redis://...``; anything else is refused here, at start-up."""
+    if not isinstance(value, dict) or "type" in value or "url" not in value:
+        return value
+    url = str(value["url"])
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        path = url.removeprefix("sqlite://")
+        if not path:
+            msg = f"SIESTA_STORE__URL {url!r} names no database file"
+            raise ValueError(msg)
+        return {"type": "sqlite", "path": path, **_without(value, "url")}
+    if scheme in ("redis", "rediss", "unix"):
+        return {"type": "redis", **value}
+    msg = f"SIESTA_STORE__URL scheme {scheme!r} is not supported (use sqlite:// or redis://)"
+    raise ValueError(msg)
 
 
 class LeaseSettings(BaseModel):
@@ -156,6 +202,10 @@ class JsSettings(BaseModel):
     """One log or status message is cut at this many bytes."""
     max_log_total_bytes: int = Field(256 * 1024, ge=16)
     """All log messages of one script together."""
+    max_status_entries: int = Field(200, ge=1)
+    """``logStatus`` calls kept (and streamed); later ones are counted, not kept."""
+    max_status_total_bytes: int = Field(64 * 1024, ge=16)
+    """All status messages of one script together."""
     max_code_bytes: int = Field(256 * 1024, ge=16)
     """Longest script accepted."""
     acquire_timeout_seconds: float = Field(30.0, gt=0)
@@ -177,22 +227,65 @@ class SubAgent(BaseModel):
     api_key: SecretStr | None = None
 
 
+class NoGatewaySettings(BaseModel):
+    """No sub-agents: ``callAgent`` fails with a message that says so."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["none"] = "none"
+
+
+class HttpGatewaySettings(BaseModel):
+    """The agent backend runs sub-agents (it owns agents, models and credentials)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["http"] = "http"
+    backend_url: str = Field(pattern=r"^https?://")
+    """The backend's endpoint for sub-agent calls (required)."""
+    backend_token: SecretStr | None = None
+
+
+class OpenAIGatewaySettings(BaseModel):
+    """Sub-agents defined here, reached through OpenAI-compatible chat completions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["openai"] = "openai"
+    agents: list[SubAgent] = Field(min_length=1)
+    """The sub-agents (required, at least one)."""
+
+
+GatewaySettings = Annotated[
+    NoGatewaySettings | HttpGatewaySettings | OpenAIGatewaySettings,
+    Field(discriminator="type"),
+]
+_GATEWAY_FIELDS = ("backend_url", "backend_token", "agents")
+
+
 class AgentSettings(BaseModel):
     """How ``callAgent`` reaches sub-agents."""
 
     model_config = ConfigDict(extra="forbid")
 
-    gateway: Literal["none", "http", "openai"] = "none"
-    """``http``: the agent backend runs them; ``openai``: chat completions, agents below."""
-    backend_url: str | None = None
-    """The backend's endpoint for sub-agent calls (``http`` gateway)."""
-    backend_token: SecretStr | None = None
-    agents: list[SubAgent] = Field(default_factory=list)
-    """Sub-agents of the ``openai`` gateway."""
+    gateway: GatewaySettings = Field(default_factory=NoGatewaySettings)
+    """``SIESTA_AGENTS__GATEWAY__TYPE``: ``none``, ``http`` (the agent backend) or
+    ``openai`` (chat completions), with that gateway's own settings beside it."""
     timeout_seconds: float = Field(120.0, gt=0)
     """Longest one sub-agent call may take (also bounded by the script's deadline)."""
     max_parallel: int = Field(8, ge=1)
     """Concurrent calls of one ``callAgentsParallel``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_gateway(cls, data: Any) -> Any:
+        """The short form ``SIESTA_AGENTS__GATEWAY=http`` with ``SIESTA_AGENTS__BACKEND_URL``
+        (and ``__BACKEND_TOKEN`` / ``__AGENTS``) beside it means the nested one."""
+        if not isinstance(data, dict) or not isinstance(data.get("gateway"), str):
+            return data
+        gateway = {"type": data["gateway"]}
+        gateway.update({k: data[k] for k in _GATEWAY_FIELDS if k in data})
+        return {**_without(data, "gateway", *_GATEWAY_FIELDS), "gateway": gateway}
 
 
 class ToolSettings(BaseModel):
@@ -239,13 +332,27 @@ class ToolSettings(BaseModel):
     connections_token: SecretStr | None = None
 
 
-class ProviderSettings(BaseModel):
+class DockerProviderSettings(BaseModel):
+    """Sandboxes as containers of one Docker engine."""
+
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["docker", "fake"] = "docker"
-    """Where sandboxes live. ``fake`` runs commands on the host: tests only."""
-    docker_base_url: str | None = None
+    type: Literal["docker"] = "docker"
+    base_url: str | None = None
     """Docker engine address; default is the environment (DOCKER_HOST or the socket)."""
+
+
+class FakeProviderSettings(BaseModel):
+    """Sandboxes as folders on the host, commands run on the host: tests only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["fake"] = "fake"
+
+
+ProviderSettings = Annotated[
+    DockerProviderSettings | FakeProviderSettings, Field(discriminator="type")
+]
 
 
 class ImageSettings(BaseModel):
@@ -276,10 +383,17 @@ class Settings(BaseSettings):
     ``serve`` refuses to start without one; other commands do not need it."""
     data_dir: Path = Path(".siesta")
     """Embedded state (SQLite) and files."""
+    deployment_id: str | None = Field(None, pattern=DEPLOYMENT_ID_PATTERN)
+    """Labels everything this deployment creates; reconciliation and clean-up touch
+    only what carries it. Default: a random id made once and kept in the store, so
+    instances sharing a store are one deployment and two deployments sharing one
+    engine never reconcile each other's sandboxes."""
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
     files: FileSettings = Field(default_factory=FileSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
+    store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
+        default_factory=SqliteStoreSettings
+    )
     lease: LeaseSettings = Field(default_factory=LeaseSettings)
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
@@ -287,10 +401,40 @@ class Settings(BaseSettings):
     js: JsSettings = Field(default_factory=JsSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
-    provider: ProviderSettings = Field(default_factory=ProviderSettings)
+    provider: ProviderSettings = Field(default_factory=DockerProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    debug: bool = False
+    """Log at debug level."""
 
     @property
-    def store_url(self) -> str:
-        return self.store.url or f"sqlite:///{(self.data_dir / 'siesta.db').resolve()}"
+    def sqlite_path(self) -> Path:
+        """The SQLite store's file (when the store is SQLite)."""
+        store = self.store
+        path = store.path if isinstance(store, SqliteStoreSettings) else None
+        return path or self.data_dir / "siesta.db"
+
+
+def _without(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in names}
+
+
+_UNION_FIELDS = {"store", "provider", "gateway"}
+
+
+def describe_invalid_settings(error: ValidationError) -> str:
+    """One line per problem, naming the environment variable to set or fix
+    (``SIESTA_AGENTS__GATEWAY__BACKEND_URL: Field required``)."""
+    lines = []
+    for problem in error.errors():
+        parts: list[str] = []
+        for part in problem["loc"]:
+            if parts and parts[-1] in _UNION_FIELDS and part in _UNION_TAGS:
+                continue  # the chosen variant's tag, not a setting of its own
+            parts.append(str(part))
+        name = "SIESTA_" + "__".join(parts).upper() if parts else "SIESTA_*"
+        lines.append(f"{name}: {problem['msg']}")
+    return "\n".join(lines)
+
+
+_UNION_TAGS = {"sqlite", "redis", "docker", "fake", "none", "http", "openai"}

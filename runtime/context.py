@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from runtime.errors import InvalidRequest
-from runtime.store.base import conversation_key
+from runtime.store.records import conversation_key
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 

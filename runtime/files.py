@@ -21,7 +21,8 @@ from typing import BinaryIO, Protocol
 from runtime.config import FileSettings
 from runtime.context import CallContext
 from runtime.errors import InvalidRequest, MissingInput, NotFound, TransferTooLarge
-from runtime.store.base import FileKind, FileRecord, Store
+from runtime.store.base import FileStore
+from runtime.store.records import FileKind, FileRecord
 
 CHUNK = 64 * 1024
 MAX_FILE_NAME_CHARS = 255
@@ -115,7 +116,7 @@ def check_file_name(name: str) -> str:
 class ConversationFiles:
     def __init__(
         self,
-        store: Store,
+        store: FileStore,
         blobs: BlobStore,
         settings: FileSettings,
         clock: Callable[[], float] = time.time,

@@ -25,7 +25,13 @@ from runtime.images import CatalogImage, ImageCatalog
 BASE_IMAGE = "debian:bookworm-slim"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-MANAGED_LABEL = "siesta.managed"
+# What an image says about itself. Docker copies image labels onto every container
+# made from the image, so none of these may ever mean "created by the service":
+# ownership is the deployment label the provider sets at creation.
+SANDBOX_IMAGE_LABEL = "siesta.sandbox-image"
+"""On catalog images: the catalog id the image was built for."""
+BASE_ORIGIN_LABEL = "siesta.base-origin"
+"""On a base this project created itself (``debootstrap``)."""
 
 Progress = Callable[[str], None]
 
@@ -40,8 +46,14 @@ def build_images(
     *,
     client: docker.DockerClient | None = None,
     progress: Progress = print,
+    from_scratch: bool = False,
 ) -> list[CatalogImage]:
-    """Build the named images (all buildable ones when ``ids`` is empty)."""
+    """Build the named images (all buildable ones when ``ids`` is empty).
+
+    ``from_scratch``: first take away the base and the images being built, so the
+    build goes the way it goes on a machine that never had them (the base is
+    pulled or debootstrapped again, and with a new base no cached layer applies).
+    """
     wanted = list(ids)
     unknown = [i for i in wanted if catalog.find(i) is None]
     if unknown:
@@ -50,10 +62,55 @@ def build_images(
     images = [catalog.find(i) for i in wanted] if wanted else catalog.all()
     buildable = [image for image in images if image is not None and image.build]
     client = client or docker.from_env()
+    replaced = []
+    if from_scratch:
+        replaced = _untag(client, [BASE_IMAGE, *(i.image for i in buildable)], progress)
     ensure_base_image(client, progress)
     for image in buildable:
         _build_one(client, catalog.root, image, progress)
+    _remove_unused(client, replaced, progress)
     return buildable
+
+
+def _untag(client: docker.DockerClient, references: list[str], progress: Progress) -> list[str]:
+    """Untag ``references``; returns the ids they named. Containers using them keep
+    running (Docker keeps an image that is in use, only without its name)."""
+    ids = []
+    for reference in references:
+        try:
+            ids.append(str(client.images.get(reference).id))
+            client.images.remove(reference, force=True, noprune=True)
+            progress(f"from scratch: removed {reference}")
+        except docker.errors.ImageNotFound:
+            progress(f"from scratch: {reference} was not present")
+    return ids
+
+
+def _remove_unused(client: docker.DockerClient, image_ids: list[str], progress: Progress) -> None:
+    """Delete the replaced images and the untagged images built on them (cached
+    layers, build stages), children first; an image a container still uses stays."""
+    rows = client.api.images(all=True)
+    children: dict[str, list[str]] = {}
+    for row in rows:
+        children.setdefault(str(row.get("ParentId") or ""), []).append(str(row["Id"]))
+    tagged = {
+        str(r["Id"]) for r in rows if any(t != "<none>:<none>" for t in r.get("RepoTags") or [])
+    }
+    doomed: list[str] = []
+    stack = list(image_ids)
+    while stack:
+        image_id = stack.pop()
+        if image_id in doomed or image_id in tagged:
+            continue
+        doomed.append(image_id)
+        stack.extend(children.get(image_id, []))
+    for image_id in reversed(doomed):  # descendants were found after their ancestors
+        try:
+            client.images.remove(image_id, noprune=True)
+        except docker.errors.ImageNotFound:
+            continue
+        except docker.errors.APIError as exc:  # in use by a container: it stays
+            progress(f"kept the replaced image {image_id[:19]}: {_first_line(str(exc))}")
 
 
 def ensure_base_image(
@@ -102,7 +159,7 @@ def _debootstrap_base(progress: Progress, reference: str) -> None:
                     "--change",
                     'CMD ["bash"]',
                     "--change",
-                    f"LABEL {MANAGED_LABEL}=true siesta.base=debootstrap",
+                    f"LABEL {BASE_ORIGIN_LABEL}=debootstrap",
                     "-",
                     reference,
                 ],
@@ -125,7 +182,7 @@ def _build_one(
         path=str(root),
         dockerfile=dockerfile,
         tag=image.image,
-        labels={MANAGED_LABEL: "true", "siesta.image-id": image.id},
+        labels={SANDBOX_IMAGE_LABEL: image.id},
         rm=True,
         forcerm=True,
         decode=True,

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.config import LeaseSettings
 from runtime.errors import SessionBusy, StateUnavailable
-from runtime.store.base import Store
+from runtime.store.base import LeaseStore
 
 
 @dataclass
@@ -32,9 +32,20 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, store: Store, settings: LeaseSettings) -> None:
+    def __init__(
+        self, store: LeaseStore, settings: LeaseSettings, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self._store = store
         self._settings = settings
+        self._clock = clock
+
+    def owner(self, key: str) -> str | None:
+        """Who holds ``key``'s lease right now (``None``: free)."""
+        return self._store.lease_owner(key)
+
+    def clear_expired(self) -> int:
+        """Drop leases whose holders died; how many were dropped."""
+        return self._store.clear_expired_leases()
 
     @contextlib.contextmanager
     def hold(
@@ -42,7 +53,7 @@ class Leases:
     ) -> Iterator[Lease]:
         """Hold ``key``'s lease for the block, renewing it in the background."""
         lease = self._acquire(key, wait=wait)
-        renewer = _Renewer(self._store, lease, on_lost)
+        renewer = _Renewer(self._store, self._clock, lease, on_lost)
         try:
             yield lease
         finally:
@@ -58,12 +69,12 @@ class Leases:
         owner = uuid.uuid4().hex
         ttl = self._settings.ttl_seconds
         limit = self._settings.wait_seconds if wait else 0.0
-        deadline = time.monotonic() + limit
+        deadline = self._clock.now() + limit
         while True:
             fence = self._store.acquire_lease(key, owner, ttl)
             if fence is not None:
                 return Lease(key, owner, fence, ttl)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._clock.now()
             if remaining <= 0:
                 msg = (
                     f"another operation on this conversation is still running; "
@@ -76,14 +87,21 @@ class Leases:
 class _Renewer:
     """Renews a lease every third of its TTL; declares it lost in time."""
 
-    def __init__(self, store: Store, lease: Lease, on_lost: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        clock: Clock,
+        lease: Lease,
+        on_lost: Callable[[], None] | None,
+    ) -> None:
         self._store = store
+        self._clock = clock
         self._lease = lease
         self._on_lost = on_lost
         self._stop = threading.Event()
         # Counted on this host's monotonic clock from before the acquire
         # returned, so it never ends later than the store's own expiry.
-        self._valid_until = time.monotonic() + lease.ttl
+        self._valid_until = clock.now() + lease.ttl
         self._thread = threading.Thread(target=self._run, name=f"lease-{lease.key}", daemon=True)
         self._thread.start()
 
@@ -92,10 +110,10 @@ class _Renewer:
         # Give up a quarter TTL early, so on_lost finishes before anyone else can hold it.
         margin = ttl / 4
         while True:
-            until_deadline = self._valid_until - margin - time.monotonic()
-            if self._stop.wait(max(0.0, min(ttl / 3, until_deadline))):
+            until_deadline = self._valid_until - margin - self._clock.now()
+            if self._clock.wait(self._stop, max(0.0, min(ttl / 3, until_deadline))):
                 return
-            started = time.monotonic()
+            started = self._clock.now()
             try:
                 renewed: bool | None = self._store.renew_lease(
                     self._lease.key, self._lease.owner, ttl
@@ -104,7 +122,7 @@ class _Renewer:
                 renewed = None  # unknown: retry until the deadline
             if renewed:
                 self._valid_until = started + ttl
-            elif renewed is False or time.monotonic() >= self._valid_until - margin:
+            elif renewed is False or self._clock.now() >= self._valid_until - margin:
                 self._declare_lost()
                 return
 

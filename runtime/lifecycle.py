@@ -16,7 +16,8 @@ from runtime.config import CapacitySettings
 from runtime.errors import SiestaError
 from runtime.leases import Lease
 from runtime.providers.base import SandboxProvider
-from runtime.store.base import SessionRecord, SessionStatus, Store
+from runtime.store.base import CapacityStore, SessionStore
+from runtime.store.records import SessionRecord, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +32,21 @@ def capacity_scopes(settings: CapacitySettings, org: str, user: str) -> list[tup
 
 
 class Lifecycle:
-    def __init__(self, store: Store, provider: SandboxProvider, capacity: CapacitySettings) -> None:
-        self._store = store
+    def __init__(
+        self,
+        sessions: SessionStore,
+        slots: CapacityStore,
+        provider: SandboxProvider,
+        capacity: CapacitySettings,
+    ) -> None:
+        self._sessions = sessions
+        self._slots = slots
         self._provider = provider
         self._capacity = capacity
 
     def release_slots(self, member: str, org: str, user: str) -> None:
         scopes = [scope for scope, _ in capacity_scopes(self._capacity, org, user)]
-        self._store.release_slot(member, scopes)
+        self._slots.release_slot(member, scopes)
 
     def pause(self, record: SessionRecord, lease: Lease) -> bool:
         self._provider.pause(record.sandbox_id)
@@ -66,7 +74,7 @@ class Lifecycle:
         *,
         frees_slot: bool = False,
     ) -> bool:
-        if not self._store.put_session(replace(record, status=status, fence=lease.fence)):
+        if not self._sessions.put_session(replace(record, status=status, fence=lease.fence)):
             return False
         if frees_slot:
             self.release_slots(record.key, record.org, record.user)

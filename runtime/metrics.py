@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from runtime.errors import SiestaError
-from runtime.store.base import SessionRecord
+from runtime.store.records import SessionRecord
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -51,6 +51,12 @@ RECONCILE_ACTIONS = CounterMetric(
     "siesta_reconcile_actions",
     "Changes made by reconciliation passes",
     ["action"],
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = CounterMetric(
+    "siesta_reconcile_errors",
+    "Failures inside reconciliation: one item (a session, an orphan) or a whole pass",
+    ["stage"],
     registry=REGISTRY,
 )
 

@@ -1,7 +1,7 @@
 """Capacity: limits on active (running) sandboxes per org, per user and per host.
 
 A running sandbox is counted as a member of three scopes in the store, all at
-once and atomically (``Store.claim_slot``), so two instances can never both
+once and atomically (``CapacityStore.claim_slot``), so two instances can never both
 take the last slot. When a scope is full, the least recently used idle session
 in it that nobody holds a lease on is suspended (stopped) to make room; only
 when none can be freed does the call fail with ``capacity_unavailable``.
@@ -15,7 +15,8 @@ from runtime.config import CapacitySettings
 from runtime.errors import CapacityUnavailable, SessionBusy, SiestaError
 from runtime.leases import Leases
 from runtime.lifecycle import Lifecycle, capacity_scopes
-from runtime.store.base import SessionRecord, SessionStatus, Store
+from runtime.store.base import CapacityStore, SessionStore
+from runtime.store.records import SessionRecord, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +26,15 @@ MAX_CLAIM_ROUNDS = 5
 
 class Quotas:
     def __init__(
-        self, store: Store, leases: Leases, lifecycle: Lifecycle, settings: CapacitySettings
+        self,
+        slots: CapacityStore,
+        sessions: SessionStore,
+        leases: Leases,
+        lifecycle: Lifecycle,
+        settings: CapacitySettings,
     ) -> None:
-        self._store = store
+        self._slots = slots
+        self._sessions = sessions
         self._leases = leases
         self._lifecycle = lifecycle
         self._settings = settings
@@ -40,7 +47,7 @@ class Quotas:
         scopes = self.scopes(org, user)
         full = 0
         for _ in range(MAX_CLAIM_ROUNDS):
-            claimed = self._store.claim_slot(member, scopes)
+            claimed = self._slots.claim_slot(member, scopes)
             if claimed is None:
                 return
             full = claimed
@@ -63,15 +70,15 @@ class Quotas:
 
     def _free_one(self, scope: str, *, exclude: str) -> bool:
         candidates = []
-        for member in self._store.slot_members(scope):
+        for member in self._slots.slot_members(scope):
             if member == exclude:
                 continue
             org, conversation = member.split("/", 1)
-            record = self._store.get_session(org, conversation)
+            record = self._sessions.get_session(org, conversation)
             if record is None:
-                if self._store.lease_owner(member) is None:
+                if self._leases.owner(member) is None:
                     # Counted but has no session (a provisioning that died): repair.
-                    self._store.release_slot(member, [scope])
+                    self._slots.release_slot(member, [scope])
                     return True
                 continue
             if record.status in (SessionStatus.ACTIVE, SessionStatus.PAUSED):
@@ -84,7 +91,7 @@ class Quotas:
     def _suspend(self, record: SessionRecord) -> bool:
         try:
             with self._leases.try_hold(record.key) as lease:
-                fresh = self._store.get_session(record.org, record.conversation)
+                fresh = self._sessions.get_session(record.org, record.conversation)
                 if fresh is None or fresh.session_id != record.session_id:
                     return False
                 if fresh.status not in (SessionStatus.ACTIVE, SessionStatus.PAUSED):

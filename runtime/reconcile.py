@@ -11,22 +11,25 @@ background loop):
 * conversations deleted while busy are torn down; expired leases are cleared.
 
 It never touches a session whose lease is held (it takes the lease itself) and
-never anything without the ``siesta.managed`` label. Passes take their own
-lease, so two reconcilers at once do no harm.
+never anything without this deployment's label. Passes take their own lease,
+so two reconcilers at once do no harm. A failure on one item is reported and
+counted, and the pass goes on; only an unreachable store or engine ends a pass
+early, and the background loop runs the next one regardless.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import metrics
 from runtime.config import LifecycleSettings, ReconcileSettings
-from runtime.errors import SessionBusy, SiestaError
+from runtime.errors import ProviderUnavailable, SandboxUnavailable, SessionBusy, StateUnavailable
 from runtime.leases import Lease, Leases
 from runtime.lifecycle import Lifecycle
 from runtime.providers.base import (
@@ -35,7 +38,8 @@ from runtime.providers.base import (
     SandboxProvider,
     SandboxState,
 )
-from runtime.store.base import SessionRecord, SessionStatus, Store, conversation_key
+from runtime.store.base import DeletionStore, SessionStore
+from runtime.store.records import SessionRecord, SessionStatus, conversation_key
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,8 @@ class Report:
 class Reconciler:
     def __init__(
         self,
-        store: Store,
+        sessions: SessionStore,
+        deletions: DeletionStore,
         provider: SandboxProvider,
         leases: Leases,
         lifecycle: Lifecycle,
@@ -79,7 +84,8 @@ class Reconciler:
         delete_conversation: Callable[[str, Lease], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = store
+        self._sessions = sessions
+        self._deletions = deletions
         self._provider = provider
         self._leases = leases
         self._lifecycle = lifecycle
@@ -101,8 +107,8 @@ class Reconciler:
     def _pass(self, report: Report) -> None:
         sandboxes = self._provider.list_sandboxes()
         workspaces = self._provider.list_workspaces()
-        records = self._store.list_sessions()
-        deleted = self._store.deleted_keys()
+        records = self._sessions.list_sessions()
+        deleted = self._deletions.deleted_keys()
         report.found = {
             "sandboxes": len(sandboxes),
             "workspaces": len(workspaces),
@@ -114,7 +120,10 @@ class Reconciler:
         grace = self._settings.orphan_grace_seconds
         for sandbox in sandboxes:
             if sandbox.sandbox_id not in owned and now - sandbox.created_at >= grace:
-                self._remove_orphan(sandbox.sandbox_id, sandbox.labels, report)
+                work = functools.partial(
+                    self._remove_orphan, sandbox.sandbox_id, sandbox.labels, report
+                )
+                self._guarded(sandbox.sandbox_id, report, work)
         containers = {s.sandbox_id for s in sandboxes}
         for workspace in workspaces:
             if (
@@ -122,20 +131,23 @@ class Reconciler:
                 and workspace.name not in containers
                 and now - workspace.created_at >= grace
             ):
-                self._remove_orphan(workspace.name, workspace.labels, report)
+                work = functools.partial(
+                    self._remove_orphan, workspace.name, workspace.labels, report
+                )
+                self._guarded(workspace.name, report, work)
         for key in deleted:
             self._with_lease(key, report, functools.partial(self._delete, key, report=report))
         for record in records:
             if record.status.has_sandbox and record.key not in deleted:
                 work = functools.partial(self._session, record, report=report)
                 self._with_lease(record.key, report, work)
-        cleared = 0 if report.dry_run else self._store.clear_expired_leases()
+        cleared = 0 if report.dry_run else self._leases.clear_expired()
         if cleared:
             report.act("expired_leases_cleared", str(cleared))
 
     def _remove_orphan(self, name: str, labels: dict[str, str], report: Report) -> None:
         key = conversation_key(labels.get(ORG_LABEL, "?"), labels.get(CONVERSATION_LABEL, "?"))
-        if self._store.lease_owner(key) is not None:
+        if self._leases.owner(key) is not None:
             return  # possibly being provisioned right now
         report.act("orphans_removed", name)
         if not report.dry_run:
@@ -147,7 +159,7 @@ class Reconciler:
             self._delete_conversation(key, lease)
 
     def _session(self, record: SessionRecord, lease: Lease, *, report: Report) -> None:
-        fresh = self._store.get_session(record.org, record.conversation)
+        fresh = self._sessions.get_session(record.org, record.conversation)
         if fresh is None or not fresh.status.has_sandbox:
             return
         state = self._provider.inspect(fresh.sandbox_id).state
@@ -177,13 +189,51 @@ class Reconciler:
             transition(record, lease)
 
     def _with_lease(self, key: str, report: Report, work: Callable[[Lease], None]) -> None:
+        def held() -> None:
+            try:
+                with self._leases.try_hold(key) as lease:
+                    work(lease)
+            except SessionBusy:
+                report.skipped.append(key)
+
+        self._guarded(key, report, held)
+
+    def _guarded(self, subject: str, report: Report, work: Callable[[], None]) -> None:
+        """One item's failure is reported and counted; the pass goes on. An
+        unreachable store or engine ends the pass: every further item would fail."""
         try:
-            with self._leases.try_hold(key) as lease:
-                work(lease)
-        except SessionBusy:
-            report.skipped.append(key)
-        except SiestaError as error:
-            if error.code in ("provider_unavailable", "state_unavailable"):
-                raise
-            report.errors.append(f"{key}: {error.code}: {error.message}")
-            log.warning("reconciling %s failed: %s", key, error.message)
+            work()
+        except (StateUnavailable, ProviderUnavailable) as error:
+            if isinstance(error, SandboxUnavailable):  # that one sandbox, not the engine
+                self._item_failed(subject, report, error)
+                return
+            raise
+        except Exception as error:
+            self._item_failed(subject, report, error)
+
+    def _item_failed(self, subject: str, report: Report, error: Exception) -> None:
+        code = getattr(error, "code", type(error).__name__)
+        message = getattr(error, "message", str(error))
+        report.errors.append(f"{subject}: {code}: {message}")
+        metrics.RECONCILE_ERRORS.labels("item").inc()
+        log.warning("reconciling %s failed: %s: %s", subject, code, message, exc_info=error)
+
+
+async def reconcile_forever(
+    run_pass: Callable[[], Awaitable[Report]], interval_seconds: float
+) -> None:
+    """The service's background passes: one every ``interval_seconds``, whatever the
+    previous one did. A pass that fails is logged and counted, never the loop's end."""
+    while True:
+        await asyncio.sleep(interval_seconds)
+        try:
+            report = await run_pass()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            metrics.RECONCILE_ERRORS.labels("pass").inc()
+            log.warning("reconciliation pass failed: %s", error, exc_info=error)
+            continue
+        if report.actions or report.errors:
+            summary = report.as_dict()
+            log.info("reconciliation: %s %s", summary["actions"], summary["errors"])

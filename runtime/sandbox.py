@@ -26,7 +26,7 @@ from runtime.files import BlobWriter, ConversationFiles, content_type_for
 from runtime.output import CapturedStream
 from runtime.providers.base import ExecRequest, SandboxProvider
 from runtime.sessions import ActiveSession, SessionManager
-from runtime.store.base import FileKind, FileRecord
+from runtime.store.records import FileKind, FileRecord
 from runtime.workspace import STAGING_FOLDER, absolute_path, unique_names, workspace_path
 
 

@@ -7,9 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.agents import build_gateway
+import httpx
+
+from runtime.agents import AgentGateway, build_gateway
 from runtime.config import Settings
 from runtime.context import CallContext
+from runtime.deployment import resolve_deployment_id
 from runtime.errors import SessionBusy
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
@@ -23,32 +26,40 @@ from runtime.quotas import Quotas
 from runtime.reconcile import Reconciler
 from runtime.sandbox import Sandbox
 from runtime.sessions import SessionManager
-from runtime.store import build_store
-from runtime.store.base import SessionRecord, Store, conversation_key
+from runtime.store import open_stores
+from runtime.store.base import Stores
+from runtime.store.records import SessionRecord, conversation_key
 from runtime.tools.adapters.misc import connection_adapter, help_adapter, image_adapter
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
-from runtime.tools.executions import build_log
 from runtime.tools.executor import ToolExecutor
 from runtime.tools.models import AgentConfig, UserInfo
+from runtime.upstreams import Upstreams
 
 
 def assemble_sessions(
-    store: Store,
+    stores: Stores,
     provider: SandboxProvider,
     catalog: ImageCatalog,
     settings: Settings,
     clock: Callable[[], float] = time.time,
 ) -> tuple[SessionManager, Leases, Lifecycle]:
     """The session manager with its leases, capacity and lifecycle parts."""
-    leases = Leases(store, settings.lease)
-    lifecycle = Lifecycle(store, provider, settings.capacity)
-    quotas = Quotas(store, leases, lifecycle, settings.capacity)
+    leases = Leases(stores.leases, settings.lease)
+    lifecycle = Lifecycle(stores.sessions, stores.capacity, provider, settings.capacity)
+    quotas = Quotas(stores.capacity, stores.sessions, leases, lifecycle, settings.capacity)
     sessions = SessionManager(
-        store, provider, catalog, settings.sandbox, leases, quotas, settings.lifecycle, clock
+        stores.sessions,
+        provider,
+        catalog,
+        settings.sandbox,
+        leases,
+        quotas,
+        settings.lifecycle,
+        clock,
     )
     return sessions, leases, lifecycle
 
@@ -56,30 +67,47 @@ def assemble_sessions(
 @dataclass
 class Services:
     settings: Settings
+    deployment_id: str
     catalog: ImageCatalog
-    store: Store
+    stores: Stores
     provider: SandboxProvider
     leases: Leases
     sessions: SessionManager
     files: ConversationFiles
     sandbox: Sandbox
+    upstreams: Upstreams
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
     tools: ToolExecutor = field(init=False)
 
     @classmethod
-    def build(cls, settings: Settings) -> Services:
+    def build(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> Services:
+        """Everything, from settings; ``transport`` carries every upstream HTTP call
+        (tests may pass their own)."""
         catalog = ImageCatalog.load(settings.images.catalog_path)
-        store = build_store(settings)
-        provider = build_provider(settings)
-        sessions, leases, lifecycle = assemble_sessions(store, provider, catalog, settings)
+        stores = open_stores(settings)
+        deployment_id = resolve_deployment_id(settings, stores.deployment)
+        provider = build_provider(settings, deployment_id)
+        sessions, leases, lifecycle = assemble_sessions(stores, provider, catalog, settings)
         files = ConversationFiles(
-            store, LocalBlobStore(settings.data_dir / "blobs"), settings.files
+            stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
         sandbox = Sandbox(sessions, provider, files, settings.command, settings.files)
-        services = cls(settings, catalog, store, provider, leases, sessions, files, sandbox)
+        services = cls(
+            settings,
+            deployment_id,
+            catalog,
+            stores,
+            provider,
+            leases,
+            sessions,
+            files,
+            sandbox,
+            Upstreams(settings.tools.http_timeout_seconds, transport),
+        )
         services.reconciler = Reconciler(
-            store,
+            stores.sessions,
+            stores.deletions,
             provider,
             leases,
             lifecycle,
@@ -87,14 +115,11 @@ class Services:
             settings.reconcile,
             services.teardown_conversation,
         )
+        gateway = build_gateway(settings.agents, services.upstreams.client("agents"))
         services.js = JsExecutor(
-            WorkerPool(settings.js),
-            files,
-            build_gateway(settings.agents),
-            settings.js,
-            settings.agents,
+            WorkerPool(settings.js), files, gateway, settings.js, settings.agents
         )
-        services.tools = services._tool_executor()
+        services.tools = services._tool_executor(gateway)
         return services
 
     def tool_catalog(self, agent: AgentConfig, user: UserInfo) -> Catalog:
@@ -107,22 +132,21 @@ class Services:
             sandbox_enabled=self.settings.sandbox.enabled,
         )
 
-    def _tool_executor(self) -> ToolExecutor:
-        gateway = build_gateway(self.settings.agents)
-        tools = self.settings.tools
+    def _tool_executor(self, gateway: AgentGateway) -> ToolExecutor:
+        tools, upstreams = self.settings.tools, self.upstreams
         adapters = {
             **sandbox_adapters(self.sandbox),
-            **firecrawl_adapters(tools),
-            **platform_adapters(tools),
+            **firecrawl_adapters(tools, upstreams),
+            **platform_adapters(tools, upstreams),
             "JsExecutorAgent": js_adapter(self.js),
             "run_function_batch": batch_adapter(gateway, self.settings.agents, tools),
-            "GoogleSearch.Search": google_search_adapter(tools),
-            "web_fetch": web_fetch_adapter(tools),
-            "image_generation": image_adapter(tools, self.files),
+            "GoogleSearch.Search": google_search_adapter(tools, upstreams),
+            "web_fetch": web_fetch_adapter(tools, upstreams),
+            "image_generation": image_adapter(tools, self.files, upstreams),
             "siesta_help_resolve": help_adapter(),
         }
-        log = build_log(self.settings.store_url, self.settings.data_dir)
-        return ToolExecutor(self.tool_catalog, adapters, log, connection_adapter(tools))
+        connections = connection_adapter(tools, upstreams)
+        return ToolExecutor(self.tool_catalog, adapters, self.stores.executions, connections)
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
         """Tear down the conversation's sandbox, then delete its files.
@@ -134,7 +158,7 @@ class Services:
             with self.leases.hold(ctx.key) as lease:
                 record, deleted_files = self._teardown(ctx.org, ctx.conversation, lease)
         except SessionBusy:
-            self.store.mark_deleted(ctx.key)
+            self.stores.deletions.mark_deleted(ctx.key)
             return {"deleted": "pending", "sessionId": None, "deletedFiles": 0}
         return {
             "deleted": record is not None or deleted_files > 0,
@@ -151,12 +175,12 @@ class Services:
     ) -> tuple[SessionRecord | None, int]:
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)
-        self.store.clear_deleted(conversation_key(org, conversation))
+        self.stores.deletions.clear_deleted(conversation_key(org, conversation))
         return record, deleted_files
 
     def close(self) -> None:
-        self.tools.close()
         self.js.close()
+        self.upstreams.close()
         self.sessions.close()
-        self.store.close()
+        self.stores.close()
         self.provider.close()

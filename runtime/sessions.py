@@ -43,7 +43,8 @@ from runtime.providers.base import (
     SandboxState,
 )
 from runtime.quotas import Quotas
-from runtime.store.base import SessionRecord, SessionStatus, Store
+from runtime.store.base import SessionStore
+from runtime.store.records import SessionRecord, SessionStatus
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class _LostLeaseHandler:
 class SessionManager:
     def __init__(
         self,
-        store: Store,
+        store: SessionStore,
         provider: SandboxProvider,
         catalog: ImageCatalog,
         settings: SandboxSettings,

@@ -3,6 +3,9 @@
 # what is missing: system packages, a running Docker engine, the Python virtual
 # environment with the project, and the sandbox base images.
 # Safe to run again: each step checks first. Used by `make run` and `make test`.
+# FRESH_IMAGES=1 (what `make test` sets) builds the sandbox images from scratch:
+# the base and the catalog images are removed first, so the tests run on images
+# made exactly as a machine that never had them makes them.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -80,6 +83,12 @@ setup_venv() {
 }
 
 build_images() {
+    if [ "${FRESH_IMAGES:-0}" = 1 ]; then
+        step "building the sandbox base images from scratch (FRESH_IMAGES=1; a few minutes)"
+        "$VENV/bin/siesta-runtime" images build --from-scratch \
+            || die "building the base images failed (output above)"
+        return
+    fi
     step "building the sandbox base images (cached when unchanged)"
     "$VENV/bin/siesta-runtime" images build || die "building the base images failed (output above)"
 }

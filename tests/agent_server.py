@@ -1,7 +1,9 @@
 """A real local HTTP server playing the agent backend and an OpenAI-compatible API.
 
 Sub-agents (both APIs): ``echo`` answers at once, ``slow`` after 1 s, ``hang``
-never in time (60 s), ``fail`` with HTTP 500; other names are unknown (404).
+never in time (60 s), ``gate`` when the test opens the gate, ``fail`` with HTTP
+500; other names are unknown (404). ``max_in_flight`` is the most requests it
+was answering at once (tests reset it to 0).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-DELAYS = {"echo": 0.0, "slow": 1.0, "hang": 60.0}
+DELAYS = {"echo": 0.0, "slow": 1.0, "hang": 60.0, "gate": 0.0}
 
 
 class _Server(ThreadingHTTPServer):
@@ -23,6 +25,10 @@ class _Server(ThreadingHTTPServer):
 class AgentServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.gate = threading.Event()
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
         handler = self._handler()
         self._server = _Server(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -33,8 +39,18 @@ class AgentServer:
         self._server.shutdown()
         self._server.server_close()
 
+    def _entered(self) -> None:
+        with self._count_lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _left(self) -> None:
+        with self._count_lock:
+            self._in_flight -= 1
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         requests = self.requests
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
@@ -63,7 +79,13 @@ class AgentServer:
                 if name not in DELAYS:
                     self._answer(404, {"error": f"no agent {name}"})
                     return
-                time.sleep(DELAYS[name])
+                server._entered()
+                try:
+                    if name == "gate":
+                        server.gate.wait(60)
+                    time.sleep(DELAYS[name])
+                finally:
+                    server._left()
                 text = f"{name}: {prompt}"
                 if self.path == "/subagents":
                     self._answer(200, {"response": text})

@@ -21,6 +21,8 @@ import httpx
 
 TEST_RUN_ID = uuid.uuid4().hex[:12]
 TEST_RUN_LABEL = "siesta.test-run"
+TEST_DEPLOYMENT = f"test-{TEST_RUN_ID}"
+"""The deployment id of providers that tests build directly (services make their own)."""
 TOKEN = "test-token-" + uuid.uuid4().hex
 REPO = Path(__file__).resolve().parent.parent
 
@@ -237,8 +239,8 @@ def run_cli(
     )
 
 
-def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, Any]:
-    """The real ``siesta-runtime reconcile`` against a service's state and Docker labels."""
+def service_cli_env(service: ServiceProcess, **env: str) -> dict[str, str]:
+    """The environment a one-shot command needs to act for this service's deployment."""
     environment = {
         **os.environ,
         "SIESTA_DATA_DIR": str(service.data_dir),
@@ -246,7 +248,20 @@ def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, 
         **env,
     }
     environment.pop("SIESTA_API_TOKEN", None)  # the CronJob needs no API token
-    result = run_cli("reconcile", *args, env=environment, timeout=600)
+    return environment
+
+
+def run_reconcile(service: ServiceProcess, *args: str, **env: str) -> dict[str, Any]:
+    """The real ``siesta-runtime reconcile`` against a service's state and Docker labels."""
+    result = run_cli("reconcile", *args, env=service_cli_env(service, **env), timeout=600)
     assert result.returncode == 0, result.stderr
     summary: dict[str, Any] = json.loads(result.stdout)
     return summary
+
+
+def deployment_of(service: ServiceProcess) -> str:
+    """The deployment id the service labels its sandboxes with (kept in its store)."""
+    result = run_cli("sandboxes", "list", env=service_cli_env(service))
+    assert result.returncode == 0, result.stderr
+    deployment: str = json.loads(result.stdout)["deployment"]
+    return deployment

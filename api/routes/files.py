@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from api.deps import Authenticated, ContextDep, ServicesDep
 from runtime.files import CHUNK
-from runtime.store.base import FileRecord
+from runtime.store.records import FileRecord
 
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/files", tags=["files"], dependencies=Authenticated

@@ -29,7 +29,7 @@ async def healthz() -> dict[str, str]:
 def readyz(services: ServicesDep) -> JSONResponse:
     """The store and the provider answer."""
     checks: dict[str, Any] = {}
-    for name, ping in (("store", services.store.ping), ("provider", services.provider.ping)):
+    for name, ping in (("store", services.stores.ping), ("provider", services.provider.ping)):
         try:
             ping()
             checks[name] = "ok"

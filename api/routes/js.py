@@ -9,6 +9,7 @@ one ``result`` event with the same body as the JSON answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -50,29 +51,40 @@ async def run_script(
         return JSONResponse(result)
 
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    # Bounded: the pool passes on at most max_status_entries statuses per script.
+    statuses: asyncio.Queue[str] = asyncio.Queue(maxsize=services.settings.js.max_status_entries)
 
-    def on_status(message: str) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, ("status", {"message": message}))
+    def offer(message: str) -> None:
+        with contextlib.suppress(asyncio.QueueFull):  # never blocks the loop, never grows
+            statuses.put_nowait(message)
 
-    def work() -> None:
+    def on_status(message: str) -> None:  # called on the worker thread
+        loop.call_soon_threadsafe(offer, message)
+
+    def work() -> tuple[str, Any]:
         try:
             with measured("JsExecutorAgent"):
-                outcome: tuple[str, Any] = (
-                    "result",
-                    executor.run(ctx, body.code, body.timeoutSeconds, on_status),
-                )
+                result = executor.run(ctx, body.code, body.timeoutSeconds, on_status)
         except SiestaError as error:
-            outcome = ("error", {"error": error.to_dict()})
-        loop.call_soon_threadsafe(events.put_nowait, outcome)
+            return "error", {"error": error.to_dict()}
+        return "result", result
 
     async def stream() -> AsyncIterator[str]:
         task = asyncio.ensure_future(to_thread.run_sync(work))
-        while True:
-            kind, data = await events.get()
-            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-            if kind != "status":
-                break
-        await task
+        # The worker thread's last statuses are queued before the task completes
+        # (both go through the loop's callbacks in order), so none is lost here.
+        while not task.done() or not statuses.empty():
+            waiter = asyncio.ensure_future(statuses.get())
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                yield _event("status", {"message": waiter.result()})
+            else:
+                waiter.cancel()
+        kind, data = await task
+        yield _event(kind, data)
 
     return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def _event(kind: str, data: Any) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"

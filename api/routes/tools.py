@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import Authenticated, ServicesDep
 from runtime.context import check_id
 from runtime.errors import InvalidRequest, NotFound
-from runtime.tools.executions import ExecutionFilter, ExecutionStatus
+from runtime.store.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.models import AgentConfig, UserInfo
 
 router = APIRouter(prefix="/v1/tools", tags=["tools"], dependencies=Authenticated)

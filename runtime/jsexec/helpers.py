@@ -19,7 +19,7 @@ from runtime.errors import SiestaError
 from runtime.files import ConversationFiles
 from runtime.jsexec import excel
 from runtime.jsexec.pool import HelperError
-from runtime.store.base import FileKind, FileRecord
+from runtime.store.records import FileKind, FileRecord
 
 
 class HelperHost:

@@ -169,6 +169,8 @@ class _Session:
         self.on_status = on_status
         self.outcome = outcome
         self.log_bytes = 0
+        self.status_bytes = 0
+        self.dropped_statuses = 0
 
     def run(self, code: str, deadline: float, timeout: float) -> None:
         s = self.settings
@@ -221,9 +223,7 @@ class _Session:
         if kind == "log":
             self._log(str(message["message"]))
         elif kind == "status":
-            text = str(message["message"])
-            self.outcome.statuses.append(text)
-            self.on_status(text)
+            self._status(str(message["message"]))
         elif kind == "call":
             send(self.worker.to_worker, self._call(message, deadline))
         elif kind == "done":
@@ -247,6 +247,27 @@ class _Session:
             return
         self.log_bytes += size
         self.outcome.logs.append(text)
+
+    def _status(self, text: str) -> None:
+        """Keep and pass on a status within the count and byte limits; past them
+        only count it (a script calling ``logStatus`` in a loop costs no memory)."""
+        s = self.settings
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        if (
+            len(self.outcome.statuses) >= s.max_status_entries
+            or self.status_bytes + size > s.max_status_total_bytes
+        ):
+            self.dropped_statuses += 1
+            self.outcome.truncated.update(
+                statuses=True,
+                droppedStatuses=self.dropped_statuses,
+                limitStatuses=s.max_status_entries,
+                limitStatusBytes=s.max_status_total_bytes,
+            )
+            return
+        self.status_bytes += size
+        self.outcome.statuses.append(text)
+        self.on_status(text)
 
     def _call(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         helper = str(message.get("helper"))

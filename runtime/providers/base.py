@@ -14,7 +14,14 @@ from typing import Protocol
 
 from runtime.output import CapturedStream
 
-MANAGED_LABEL = "siesta.managed"
+DEPLOYMENT_LABEL = "siesta.deployment"
+"""Ownership: set by the service when it creates a sandbox or workspace, never by an
+image. Reconciliation and clean-up select by it (with this deployment's id), so a
+container someone else starts from a Siesta image is never taken for ours."""
+LEGACY_MANAGED_LABEL = "siesta.managed"
+"""What versions before deployment ids selected by. Images built then carry it too, so
+it proves nothing on its own; such sandboxes are still served through their session
+records (which name them), and never removed on the strength of this label."""
 ORG_LABEL = "siesta.org"
 CONVERSATION_LABEL = "siesta.conversation"
 SESSION_LABEL = "siesta.session"
@@ -163,10 +170,10 @@ class SandboxProvider(Protocol):
         """Remove the sandbox and its workspace; missing parts are not an error."""
 
     def list_sandboxes(self) -> list[SandboxInfo]:
-        """Every sandbox carrying the managed label (and this deployment's labels)."""
+        """Every sandbox this deployment created (its deployment label and extra labels)."""
 
     def list_workspaces(self) -> list[WorkspaceInfo]:
-        """Every workspace volume carrying the managed label (and this deployment's labels)."""
+        """Every workspace volume this deployment created (as ``list_sandboxes``)."""
 
     def close(self) -> None:
         """Release connections (sandboxes stay as they are)."""

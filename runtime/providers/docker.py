@@ -1,9 +1,11 @@
 """Sandboxes as Docker containers, through the ``docker`` SDK.
 
 One sandbox is one container named ``siesta-<session id>`` with a Docker volume
-of the same name mounted at ``/mnt/work``. Both carry the ``siesta.managed``
-label plus org, conversation, session and image labels, so reconciliation can
-find everything this service created and nothing else.
+of the same name mounted at ``/mnt/work``. Both carry, from their creation, the
+deployment label (``siesta.deployment=<id>``) plus org, conversation, session
+and image labels, so reconciliation finds everything this deployment created and
+nothing else. Labels a container inherits from its image prove nothing: anyone
+can start a container from our images.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from runtime.errors import (
 from runtime.output import HeadTailBuffer
 from runtime.providers import fshelper
 from runtime.providers.base import (
-    MANAGED_LABEL,
+    DEPLOYMENT_LABEL,
     WORKSPACE,
     ByteSink,
     DirListing,
@@ -82,22 +84,34 @@ _STATES = {
 
 @contextlib.contextmanager
 def docker_errors() -> Iterator[None]:
-    """Translate the SDK's failures: engine unreachable, sandbox not running."""
+    """Translate every failure of the SDK into a runtime error, in one place.
+
+    A sandbox that is gone or not running when the call reaches the engine (it
+    vanished or stopped after the state check) is ``sandbox_unavailable``: the
+    next operation finds it missing or stopped and replaces or resumes it.
+    ``ImageNotFound`` passes through for ``create`` to name the image.
+    """
     try:
         yield
+    except docker.errors.ImageNotFound:
+        raise
+    except docker.errors.NotFound as exc:
+        msg = f"the sandbox vanished during the operation; try again ({_explain(exc)})"
+        raise SandboxUnavailable(msg) from exc
     except docker.errors.APIError as exc:
-        explanation = str(exc.explanation or "")
-        if exc.status_code == 409 and (
-            "is not running" in explanation or "is paused" in explanation
-        ):
-            # It stopped between the state check and this call: the next operation
-            # finds it stopped and replaces or resumes it.
-            msg = f"the sandbox stopped during the operation; try again ({explanation})"
+        explanation = _explain(exc)
+        if exc.status_code == 409:
+            msg = f"the sandbox changed state during the operation; try again ({explanation})"
             raise SandboxUnavailable(msg) from exc
-        raise  # the engine answered: callers handle NotFound, other conflicts, ...
-    except (requests.exceptions.ConnectionError, docker.errors.DockerException) as exc:
+        msg = f"the Docker engine refused the request: {explanation}"
+        raise ProviderUnavailable(msg) from exc
+    except (requests.exceptions.RequestException, docker.errors.DockerException) as exc:
         msg = f"the Docker engine is not reachable: {exc}"
         raise ProviderUnavailable(msg) from exc
+
+
+def _explain(exc: docker.errors.APIError) -> str:
+    return str(exc.explanation or exc)
 
 
 class DockerProvider:
@@ -105,10 +119,12 @@ class DockerProvider:
         self,
         settings: SandboxSettings,
         *,
+        deployment_id: str,
         base_url: str | None = None,
         client: docker.DockerClient | None = None,
     ) -> None:
         self._settings = settings
+        self._deployment_id = deployment_id
         with docker_errors():
             self._client = client or (
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
@@ -127,10 +143,14 @@ class DockerProvider:
 
     def create(self, spec: SandboxSpec) -> str:
         name = self.sandbox_id_for(spec.session_id)
-        labels = {**self._settings.extra_labels, **spec.labels, MANAGED_LABEL: "true"}
+        labels = {
+            **self._settings.extra_labels,
+            **spec.labels,
+            DEPLOYMENT_LABEL: self._deployment_id,
+        }
         s = self._settings
         try:
-            with docker_errors():
+            with docker_errors(), _provisioning_errors(spec.image):
                 self._client.volumes.create(name=name, labels=labels)
                 container = self._client.containers.create(
                     spec.image,
@@ -152,14 +172,6 @@ class DockerProvider:
                     init=False,
                 )
                 container.start()
-        except docker.errors.ImageNotFound as exc:
-            self.destroy(name)
-            msg = f"base image {spec.image} is not present on the Docker engine"
-            raise ImageUnavailable(msg, imageRef=spec.image) from exc
-        except docker.errors.APIError as exc:
-            self.destroy(name)
-            msg = f"could not create the sandbox: {exc.explanation or exc}"
-            raise ProvisioningFailed(msg) from exc
         except BaseException:
             self.destroy(name)
             raise
@@ -339,11 +351,12 @@ class DockerProvider:
 
     def _label_filters(self) -> dict[str, Any]:
         extra = [f"{k}={v}" for k, v in self._settings.extra_labels.items()]
-        return {"label": [f"{MANAGED_LABEL}=true", *extra]}
+        return {"label": [f"{DEPLOYMENT_LABEL}={self._deployment_id}", *extra]}
 
     def list_sandboxes(self) -> list[SandboxInfo]:
         with docker_errors():
             containers = self._api.containers(all=True, filters=self._label_filters())
+            inherited = self._images_claiming_ownership({str(c["ImageID"]) for c in containers})
         return [
             SandboxInfo(
                 str(c["Names"][0]).lstrip("/"),
@@ -352,7 +365,22 @@ class DockerProvider:
                 float(c.get("Created") or 0),
             )
             for c in containers
+            if str(c["ImageID"]) not in inherited
         ]
+
+    def _images_claiming_ownership(self, image_ids: set[str]) -> set[str]:
+        """Images that carry our deployment label themselves (say, committed from a
+        sandbox): their containers may have inherited it, so it proves nothing."""
+        claiming = set()
+        for image_id in image_ids:
+            try:
+                attrs = self._api.inspect_image(image_id)  # type: ignore[no-untyped-call]
+                labels = attrs["Config"].get("Labels") or {}
+            except docker.errors.NotFound:
+                continue
+            if labels.get(DEPLOYMENT_LABEL) == self._deployment_id:
+                claiming.add(image_id)
+        return claiming
 
     def list_workspaces(self) -> list[WorkspaceInfo]:
         with docker_errors():
@@ -361,6 +389,19 @@ class DockerProvider:
             WorkspaceInfo(str(v["Name"]), dict(v.get("Labels") or {}), _timestamp(v))
             for v in volumes
         ]
+
+
+@contextlib.contextmanager
+def _provisioning_errors(image: str) -> Iterator[None]:
+    """While creating, every refusal of the engine is a provisioning failure."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        msg = f"base image {image} is not present on the Docker engine"
+        raise ImageUnavailable(msg, imageRef=image) from exc
+    except docker.errors.APIError as exc:
+        msg = f"could not create the sandbox: {_explain(exc)}"
+        raise ProvisioningFailed(msg) from exc
 
 
 def _timestamp(volume: dict[str, Any]) -> float:

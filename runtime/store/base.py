@@ -1,98 +1,35 @@
-"""Shared state: the ``Store`` interface.
+"""Shared state: one narrow protocol per concern, and the bundle a backend opens.
 
-A session record is the truth about which sandbox serves a conversation. It is
-keyed by (org, conversation), so one org can never name another org's session.
-Every change to a session record carries the *fence* of the lease its writer
-holds; a store refuses a change whose fence is lower than the one it already
-has, so a holder that stalled past its lease can never overwrite a newer
-holder's state.
+Concerns: sessions (fenced records), leases, capacity slots, conversation files,
+deletion markers, the tool-executions log, and the deployment id. Each backend
+implements every protocol over its one connection:
 
-Implementations: ``sqlite.py`` (embedded default, one instance) and
-``redis.py`` (several instances). Both pass ``tests/runtime/store/test_contract.py``.
+* ``sqlite/`` — the embedded default: one file, one service instance;
+* ``redis/`` — several instances sharing one Redis.
+
+Both pass the same contract tests (``tests/runtime/store/``). Every change to a
+session record carries the fence of the lease its writer holds; a store refuses
+a change whose fence is lower than the one it already has, so a holder that
+stalled past its lease can never overwrite a newer holder's state.
 """
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from runtime.store.records import (
+    ExecutionFilter,
+    ExecutionStatus,
+    FileRecord,
+    SessionRecord,
+    ToolExecution,
+)
 
 
-class SessionStatus(enum.StrEnum):
-    ACTIVE = "active"
-    """The sandbox is meant to be running and counts against capacity."""
-    PAUSED = "paused"
-    """Idle: processes frozen, memory kept; still counts against capacity."""
-    STOPPED = "stopped"
-    """Suspended on purpose (processes gone, disk kept); resumed by the next operation."""
-    RETIRED = "retired"
-    """Idle past the maximum age or failed: sandbox removed; the next operation starts afresh."""
-    LOST = "lost"
-    """The sandbox vanished underneath us; the next operation starts afresh."""
-
-    @property
-    def has_sandbox(self) -> bool:
-        return self in (SessionStatus.ACTIVE, SessionStatus.PAUSED, SessionStatus.STOPPED)
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    org: str
-    conversation: str
-    session_id: str
-    sandbox_id: str
-    image_id: str
-    """Catalog id the session was created with; pinned for its whole life."""
-    image_ref: str
-    """The Docker reference that id resolved to at provisioning."""
-    status: SessionStatus
-    created_at: float
-    last_used_at: float
-    generation: int
-    """1 for the first sandbox of the conversation, +1 for each replacement."""
-    user: str = ""
-    """The user whose capacity budget the session counts against."""
-    fence: int = 0
-    """Fence of the lease holder that wrote this version."""
-
-    @property
-    def key(self) -> str:
-        return conversation_key(self.org, self.conversation)
-
-
-def conversation_key(org: str, conversation: str) -> str:
-    """One string per conversation; ``/`` cannot occur in ids, so it is unambiguous."""
-    return f"{org}/{conversation}"
-
-
-class FileKind(enum.StrEnum):
-    ATTACHMENT = "attachment"
-    """Uploaded by the agent backend (the user's files)."""
-    ARTIFACT = "artifact"
-    """Published from the sandbox, or created by a helper, as a downloadable result."""
-    WORKING = "working"
-    """Made by a helper for later steps (e.g. ``writeExcelFile``); not a message artifact."""
-
-
-@dataclass(frozen=True)
-class FileRecord:
-    """A conversation file; its bytes live in the blob store under ``file_id``."""
-
-    org: str
-    conversation: str
-    file_id: str
-    name: str
-    size: int
-    content_type: str
-    sha256: str
-    kind: FileKind
-    created_at: float
-    editable: bool = False
-    """Created for editing (``copyFileAsArtifact``): its content may be replaced."""
-
-
-class Store(Protocol):
-    # -- sessions (fenced) ----------------------------------------------------------
+class SessionStore(Protocol):
+    """The conversation → session records, written with the lease's fence."""
 
     def get_session(self, org: str, conversation: str) -> SessionRecord | None:
         """The conversation's session, or ``None`` if it has none."""
@@ -111,9 +48,11 @@ class Store(Protocol):
         """Remove and return the conversation's session, unless the fence is stale."""
 
     def list_sessions(self) -> list[SessionRecord]:
-        """Every session record (for reconciliation and tests)."""
+        """Every session record (for reconciliation and metrics)."""
 
-    # -- leases ----------------------------------------------------------------------
+
+class LeaseStore(Protocol):
+    """Per-key leases with an owner token, a TTL and a fence from one counter."""
 
     def acquire_lease(self, key: str, owner: str, ttl: float) -> int | None:
         """Take the lease on ``key`` for ``ttl`` seconds if it is free (or expired).
@@ -133,7 +72,12 @@ class Store(Protocol):
     def lease_owner(self, key: str) -> str | None:
         """Who holds the lease on ``key`` right now."""
 
-    # -- capacity slots ----------------------------------------------------------------
+    def clear_expired_leases(self) -> int:
+        """Drop leases whose holders died (no-op where the store expires them itself)."""
+
+
+class CapacityStore(Protocol):
+    """Who counts against which capacity scope (org, user, host)."""
 
     def claim_slot(self, member: str, scopes: list[tuple[str, int]]) -> int | None:
         """Count ``member`` in every scope at once, if each has room under its limit.
@@ -149,7 +93,9 @@ class Store(Protocol):
     def slot_members(self, scope: str) -> list[str]:
         """Who is counted in ``scope``."""
 
-    # -- files ---------------------------------------------------------------------
+
+class FileStore(Protocol):
+    """Conversation files' metadata (their bytes live in the blob store)."""
 
     def add_file(self, record: FileRecord) -> None:
         """Record a new conversation file (ids are never reused)."""
@@ -166,10 +112,12 @@ class Store(Protocol):
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
         """Forget the conversation's files and return them (to delete their blobs)."""
 
-    # -- deletions that had to wait, and housekeeping ---------------------------------
+
+class DeletionStore(Protocol):
+    """Conversations deleted while an operation held them, torn down later."""
 
     def mark_deleted(self, key: str) -> None:
-        """Remember that the conversation was deleted while busy (torn down later)."""
+        """Remember that the conversation was deleted while busy."""
 
     def deleted_keys(self) -> list[str]:
         """Conversations deleted while busy, not yet torn down."""
@@ -177,11 +125,47 @@ class Store(Protocol):
     def clear_deleted(self, key: str) -> None:
         """The conversation's teardown is done."""
 
-    def clear_expired_leases(self) -> int:
-        """Drop leases whose holders died (no-op where the store expires them itself)."""
 
-    def ping(self) -> None:
-        """Raise ``StateUnavailable`` when the store cannot be reached."""
+class ExecutionStore(Protocol):
+    """The Tool Executions log, with the approvals calls waited for."""
 
-    def close(self) -> None:
-        """Release connections."""
+    def add(self, execution: ToolExecution) -> None:
+        """Record a new execution."""
+
+    def get(self, org: str, execution_id: str) -> ToolExecution | None:
+        """One execution of the org; another org's id finds nothing."""
+
+    def save(self, execution: ToolExecution) -> None:
+        """Write the execution's current state."""
+
+    def decide(
+        self, org: str, execution_id: str, approval: dict[str, Any], status: ExecutionStatus
+    ) -> ToolExecution | None:
+        """Move a pending execution to ``status`` with its approval, once: a second
+        decision (a replay) finds nothing pending and returns ``None``."""
+
+    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
+        """The org's executions matching ``where``, newest first."""
+
+
+class DeploymentStore(Protocol):
+    def claim_deployment_id(self, candidate: str) -> str:
+        """The deployment id kept in this store; ``candidate`` becomes it if none is
+        kept yet (set-if-absent, so concurrent first starts agree)."""
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Every concern of one backend, over its one connection."""
+
+    sessions: SessionStore
+    leases: LeaseStore
+    capacity: CapacityStore
+    files: FileStore
+    deletions: DeletionStore
+    executions: ExecutionStore
+    deployment: DeploymentStore
+    ping: Callable[[], None]
+    """Raises ``StateUnavailable`` when the backend cannot be reached."""
+    close: Callable[[], None]
+    """Releases the connection."""

@@ -12,6 +12,8 @@ SESSIONS = PREFIX + "sessions"
 """Set of the conversation keys that have a session record."""
 DELETED = PREFIX + "deleted"
 """Set of conversation keys deleted while busy, waiting for their teardown."""
+DEPLOYMENT_ID = PREFIX + "deployment-id"
+"""String: the id that labels everything this deployment creates (set once, NX)."""
 FENCE_COUNTER = PREFIX + "fence"
 """One counter for every lease's fence: it only grows, across all conversations."""
 

@@ -14,14 +14,10 @@ from typing import Any
 
 from runtime.context import CallContext
 from runtime.errors import SiestaError
+from runtime.store.base import ExecutionStore
+from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.tools.catalog import Catalog, CatalogFunction
-from runtime.tools.executions import (
-    ExecutionFilter,
-    ExecutionLog,
-    ExecutionStatus,
-    ToolExecution,
-    redact,
-)
+from runtime.tools.executions import redact
 from runtime.tools.models import AgentConfig, UserInfo
 
 Adapter = Callable[[CallContext, dict[str, Any]], Any]
@@ -33,7 +29,7 @@ class ToolExecutor:
         self,
         catalog_for: CatalogFor,
         adapters: dict[str, Adapter],
-        log: ExecutionLog,
+        log: ExecutionStore,
         connection: Callable[[str], Adapter] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -115,9 +111,6 @@ class ToolExecutor:
         ctx = CallContext(**pending["ctx"])
         entry = CatalogFunction(execution.function, "", {}, "", execution.source, "confirm")
         return self._run(execution, entry, ctx, pending.get("arguments") or {})
-
-    def close(self) -> None:
-        self._log.close()
 
     def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
         return self._log.find(org, where)

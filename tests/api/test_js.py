@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import time
+import re
 from typing import Any
 
 import httpx
@@ -33,6 +33,7 @@ def service(start_service: StartService, agents: AgentServer) -> ServiceProcess:
         SIESTA_JS__MEMORY_LIMIT_MB=str(MEMORY_MB),
         SIESTA_JS__MAX_RESULT_BYTES="10000",
         SIESTA_JS__MAX_LOG_ENTRIES="100",
+        SIESTA_JS__MAX_STATUS_ENTRIES="64",
         SIESTA_AGENTS__GATEWAY="http",
         SIESTA_AGENTS__BACKEND_URL=f"{agents.url}/subagents",
         SIESTA_AGENTS__BACKEND_TOKEN="backend-secret",
@@ -53,9 +54,7 @@ def js(
 
 
 def assert_pool_healthy(service: ServiceProcess) -> None:
-    started = time.monotonic()
     assert js(service, "6*7")["result"] == "42"
-    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize(
@@ -109,13 +108,11 @@ def test_script_errors_are_results_with_the_logs_so_far(service: ServiceProcess)
     ],
 )
 def test_runaway_scripts_are_killed(service: ServiceProcess, code: str, code_expected: str) -> None:
-    started = time.monotonic()
     body = js(service, "log('start'); " + code)
     error = body["error"]
     assert error["code"] == code_expected
     assert error["limit"] == (TIMEOUT if code_expected == "js_timeout" else MEMORY_MB)
     assert body["logs"] == ["start"]
-    assert time.monotonic() - started < TIMEOUT + 2
     assert_pool_healthy(service)
 
 
@@ -142,6 +139,42 @@ def test_a_million_logs_are_counted_not_kept(service: ServiceProcess) -> None:
     assert len(body["logs"]) == 100 and body["logs"][0] == "0"
     assert body["truncated"]["droppedLogs"] == 1_000_000 - 100
     assert_pool_healthy(service)
+
+
+STATUS_FLOOD = "while (true) logStatus('status ' + 'x'.repeat(1000))"
+
+
+def test_statuses_in_a_loop_until_the_timeout_cost_the_service_no_memory(
+    service: ServiceProcess,
+) -> None:
+    js(service, "logStatus('warm'); 1")  # first-use allocations are not the flood's
+    rss_before = service.rss_kb()
+    for _ in range(2):  # twice: anything kept per script would show as growth
+        body = js(service, STATUS_FLOOD)
+        assert body["error"]["code"] == "js_timeout"
+        assert len(body["statuses"]) == 64  # the count limit of this service
+        assert body["truncated"]["statuses"] is True
+        assert body["truncated"]["droppedStatuses"] > 10_000
+        assert body["truncated"]["limitStatuses"] == 64
+        kinds = _stream_kinds(service, STATUS_FLOOD)
+        assert kinds.count("status") == 64 and kinds[-1] == "result"
+    assert service.rss_kb() - rss_before < 20 * 1024
+    assert_pool_healthy(service)
+
+
+def _stream_kinds(service: ServiceProcess, code: str) -> list[str]:
+    kinds = []
+    with httpx.stream(
+        "POST",
+        f"{service.base_url}/v1/conversations/{new_conversation()}/js",
+        json={"code": code},
+        headers={**headers(), "Accept": "text/event-stream"},
+        timeout=30,
+    ) as response:
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kinds.append(line.removeprefix("event: "))
+    return kinds
 
 
 def test_helpers_refuse_hostile_arguments_with_catchable_errors(service: ServiceProcess) -> None:
@@ -289,9 +322,8 @@ def test_sub_agents_through_the_backend(service: ServiceProcess, agents: AgentSe
     var many = callAgentsParallel(['slow', 'echo', 'missing', 'slow'], ['a', 'b', 'c', 'd']);
     ({one: one, many: many})
     """
-    started = time.monotonic()
+    agents.max_in_flight = 0
     result = json.loads(js(service, code)["result"])
-    elapsed = time.monotonic() - started
     assert result["one"] == "echo: hello"
     assert [slot["ok"] for slot in result["many"]] == [True, True, False, True]
     assert [slot.get("response") for slot in result["many"]] == [
@@ -301,7 +333,7 @@ def test_sub_agents_through_the_backend(service: ServiceProcess, agents: AgentSe
         "slow: d",
     ]
     assert "unknown sub-agent 'missing'" in result["many"][2]["error"]
-    assert elapsed < 2.5  # the two 1 s "slow" calls ran at the same time
+    assert agents.max_in_flight >= 2  # the two 1 s "slow" calls ran at the same time
     request = agents.requests[-1]
     assert request["headers"]["authorization"] == "Bearer backend-secret"
     assert request["body"]["context"]["org"] == "org-a"
@@ -310,22 +342,22 @@ def test_sub_agents_through_the_backend(service: ServiceProcess, agents: AgentSe
 def test_a_sub_agent_that_never_answers_cannot_break_the_deadline(
     service: ServiceProcess,
 ) -> None:
-    started = time.monotonic()
     body = js(service, "try { callAgent('hang', 'x') } catch (e) { log(e.message) } 'after'")
-    assert time.monotonic() - started < TIMEOUT + 2
     assert body.get("result") == "after" or body["error"]["code"] == "js_timeout"
-    if "result" in body:
-        assert "did not answer" in body["logs"][0]
+    if "result" in body:  # the call was given only what was left of the script's time
+        waited = re.search(r"did not answer within ([0-9.]+) seconds", body["logs"][0])
+        assert waited is not None and float(waited.group(1)) <= TIMEOUT
     assert_pool_healthy(service)
 
 
-def test_status_events_stream_before_the_result(service: ServiceProcess) -> None:
-    code = (
-        "logStatus('one'); var t = Date.now(); while (Date.now() - t < 300) {}; "
-        "logStatus('two'); 'end'"
-    )
-    events: list[tuple[str, float]] = []
-    started = time.monotonic()
+def test_status_events_stream_before_the_result(
+    service: ServiceProcess, agents: AgentServer
+) -> None:
+    # The script cannot go on past its first status until the test has read that
+    # status and opened the gate: a status that is not streamed fails the test.
+    code = "logStatus('one'); callAgent('gate', 'x'); logStatus('two'); 'end'"
+    agents.gate.clear()
+    events: list[str] = []
     with httpx.stream(
         "POST",
         f"{service.base_url}/v1/conversations/{new_conversation()}/js",
@@ -336,11 +368,12 @@ def test_status_events_stream_before_the_result(service: ServiceProcess) -> None
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("event: "):
-                events.append((line.removeprefix("event: "), time.monotonic() - started))
-            elif line.startswith("data: ") and events[-1][0] == "result":
+                events.append(line.removeprefix("event: "))
+            elif line.startswith("data: ") and events == ["status"]:
+                agents.gate.set()
+            elif line.startswith("data: ") and events[-1] == "result":
                 final = json.loads(line.removeprefix("data: "))
-    assert [kind for kind, _ in events] == ["status", "status", "result"]
-    assert events[1][1] - events[0][1] >= 0.25  # the first arrived while the script ran
+    assert events == ["status", "status", "result"]
     assert final["result"] == "end" and final["statuses"] == ["one", "two"]
 
 

@@ -27,6 +27,7 @@ from tests.helpers import (
     TOKEN,
     ServiceProcess,
     StartService,
+    deployment_of,
     headers,
     new_conversation,
     run_cli,
@@ -194,7 +195,10 @@ def test_reconciler_handles_killed_containers_and_crash_leftovers(
         force=True
     )
     # What an instance that crashed between "container created" and "record written" leaves.
-    provider = DockerProvider(SandboxSettings(extra_labels=service_labels(service)))
+    provider = DockerProvider(
+        SandboxSettings(extra_labels=service_labels(service)),
+        deployment_id=deployment_of(service),
+    )
     crashed = new_conversation()
     orphan = provider.create(
         SandboxSpec(

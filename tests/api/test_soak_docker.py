@@ -17,7 +17,7 @@ from collections.abc import Callable
 import docker
 import pytest
 
-from runtime.store.sqlite import SqliteStore
+from runtime.store.sqlite import open_sqlite
 from tests.helpers import (
     TEST_RUN_ID,
     TEST_RUN_LABEL,
@@ -95,10 +95,10 @@ def test_soak(start_service: StartService, docker_client: docker.DockerClient) -
     label = f"siesta.test-service={labels['siesta.test-service']}"
     assert docker_client.containers.list(all=True, filters={"label": label}) == []
     assert docker_client.volumes.list(filters={"label": label}) == []
-    store = SqliteStore(service.data_dir / "siesta.db")
+    store = open_sqlite(service.data_dir / "siesta.db")
     try:
-        assert store.list_sessions() == []
-        assert store.slot_members("org:org-a") == []
+        assert store.sessions.list_sessions() == []
+        assert store.capacity.slot_members("org:org-a") == []
     finally:
         store.close()
     assert [p for p in (service.data_dir / "blobs").rglob("*") if p.is_file()] == []

@@ -13,14 +13,16 @@ from runtime.config import FileSettings, ToolSettings
 from runtime.context import CallContext
 from runtime.errors import SiestaError
 from runtime.files import ConversationFiles, LocalBlobStore
-from runtime.store.sqlite import SqliteStore
+from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.misc import connection_adapter, help_adapter, image_adapter
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.web import web_fetch_adapter
+from runtime.upstreams import Upstreams
 from tests.fake_apis import PNG, FakeApis
 
 CTX = CallContext("org", "user", "conv", agent="agent-1")
+UPSTREAMS = Upstreams(timeout_seconds=1.5)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def fails(code: str, action: Any, *args: Any) -> SiestaError:
 
 
 def test_web_fetch_returns_the_peer_format(apis: FakeApis) -> None:
-    text = web_fetch_adapter(settings(apis))(CTX, {"url": f"{apis.url}/pages/redirect"})
+    text = web_fetch_adapter(settings(apis), UPSTREAMS)(CTX, {"url": f"{apis.url}/pages/redirect"})
     assert text.startswith(f"URL: {apis.url}/pages/a\nTitle: Page A title\n")
     assert (
         "Description: About page A\nContent:\nHeading A\nFirst paragraph of A.\nPoint one" in text
@@ -73,14 +75,14 @@ def test_web_fetch_returns_the_peer_format(apis: FakeApis) -> None:
 
 
 def test_web_fetch_refuses_local_addresses_by_default(apis: FakeApis) -> None:
-    fetch = web_fetch_adapter(settings(apis, allow_private_networks=False))
+    fetch = web_fetch_adapter(settings(apis, allow_private_networks=False), UPSTREAMS)
     for url in (f"{apis.url}/pages/a", "http://169.254.169.254/latest/", "http://10.0.0.1/"):
         assert "not allowed" in fails("url_not_allowed", fetch, CTX, {"url": url}).message
     fails("url_not_allowed", fetch, CTX, {"url": "file:///etc/passwd"})
 
 
 def test_web_fetch_failures_and_bad_input(apis: FakeApis) -> None:
-    fetch = web_fetch_adapter(settings(apis))
+    fetch = web_fetch_adapter(settings(apis), UPSTREAMS)
     assert fails("fetch_failed", fetch, CTX, {"url": f"{apis.url}/nope"}).fields["status"] == 404
     fails("invalid_arguments", fetch, CTX, {"link": "x"})
 
@@ -89,7 +91,7 @@ def test_web_fetch_failures_and_bad_input(apis: FakeApis) -> None:
 
 
 def test_google_search_clamps_fetches_and_extracts(apis: FakeApis) -> None:
-    search = google_search_adapter(settings(apis))
+    search = google_search_adapter(settings(apis), UPSTREAMS)
     result = search(CTX, {"query": "siesta", "count": 50, "timePeriod": "w1"})
     sent = [r for r in apis.requests if r["path"] == "/customsearch/v1"][-1]["query"]
     assert (sent["num"], sent["gl"], sent["dateRestrict"], sent["cx"]) == ("10", "cz", "w1", "cx-1")
@@ -103,12 +105,12 @@ def test_google_search_clamps_fetches_and_extracts(apis: FakeApis) -> None:
 
 
 def test_google_search_failures(apis: FakeApis) -> None:
-    search = google_search_adapter(settings(apis))
+    search = google_search_adapter(settings(apis), UPSTREAMS)
     assert (
         "HTTP 403"
         in fails(
             "provider_failed",
-            google_search_adapter(settings(apis, google_api_key="bad")),
+            google_search_adapter(settings(apis, google_api_key="bad"), UPSTREAMS),
             CTX,
             {"query": "q"},
         ).message
@@ -118,7 +120,7 @@ def test_google_search_failures(apis: FakeApis) -> None:
     fails("invalid_arguments", search, CTX, {"query": ""})
     fails(
         "tool_not_configured",
-        google_search_adapter(settings(apis, google_cx=None)),
+        google_search_adapter(settings(apis, google_cx=None), UPSTREAMS),
         CTX,
         {"query": "q"},
     )
@@ -128,7 +130,7 @@ def test_google_search_failures(apis: FakeApis) -> None:
 
 
 def test_firecrawl_functions(apis: FakeApis) -> None:
-    fire = firecrawl_adapters(settings(apis))
+    fire = firecrawl_adapters(settings(apis), UPSTREAMS)
     apis.crawl_polls = 0
     assert fire["ScrapePageAsync"](CTX, {"url": "https://x"}) == {
         "url": "https://x",
@@ -148,7 +150,7 @@ def test_firecrawl_functions(apis: FakeApis) -> None:
 
 
 def test_firecrawl_failure_modes(apis: FakeApis) -> None:
-    fire = firecrawl_adapters(settings(apis))
+    fire = firecrawl_adapters(settings(apis), UPSTREAMS)
     assert (
         "HTTP 500"
         in fails(
@@ -161,7 +163,7 @@ def test_firecrawl_failure_modes(apis: FakeApis) -> None:
         "HTTP 401"
         in fails(
             "provider_failed",
-            firecrawl_adapters(settings(apis, firecrawl_api_key="bad"))["MapSiteAsync"],
+            firecrawl_adapters(settings(apis, firecrawl_api_key="bad"), UPSTREAMS)["MapSiteAsync"],
             CTX,
             {"url": "https://x"},
         ).message
@@ -175,7 +177,7 @@ def test_firecrawl_failure_modes(apis: FakeApis) -> None:
     fails("invalid_arguments", fire["CrawlSiteAsync"], CTX, {"url": "https://x", "limit": 0})
     fails(
         "tool_not_configured",
-        firecrawl_adapters(settings(apis, firecrawl_api_key=None))["SearchWebAsync"],
+        firecrawl_adapters(settings(apis, firecrawl_api_key=None), UPSTREAMS)["SearchWebAsync"],
         CTX,
         {"query": "q"},
     )
@@ -186,15 +188,15 @@ def test_firecrawl_failure_modes(apis: FakeApis) -> None:
 
 @pytest.fixture
 def files(tmp_path: Path) -> Iterator[ConversationFiles]:
-    store = SqliteStore(tmp_path / "s.db")
-    yield ConversationFiles(store, LocalBlobStore(tmp_path / "blobs"), FileSettings())
+    store = open_sqlite(tmp_path / "s.db")
+    yield ConversationFiles(store.files, LocalBlobStore(tmp_path / "blobs"), FileSettings())
     store.close()
 
 
 def test_image_generation_stores_the_png_as_an_artifact(
     apis: FakeApis, files: ConversationFiles
 ) -> None:
-    generate = image_adapter(settings(apis), files)
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
     first = generate(CTX, {"prompt": "a cat"})["artifact"]
     second = generate(CTX, {"prompt": "a dog"})["artifact"]
     request = [r for r in apis.requests if r["path"] == "/v1/images/generations"][-1]
@@ -205,7 +207,7 @@ def test_image_generation_stores_the_png_as_an_artifact(
 
 
 def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> None:
-    generate = image_adapter(settings(apis), files)
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
     assert "rejected" in fails("provider_failed", generate, CTX, {"prompt": "forbidden"}).message
     assert "not a PNG" in fails("provider_failed", generate, CTX, {"prompt": "not a png"}).message
     fails("invalid_arguments", generate, CTX, {"prompt": ""})
@@ -216,7 +218,7 @@ def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> 
 
 
 def test_create_task_defaults_and_forwarding(apis: FakeApis) -> None:
-    platform = platform_adapters(settings(apis))
+    platform = platform_adapters(settings(apis), UPSTREAMS)
     result = platform["Platform_CreateTask"](
         CTX, {"summary": "Write report", "status": "in progress"}
     )
@@ -258,7 +260,7 @@ def test_create_task_defaults_and_forwarding(apis: FakeApis) -> None:
 def test_create_task_failure_modes(apis: FakeApis, arguments: dict[str, Any], message: str) -> None:
     error = fails(
         "invalid_arguments",
-        platform_adapters(settings(apis))["Platform_CreateTask"],
+        platform_adapters(settings(apis), UPSTREAMS)["Platform_CreateTask"],
         CTX,
         arguments,
     )
@@ -268,7 +270,7 @@ def test_create_task_failure_modes(apis: FakeApis, arguments: dict[str, Any], me
 def test_create_task_in_a_workspace_the_user_cannot_write(apis: FakeApis) -> None:
     error = fails(
         "provider_failed",
-        platform_adapters(settings(apis))["Platform_CreateTask"],
+        platform_adapters(settings(apis), UPSTREAMS)["Platform_CreateTask"],
         CTX,
         {"summary": "locked"},
     )
@@ -276,7 +278,7 @@ def test_create_task_in_a_workspace_the_user_cannot_write(apis: FakeApis) -> Non
 
 
 def test_other_platform_functions(apis: FakeApis) -> None:
-    platform = platform_adapters(settings(apis))
+    platform = platform_adapters(settings(apis), UPSTREAMS)
     assert len(platform) == 21
     updated = platform["Platform_UpdateAgent"](CTX, {"skillIds": ["s1"], "name": "N"})
     assert updated["replaceLists"] == ["skillIds"] and updated["name"] == "N"
@@ -286,7 +288,7 @@ def test_other_platform_functions(apis: FakeApis) -> None:
     )
     fails(
         "tool_not_configured",
-        platform_adapters(settings(apis, platform_base_url=None))["Platform_ListSkills"],
+        platform_adapters(settings(apis, platform_base_url=None), UPSTREAMS)["Platform_ListSkills"],
         CTX,
         {},
     )
@@ -339,13 +341,13 @@ def test_help_does_not_guess_gmail_from_email() -> None:
 
 
 def test_connection_functions_are_forwarded_with_context(apis: FakeApis) -> None:
-    send = connection_adapter(settings(apis))("Gmail.Send")
+    send = connection_adapter(settings(apis), UPSTREAMS)("Gmail.Send")
     assert send(CTX, {"to": "a@b.c"}) == {"sent": True, "function": "Gmail.Send"}
     sent = [r for r in apis.requests if r["path"] == "/connections"][-1]["body"]
     assert sent["arguments"] == {"to": "a@b.c"} and sent["context"]["user"] == "user"
     fails(
         "tool_not_configured",
-        connection_adapter(settings(apis, connections_url=None))("X"),
+        connection_adapter(settings(apis, connections_url=None), UPSTREAMS)("X"),
         CTX,
         {},
     )

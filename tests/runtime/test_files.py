@@ -12,16 +12,16 @@ from runtime.config import FileSettings
 from runtime.context import CallContext
 from runtime.errors import InvalidRequest, MissingInput, NotFound, TransferTooLarge
 from runtime.files import ConversationFiles, LocalBlobStore, content_type_for
-from runtime.store.sqlite import SqliteStore
+from runtime.store.sqlite import open_sqlite
 
 CTX = CallContext("org", "user", "conv")
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> Iterator[ConversationFiles]:
-    store = SqliteStore(tmp_path / "siesta.db")
+    store = open_sqlite(tmp_path / "siesta.db")
     yield ConversationFiles(
-        store, LocalBlobStore(tmp_path / "blobs"), FileSettings(max_upload_bytes=100)
+        store.files, LocalBlobStore(tmp_path / "blobs"), FileSettings(max_upload_bytes=100)
     )
     store.close()
 

@@ -1,9 +1,12 @@
-"""Leases: renewal while working, loss detected in time, waiting for a busy one."""
+"""Leases: renewal while working, loss detected in time, waiting for a busy one.
+
+Time is a manual clock shared by the leases and the store: the tests step it and
+look, so nothing here depends on how busy the machine is.
+"""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,29 +15,44 @@ import pytest
 from runtime.config import LeaseSettings
 from runtime.errors import SessionBusy, StateUnavailable
 from runtime.leases import Leases
-from runtime.store.sqlite import SqliteStore
+from runtime.store.base import Stores
+from runtime.store.sqlite import open_sqlite
+from runtime.store.sqlite.leases import SqliteLeases
+from tests.manual_clock import ManualClock
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    sqlite = SqliteStore(tmp_path / "siesta.db")
-    yield sqlite
-    sqlite.close()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
-class UnreachableAfterAcquire(SqliteStore):
+@pytest.fixture
+def store(tmp_path: Path, clock: ManualClock) -> Iterator[Stores]:
+    stores = open_sqlite(tmp_path / "siesta.db", clock=clock.time)
+    yield stores
+    stores.close()
+
+
+class UnreachableAfterAcquire:
     """The store goes away (Redis down) once the lease is held."""
+
+    def __init__(self, leases: SqliteLeases) -> None:
+        self._leases = leases
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._leases, name)
 
     def renew_lease(self, key: str, owner: str, ttl: float) -> bool:
         msg = "store down"
         raise StateUnavailable(msg)
 
 
-def test_a_long_operation_keeps_its_lease_past_the_ttl(store: SqliteStore) -> None:
-    leases = Leases(store, LeaseSettings(ttl_seconds=0.3, wait_seconds=0))
+def test_a_long_operation_keeps_its_lease_past_the_ttl(store: Stores, clock: ManualClock) -> None:
+    leases = Leases(store.leases, LeaseSettings(ttl_seconds=0.3, wait_seconds=0), clock)
     with leases.hold("o/c") as lease:
-        for _ in range(8):  # 1.2 s: four TTLs
-            time.sleep(0.15)
+        for _ in range(8):  # four TTLs in steps of half a TTL
+            clock.advance(0.15)
+            clock.settle(1)  # the renewer did what was due
             with pytest.raises(SessionBusy), leases.try_hold("o/c"):
                 pass
         assert not lease.lost.is_set()
@@ -42,45 +60,50 @@ def test_a_long_operation_keeps_its_lease_past_the_ttl(store: SqliteStore) -> No
         pass
 
 
-def test_a_lease_taken_away_is_lost_and_on_lost_runs(store: SqliteStore) -> None:
-    leases = Leases(store, LeaseSettings(ttl_seconds=0.6))
+def test_a_lease_taken_away_is_lost_and_on_lost_runs(store: Stores, clock: ManualClock) -> None:
+    leases = Leases(store.leases, LeaseSettings(ttl_seconds=0.6), clock)
     called = threading.Event()
     with leases.hold("o/c", on_lost=called.set) as lease:
-        store.release_lease("o/c", lease.owner)  # e.g. expired and taken over meanwhile
-        assert called.wait(2)
+        store.leases.release_lease("o/c", lease.owner)  # e.g. expired and taken over meanwhile
+        clock.settle(1)
+        assert not called.is_set()
+        clock.advance(0.25)  # the next renewal (every third of the TTL) finds it gone
+        assert called.wait(10)
         assert lease.lost.is_set()
 
 
-def test_an_unreachable_store_means_lost_before_the_ttl_runs_out(tmp_path: Path) -> None:
-    store = UnreachableAfterAcquire(tmp_path / "siesta.db")
-    leases = Leases(store, LeaseSettings(ttl_seconds=0.8))
+def test_an_unreachable_store_means_lost_a_quarter_ttl_before_it_runs_out(
+    store: Stores, clock: ManualClock
+) -> None:
+    unreachable = UnreachableAfterAcquire(store.leases)  # type: ignore[arg-type]
+    leases = Leases(unreachable, LeaseSettings(ttl_seconds=0.8), clock)  # type: ignore[arg-type]
     called = threading.Event()
-    started = time.monotonic()
     with leases.hold("o/c", on_lost=called.set) as lease:
-        assert called.wait(3)
-        elapsed = time.monotonic() - started
+        for _ in range(2):  # renewals at a third of the TTL fail, and are retried
+            clock.settle(1)
+            clock.advance(0.27)
+        clock.settle(1)
+        assert not called.is_set()  # 0.54 s in: the lease is still good
+        clock.advance(0.07)  # past 0.6 s: only a quarter of the TTL is left
+        assert called.wait(10)
         assert lease.lost.is_set()
-    # Declared lost with a quarter of the TTL to spare, so no one else can hold it yet.
-    assert 0.4 <= elapsed < 0.8
-    store.close()
 
 
-def test_a_waiter_gets_the_lease_as_soon_as_it_is_released(store: SqliteStore) -> None:
-    leases = Leases(store, LeaseSettings(ttl_seconds=30, wait_seconds=10))
-    got_it = threading.Event()
-    waited: list[float] = []
+def test_a_waiter_gets_the_lease_when_it_is_released_not_when_it_expires(
+    store: Stores, clock: ManualClock
+) -> None:
+    leases = Leases(store.leases, LeaseSettings(ttl_seconds=30, wait_seconds=10), clock)
+    waiting, got_it = threading.Event(), threading.Event()
 
     def wait_for_it() -> None:
-        started = time.monotonic()
+        waiting.set()
         with leases.hold("o/c"):
-            waited.append(time.monotonic() - started)
             got_it.set()
 
     with leases.hold("o/c"):
         waiter = threading.Thread(target=wait_for_it)
         waiter.start()
-        time.sleep(0.3)
-        assert not got_it.is_set()
-    waiter.join(5)
-    assert got_it.is_set()
-    assert 0.3 <= waited[0] < 1.0  # woken by the release, not by the 30 s TTL
+        assert waiting.wait(10)
+        assert not got_it.wait(0.3)  # held: the waiter waits
+    waiter.join(10)
+    assert got_it.is_set()  # woken by the release; the clock never moved towards the TTL

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -14,12 +15,13 @@ from runtime.context import CallContext
 from runtime.errors import ResumeTimeout
 from runtime.images import CatalogImage, ImageCatalog
 from runtime.lifecycle import Lifecycle
+from runtime.metrics import REGISTRY
 from runtime.providers.fake import FakeProvider
-from runtime.reconcile import Reconciler
+from runtime.reconcile import Reconciler, Report, reconcile_forever
 from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
-from runtime.store.base import SessionStatus
-from runtime.store.sqlite import SqliteStore
+from runtime.store.records import SessionStatus
+from runtime.store.sqlite import open_sqlite
 
 TIERS = LifecycleSettings(
     pause_after_seconds=10,
@@ -32,7 +34,7 @@ TIERS = LifecycleSettings(
 class World:
     def __init__(self, root: Path, provider: FakeProvider) -> None:
         self.now = [1000.0]
-        self.store = SqliteStore(root / "siesta.db")
+        self.store = open_sqlite(root / "siesta.db")
         self.provider = provider
         catalog = ImageCatalog([CatalogImage(id="img", title="img", image="none")], root)
         settings = Settings(lifecycle=TIERS)
@@ -40,9 +42,10 @@ class World:
         self.sessions, leases, _ = assemble_sessions(
             self.store, provider, catalog, settings, clock=self.clock
         )
-        lifecycle = Lifecycle(self.store, provider, settings.capacity)
+        lifecycle = Lifecycle(self.store.sessions, self.store.capacity, provider, settings.capacity)
         self.reconciler = Reconciler(
-            self.store,
+            self.store.sessions,
+            self.store.deletions,
             provider,
             leases,
             lifecycle,
@@ -60,7 +63,7 @@ class World:
             return s.resumed
 
     def status(self, conversation: str) -> SessionStatus:
-        record = self.store.get_session("o", conversation)
+        record = self.store.sessions.get_session("o", conversation)
         assert record is not None
         return record.status
 
@@ -128,7 +131,7 @@ def test_two_passes_at_once_do_no_harm(world: World) -> None:
         thread.join()
     paused = [sid for r in reports for sid in r.actions.get("idle_sessions_paused", [])]
     assert sorted(paused) == sorted(
-        r.session_id for r in world.store.list_sessions()
+        r.session_id for r in world.store.sessions.list_sessions()
     )  # each session paused once, by one pass or the other
 
 
@@ -156,3 +159,59 @@ def test_a_slow_resume_fails_with_the_limit(tmp_path: Path) -> None:
     world.sessions.close()
     world.store.close()
     provider.close()
+
+
+class BrokenPause(FakeProvider):
+    """A provider bug: pausing one sandbox raises something no one translated."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.broken: set[str] = set()
+
+    def pause(self, sandbox_id: str) -> None:
+        if sandbox_id in self.broken:
+            msg = "unexpected provider failure"
+            raise RuntimeError(msg)
+        super().pause(sandbox_id)
+
+
+def test_an_unexpected_failure_on_one_session_does_not_end_the_pass(tmp_path: Path) -> None:
+    provider = BrokenPause(tmp_path / "sandboxes")
+    world = World(tmp_path, provider)
+    for name in ("a", "b", "c"):
+        world.use(name)
+    broken = world.store.sessions.get_session("o", "b")
+    assert broken is not None
+    provider.broken.add(broken.sandbox_id)
+    world.now[0] += 11
+    report = world.reconciler.run()
+    assert [e.split(":")[0] for e in report.errors] == ["o/b"]
+    assert "RuntimeError" in report.errors[0]
+    assert [world.status(n) for n in ("a", "b", "c")] == [
+        SessionStatus.PAUSED,
+        SessionStatus.ACTIVE,
+        SessionStatus.PAUSED,
+    ]
+    world.sessions.close()
+    world.store.close()
+    provider.close()
+
+
+def test_the_background_loop_outlives_a_failing_pass() -> None:
+    passes: list[str] = []
+
+    async def run_pass() -> Report:
+        passes.append("pass")
+        if len(passes) == 1:
+            msg = "the first pass breaks"
+            raise RuntimeError(msg)
+        if len(passes) == 3:
+            raise asyncio.CancelledError  # how the service stops the loop
+        return Report(dry_run=False)
+
+    before = REGISTRY.get_sample_value("siesta_reconcile_errors_total", {"stage": "pass"}) or 0
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(reconcile_forever(run_pass, interval_seconds=0))
+    after = REGISTRY.get_sample_value("siesta_reconcile_errors_total", {"stage": "pass"})
+    assert passes == ["pass"] * 3  # the loop went on after the failure
+    assert after == before + 1

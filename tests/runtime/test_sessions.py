@@ -24,8 +24,9 @@ from runtime.providers.base import SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
-from runtime.store.base import SessionRecord, SessionStatus
-from runtime.store.sqlite import SqliteStore
+from runtime.store.base import Stores
+from runtime.store.records import SessionRecord, SessionStatus
+from runtime.store.sqlite import open_sqlite
 
 
 def catalog(tmp_path: Path, *, python_enabled: bool = True) -> ImageCatalog:
@@ -56,14 +57,14 @@ def provider(tmp_path: Path) -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    sqlite = SqliteStore(tmp_path / "siesta.db")
+def store(tmp_path: Path) -> Iterator[Stores]:
+    sqlite = open_sqlite(tmp_path / "siesta.db")
     yield sqlite
     sqlite.close()
 
 
 def manager(
-    store: SqliteStore,
+    store: Stores,
     provider: FakeProvider,
     images: ImageCatalog,
     clock: Callable[[], float] = time.time,
@@ -80,8 +81,8 @@ def manager(
     return sessions
 
 
-def delete(sessions: SessionManager, context: CallContext, store: SqliteStore) -> object:
-    leases = Leases(store, LeaseSettings())
+def delete(sessions: SessionManager, context: CallContext, store: Stores) -> object:
+    leases = Leases(store.leases, LeaseSettings())
     with leases.hold(context.key) as lease:
         return sessions.teardown(context.org, context.conversation, lease)
 
@@ -90,9 +91,7 @@ def ctx(image: str | None = "debian-base", conversation: str = "c1") -> CallCont
     return CallContext("org", "user", conversation, base_image=image)
 
 
-def test_concurrent_first_operations_provision_one_session(
-    tmp_path: Path, store: SqliteStore
-) -> None:
+def test_concurrent_first_operations_provision_one_session(tmp_path: Path, store: Stores) -> None:
     provider = SlowFakeProvider(tmp_path / "slow", delay=0.2)
     sessions = manager(store, provider, catalog(tmp_path))
     seen: list[str] = []
@@ -112,7 +111,7 @@ def test_concurrent_first_operations_provision_one_session(
 
 
 def test_replacement_keeps_the_pinned_image(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx("python")) as first:
@@ -127,7 +126,7 @@ def test_replacement_keeps_the_pinned_image(
 
 
 def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_is_withdrawn(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     with manager(store, provider, catalog(tmp_path)).operation(ctx("python")) as first:
         pass
@@ -142,16 +141,16 @@ def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_i
 
 
 def test_disabled_sandbox_refuses_before_anything_is_created(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path), enabled=False)
     with pytest.raises(SandboxDisabled), sessions.operation(ctx()):
         pass
-    assert provider.list_sandboxes() == [] and store.list_sessions() == []
+    assert provider.list_sandboxes() == [] and store.sessions.list_sessions() == []
 
 
 def test_slow_provisioning_times_out_and_cleans_up_afterwards(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: Stores
 ) -> None:
     provider = SlowFakeProvider(tmp_path / "slow", delay=0.6)
     sessions = manager(store, provider, catalog(tmp_path), provision_timeout_seconds=0.1)
@@ -159,7 +158,7 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
         pass
     assert caught.value.fields["limit"] == 0.1
     assert "0.1 seconds" in caught.value.message
-    assert store.list_sessions() == []
+    assert store.sessions.list_sessions() == []
     time.sleep(0.8)
     assert provider.list_sandboxes() == []
     sessions.close()
@@ -167,7 +166,7 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
 
 
 def test_delete_removes_sandbox_and_record(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx()) as active:
@@ -176,17 +175,17 @@ def test_delete_removes_sandbox_and_record(
     assert isinstance(deleted, SessionRecord) and deleted.session_id == active.record.session_id
     assert delete(sessions, ctx(), store) is None
     assert provider.inspect(active.record.sandbox_id).state is SandboxState.MISSING
-    assert store.list_sessions() == []
+    assert store.sessions.list_sessions() == []
 
 
 def test_last_used_is_recorded_at_the_end_of_an_operation(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     now = [1000.0]
     sessions = manager(store, provider, catalog(tmp_path), clock=lambda: now[0])
     with sessions.operation(ctx()):
         now[0] = 1060.0
-    record = store.get_session("org", "c1")
+    record = store.sessions.get_session("org", "c1")
     assert record is not None
     assert (record.created_at, record.last_used_at) == (1000.0, 1060.0)
 
@@ -196,7 +195,7 @@ def user_ctx(user: str, conversation: str, org: str = "org") -> CallContext:
 
 
 def test_capacity_suspends_the_least_recently_used_idle_session(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     now = [1000.0]
     sessions = manager(
@@ -212,22 +211,22 @@ def test_capacity_suspends_the_least_recently_used_idle_session(
         with sessions.operation(user_ctx("u", conversation)) as active:
             records[conversation] = active.record
 
-    old = store.get_session("org", "old")
+    old = store.sessions.get_session("org", "old")
     assert old is not None and old.status is SessionStatus.STOPPED
     assert provider.inspect(old.sandbox_id).state is SandboxState.STOPPED
-    assert sorted(store.slot_members("user:org/u")) == ["org/new", "org/recent"]
+    assert sorted(store.capacity.slot_members("user:org/u")) == ["org/new", "org/recent"]
 
     now[0] += 10
     with sessions.operation(user_ctx("u", "old")) as resumed:
         pass
     assert resumed.resumed == "stopped" and not resumed.workspace_reset
     assert resumed.record.session_id == records["old"].session_id
-    recent = store.get_session("org", "recent")
+    recent = store.sessions.get_session("org", "recent")
     assert recent is not None and recent.status is SessionStatus.STOPPED  # now the LRU one
 
 
 def test_capacity_unavailable_names_the_scope_and_limit_when_nothing_is_idle(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(
         store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
@@ -255,12 +254,12 @@ def test_capacity_unavailable_names_the_scope_and_limit_when_nothing_is_idle(
     error = caught.value
     assert (error.fields["scope"], error.fields["limit"]) == ("org", 1)
     assert "org limit of 1 active sandboxes" in error.message
-    assert store.get_session("org", "second") is None
-    assert store.slot_members("org:org") == ["org/busy"]
+    assert store.sessions.get_session("org", "second") is None
+    assert store.capacity.slot_members("org:org") == ["org/busy"]
 
 
 def test_other_orgs_do_not_count_against_an_org_limit(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(
         store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
@@ -268,19 +267,22 @@ def test_other_orgs_do_not_count_against_an_org_limit(
     for org in ("a", "b", "c"):
         with sessions.operation(user_ctx("u", "conv", org=org)):
             pass
-    assert all(r.status is SessionStatus.ACTIVE for r in store.list_sessions())
+    assert all(r.status is SessionStatus.ACTIVE for r in store.sessions.list_sessions())
 
 
-def test_delete_frees_the_slot(tmp_path: Path, store: SqliteStore, provider: FakeProvider) -> None:
+def test_delete_frees_the_slot(tmp_path: Path, store: Stores, provider: FakeProvider) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(user_ctx("u", "c")):
         pass
     delete(sessions, user_ctx("u", "c"), store)
-    assert store.slot_members("org:org") == [] and store.slot_members("user:org/u") == []
+    assert (
+        store.capacity.slot_members("org:org") == []
+        and store.capacity.slot_members("user:org/u") == []
+    )
 
 
 def test_a_busy_conversation_waits_then_reports_the_wait_limit(
-    tmp_path: Path, store: SqliteStore, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: FakeProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path), lease=LeaseSettings(wait_seconds=0.3))
     with sessions.operation(ctx()):

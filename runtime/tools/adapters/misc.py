@@ -12,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from runtime.config import ToolSettings
 from runtime.context import CallContext
 from runtime.files import ConversationFiles
-from runtime.store.base import FileKind
+from runtime.store.records import FileKind
 from runtime.tools.adapters.search import NotConfigured, ProviderFailed, call_api
 from runtime.tools.adapters.system import parse
 from runtime.tools.executor import Adapter
+from runtime.upstreams import Upstreams
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -26,8 +27,11 @@ class ImageArgs(BaseModel):
     prompt: str = Field(min_length=1)
 
 
-def image_adapter(settings: ToolSettings, files: ConversationFiles) -> Adapter:
+def image_adapter(
+    settings: ToolSettings, files: ConversationFiles, upstreams: Upstreams
+) -> Adapter:
     """OpenAI Images API; the PNG becomes an artifact of the conversation."""
+    client = upstreams.client("openai")
 
     def run(ctx: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
         args = parse(ImageArgs, "image_generation", arguments)
@@ -35,9 +39,9 @@ def image_adapter(settings: ToolSettings, files: ConversationFiles) -> Adapter:
             msg = "image_generation needs SIESTA_TOOLS__OPENAI_API_KEY"
             raise NotConfigured(msg)
         body = call_api(
+            client,
             "POST",
             f"{settings.openai_base_url}/v1/images/generations",
-            settings,
             "the OpenAI Images API",
             headers={"Authorization": f"Bearer {settings.openai_api_key.get_secret_value()}"},
             json={"model": settings.image_model, "prompt": args.prompt, "n": 1},
@@ -126,12 +130,13 @@ def help_adapter() -> Adapter:
     return run
 
 
-def connection_adapter(settings: ToolSettings) -> Callable[[str], Adapter]:
+def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable[[str], Adapter]:
     """Connection functions run where their credentials are: the agent backend.
 
     ``POST {connections_url}`` with ``{"function", "arguments", "context"}``; the
     backend answers ``{"result": ...}``.
     """
+    client = upstreams.client("connections")
 
     def for_function(function: str) -> Adapter:
         def forward(ctx: CallContext, arguments: dict[str, Any]) -> Any:
@@ -142,9 +147,9 @@ def connection_adapter(settings: ToolSettings) -> Callable[[str], Adapter]:
                 settings.connections_token.get_secret_value() if settings.connections_token else ""
             )
             body = call_api(
+                client,
                 "POST",
                 settings.connections_url,
-                settings,
                 "the connection gateway",
                 headers={"Authorization": f"Bearer {token}"} if token else {},
                 json={

@@ -23,6 +23,7 @@ from runtime.tools.adapters.search import NotConfigured, call_api
 from runtime.tools.adapters.system import parse
 from runtime.tools.definitions import PLATFORM
 from runtime.tools.executor import Adapter
+from runtime.upstreams import Upstreams
 
 STATUSES = {"todo": "Todo", "inprogress": "InProgress", "review": "Review", "done": "Done"}
 
@@ -79,16 +80,18 @@ class AnyArgs(BaseModel):
     id: str | None = Field(None)
 
 
-def platform_adapters(settings: ToolSettings) -> dict[str, Adapter]:
+def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str, Adapter]:
+    client = upstreams.client("platform")
+
     def forward(name: str, ctx: CallContext, arguments: dict[str, Any]) -> Any:
         if not settings.platform_base_url:
             msg = f"{name} needs SIESTA_TOOLS__PLATFORM_BASE_URL"
             raise NotConfigured(msg)
         token = settings.platform_token.get_secret_value() if settings.platform_token else ""
         body = call_api(
+            client,
             "POST",
             f"{settings.platform_base_url}/functions/{name}",
-            settings,
             "the platform API",
             headers={"Authorization": f"Bearer {token}"} if token else {},
             json={

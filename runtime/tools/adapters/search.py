@@ -14,6 +14,7 @@ from runtime.errors import SiestaError
 from runtime.tools.adapters.system import parse
 from runtime.tools.adapters.web import FetchFailed, fetch_page
 from runtime.tools.executor import Adapter
+from runtime.upstreams import Upstreams
 
 
 class ProviderFailed(SiestaError):
@@ -39,12 +40,14 @@ class SearchArgs(BaseModel):
         return max(1, min(10, value))
 
 
-def call_api(method: str, url: str, settings: ToolSettings, what: str, **kwargs: Any) -> Any:
+def call_api(client: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> Any:
+    """One request to an upstream API; its JSON answer, or ``ProviderFailed``."""
     try:
-        response = httpx.request(method, url, timeout=settings.http_timeout_seconds, **kwargs)
+        response = client.request(method, url, **kwargs)
     except httpx.TimeoutException as exc:
-        msg = f"{what} did not answer within {settings.http_timeout_seconds:g} seconds"
-        raise ProviderFailed(msg, limit=settings.http_timeout_seconds) from exc
+        limit = client.timeout.read
+        msg = f"{what} did not answer within {limit:g} seconds"
+        raise ProviderFailed(msg, limit=limit, unit="seconds") from exc
     except httpx.HTTPError as exc:
         msg = f"{what} could not be reached: {type(exc).__name__}"
         raise ProviderFailed(msg) from exc
@@ -58,7 +61,10 @@ def call_api(method: str, url: str, settings: ToolSettings, what: str, **kwargs:
         raise ProviderFailed(msg) from exc
 
 
-def google_search_adapter(settings: ToolSettings) -> Adapter:
+def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapter:
+    client = upstreams.client("google")
+    pages = upstreams.client("web")
+
     def run(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
         args = parse(SearchArgs, "GoogleSearch.Search", arguments)
         if settings.google_api_key is None or not settings.google_cx:
@@ -74,9 +80,9 @@ def google_search_adapter(settings: ToolSettings) -> Adapter:
         if args.timePeriod:
             params["dateRestrict"] = args.timePeriod
         body = call_api(
+            client,
             "GET",
             f"{settings.google_base_url}/customsearch/v1",
-            settings,
             "Google Custom Search",
             params=params,
         )
@@ -91,7 +97,7 @@ def google_search_adapter(settings: ToolSettings) -> Adapter:
                 "snippet": item.get("snippet", ""),
             }
             try:
-                entry["context"] = fetch_page(str(item["link"]), settings).text
+                entry["context"] = fetch_page(str(item["link"]), settings, pages).text
             except FetchFailed:
                 entry["context"] = None  # the snippet still helps
             results.append(entry)
@@ -131,12 +137,14 @@ class WebSearchArgs(BaseModel):
     limit: int = Field(5, ge=1, le=20)
 
 
-def firecrawl_adapters(settings: ToolSettings) -> dict[str, Adapter]:
+def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str, Adapter]:
+    client = upstreams.client("firecrawl")
+
     def post(path: str, body: dict[str, Any], what: str) -> Any:
         return call_api(
+            client,
             "POST",
             f"{settings.firecrawl_base_url}{path}",
-            settings,
             what,
             json=body,
             headers=_auth(),
@@ -189,9 +197,9 @@ def firecrawl_adapters(settings: ToolSettings) -> dict[str, Adapter]:
         deadline = time.monotonic() + settings.crawl_timeout_seconds
         while True:
             status = call_api(
+                client,
                 "GET",
                 f"{settings.firecrawl_base_url}/v1/crawl/{job}",
-                settings,
                 "Firecrawl crawl status",
                 headers=_auth(),
             )

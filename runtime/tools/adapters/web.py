@@ -21,6 +21,7 @@ from runtime.config import ToolSettings
 from runtime.context import CallContext
 from runtime.errors import SiestaError
 from runtime.tools.adapters.system import parse
+from runtime.upstreams import Upstreams
 
 REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
 TEXT_TAGS = "p,h1,h2,h3,h4,h5,h6,li"
@@ -40,8 +41,8 @@ class Page:
     text: str
 
 
-def fetch_page(url: str, settings: ToolSettings) -> Page:
-    html, final_url = _get(url, settings)
+def fetch_page(url: str, settings: ToolSettings, client: httpx.Client) -> Page:
+    html, final_url = _get(url, settings, client)
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     meta = tree.css_first('meta[name="description"]') or tree.css_first(
@@ -59,29 +60,28 @@ def fetch_page(url: str, settings: ToolSettings) -> Page:
     )
 
 
-def _get(url: str, settings: ToolSettings) -> tuple[str, str]:
-    with httpx.Client(timeout=settings.http_timeout_seconds, follow_redirects=False) as client:
-        for _ in range(MAX_REDIRECTS + 1):
-            _check_address(url, settings)
-            try:
-                with client.stream("GET", url, headers={"User-Agent": "SiestaRuntime/0.1"}) as r:
-                    if r.is_redirect and "location" in r.headers:
-                        url = urljoin(url, r.headers["location"])
-                        continue
-                    if r.status_code >= 400:
-                        msg = f"{url} answered HTTP {r.status_code}"
-                        raise FetchFailed(msg, url=url, status=r.status_code)
-                    body = bytearray()
-                    for chunk in r.iter_bytes():
-                        body += chunk
-                        if len(body) >= settings.fetch_max_bytes:
-                            break
-                    return body[: settings.fetch_max_bytes].decode(
-                        r.encoding or "utf-8", errors="replace"
-                    ), url
-            except httpx.HTTPError as exc:
-                msg = f"{url} could not be fetched: {type(exc).__name__}"
-                raise FetchFailed(msg, url=url) from exc
+def _get(url: str, settings: ToolSettings, client: httpx.Client) -> tuple[str, str]:
+    for _ in range(MAX_REDIRECTS + 1):
+        _check_address(url, settings)
+        try:
+            with client.stream("GET", url) as r:
+                if r.is_redirect and "location" in r.headers:
+                    url = urljoin(url, r.headers["location"])
+                    continue
+                if r.status_code >= 400:
+                    msg = f"{url} answered HTTP {r.status_code}"
+                    raise FetchFailed(msg, url=url, status=r.status_code)
+                body = bytearray()
+                for chunk in r.iter_bytes():
+                    body += chunk
+                    if len(body) >= settings.fetch_max_bytes:
+                        break
+                return body[: settings.fetch_max_bytes].decode(
+                    r.encoding or "utf-8", errors="replace"
+                ), url
+        except httpx.HTTPError as exc:
+            msg = f"{url} could not be fetched: {type(exc).__name__}"
+            raise FetchFailed(msg, url=url) from exc
     msg = f"{url}: more than {MAX_REDIRECTS} redirects"
     raise FetchFailed(msg, url=url)
 
@@ -111,11 +111,12 @@ class WebFetchArgs(BaseModel):
     url: str
 
 
-def web_fetch_adapter(settings: ToolSettings) -> Any:
+def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Any:
     """``web_fetch(url)``: URL, Title (≤200), Description (≤300), Content — one text block."""
+    client = upstreams.client("web")
 
     def run(_: CallContext, arguments: dict[str, Any]) -> str:
-        page = fetch_page(parse(WebFetchArgs, "web_fetch", arguments).url, settings)
+        page = fetch_page(parse(WebFetchArgs, "web_fetch", arguments).url, settings, client)
         lines = [f"URL: {page.url}"]
         if page.title:
             lines.append(f"Title: {page.title}")

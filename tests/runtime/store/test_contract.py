@@ -1,50 +1,16 @@
-"""The Store contract; SQLite and Redis must pass it unchanged."""
+"""The store contract, concern by concern; SQLite and Redis must pass it unchanged."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
-from runtime.store.base import FileKind, FileRecord, SessionRecord, SessionStatus, Store
-from runtime.store.redis import RedisStore
-from runtime.store.sqlite import SqliteStore
-from tests.redis_server import RedisServer
-
-
-@dataclass
-class Subject:
-    store: Store
-    advance: Callable[[float], None]
-    """Let time pass for lease TTLs (a test clock for SQLite; real time for Redis)."""
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
-    if request.param == "sqlite":
-        now = [1000.0]
-
-        def advance(seconds: float) -> None:
-            now[0] += seconds
-
-        sqlite = SqliteStore(tmp_path / "state" / "siesta.db", clock=lambda: now[0])
-        yield Subject(sqlite, advance)
-        sqlite.close()
-    else:
-        server: RedisServer = request.getfixturevalue("redis_server")
-        server.flush()
-        redis_store = RedisStore(server.url)
-        yield Subject(redis_store, time.sleep)  # Redis expires keys on its own clock
-        redis_store.close()
-
-
-@pytest.fixture
-def store(subject: Subject) -> Store:
-    return subject.store
+from runtime.store.base import Stores
+from runtime.store.records import FileKind, FileRecord, SessionRecord, SessionStatus
+from runtime.store.sqlite import open_sqlite
+from tests.runtime.store.conftest import Subject
 
 
 def record(
@@ -66,124 +32,124 @@ def record(
     )
 
 
-def test_put_then_get_round_trips(store: Store) -> None:
-    assert store.put_session(record())
-    assert store.get_session("o", "c") == record()
-    assert store.get_session("o", "other") is None
+def test_put_then_get_round_trips(store: Stores) -> None:
+    assert store.sessions.put_session(record())
+    assert store.sessions.get_session("o", "c") == record()
+    assert store.sessions.get_session("o", "other") is None
 
 
-def test_sessions_are_keyed_by_org_and_conversation(store: Store) -> None:
-    store.put_session(record(org="a", session_id="s1"))
-    store.put_session(record(org="b", session_id="s2"))
-    store.put_session(record(org="a:b", conversation="c", session_id="s3"))
-    a, b = store.get_session("a", "c"), store.get_session("b", "c")
+def test_sessions_are_keyed_by_org_and_conversation(store: Stores) -> None:
+    store.sessions.put_session(record(org="a", session_id="s1"))
+    store.sessions.put_session(record(org="b", session_id="s2"))
+    store.sessions.put_session(record(org="a:b", conversation="c", session_id="s3"))
+    a, b = store.sessions.get_session("a", "c"), store.sessions.get_session("b", "c")
     assert a is not None and b is not None
     assert (a.session_id, b.session_id) == ("s1", "s2")
-    store.delete_session("b", "c", fence=1)
-    assert store.get_session("a", "c") == a
-    assert [r.session_id for r in store.list_sessions()] == ["s1", "s3"]
+    store.sessions.delete_session("b", "c", fence=1)
+    assert store.sessions.get_session("a", "c") == a
+    assert [r.session_id for r in store.sessions.list_sessions()] == ["s1", "s3"]
 
 
-def test_put_replaces_the_conversations_session(store: Store) -> None:
-    store.put_session(record(session_id="s1"))
-    store.put_session(replace(record(session_id="s2", fence=2), generation=2))
-    current = store.get_session("o", "c")
+def test_put_replaces_the_conversations_session(store: Stores) -> None:
+    store.sessions.put_session(record(session_id="s1"))
+    store.sessions.put_session(replace(record(session_id="s2", fence=2), generation=2))
+    current = store.sessions.get_session("o", "c")
     assert current is not None and (current.session_id, current.generation) == ("s2", 2)
-    assert len(store.list_sessions()) == 1
+    assert len(store.sessions.list_sessions()) == 1
 
 
-def test_writes_with_a_stale_fence_are_refused(store: Store) -> None:
-    store.put_session(record(session_id="new", fence=7))
-    assert store.put_session(record(session_id="stale", fence=6)) is False
-    assert store.touch_session("o", "c", "new", 500.0, fence=6) is False
-    assert store.delete_session("o", "c", fence=6) is None
-    current = store.get_session("o", "c")
+def test_writes_with_a_stale_fence_are_refused(store: Stores) -> None:
+    store.sessions.put_session(record(session_id="new", fence=7))
+    assert store.sessions.put_session(record(session_id="stale", fence=6)) is False
+    assert store.sessions.touch_session("o", "c", "new", 500.0, fence=6) is False
+    assert store.sessions.delete_session("o", "c", fence=6) is None
+    current = store.sessions.get_session("o", "c")
     assert current is not None and (current.session_id, current.last_used_at) == ("new", 100.5)
-    assert store.put_session(record(session_id="newer", fence=8)) is True
+    assert store.sessions.put_session(record(session_id="newer", fence=8)) is True
 
 
-def test_touch_only_updates_the_named_session(store: Store) -> None:
-    store.put_session(record(session_id="s1"))
-    assert store.touch_session("o", "c", "s1", 200.0, fence=2) is True
-    assert store.touch_session("o", "c", "stale", 300.0, fence=2) is False
-    current = store.get_session("o", "c")
+def test_touch_only_updates_the_named_session(store: Stores) -> None:
+    store.sessions.put_session(record(session_id="s1"))
+    assert store.sessions.touch_session("o", "c", "s1", 200.0, fence=2) is True
+    assert store.sessions.touch_session("o", "c", "stale", 300.0, fence=2) is False
+    current = store.sessions.get_session("o", "c")
     assert current is not None and (current.last_used_at, current.fence) == (200.0, 2)
 
 
-def test_delete_returns_what_it_removed(store: Store) -> None:
-    store.put_session(record())
-    assert store.delete_session("o", "c", fence=1) == record()
-    assert store.delete_session("o", "c", fence=1) is None
-    assert store.list_sessions() == []
+def test_delete_returns_what_it_removed(store: Stores) -> None:
+    store.sessions.put_session(record())
+    assert store.sessions.delete_session("o", "c", fence=1) == record()
+    assert store.sessions.delete_session("o", "c", fence=1) is None
+    assert store.sessions.list_sessions() == []
 
 
 def test_state_survives_reopening(tmp_path: Path) -> None:
     path = tmp_path / "siesta.db"
-    first = SqliteStore(path)
-    first.put_session(record())
+    first = open_sqlite(path)
+    first.sessions.put_session(record())
     first.close()
-    second = SqliteStore(path)
-    assert second.get_session("o", "c") == record()
+    second = open_sqlite(path)
+    assert second.sessions.get_session("o", "c") == record()
     second.close()
 
 
 # -- leases ----------------------------------------------------------------------------
 
 
-def test_a_lease_has_one_holder_and_growing_fences(store: Store) -> None:
-    first = store.acquire_lease("o/c", "owner-a", 10)
+def test_a_lease_has_one_holder_and_growing_fences(store: Stores) -> None:
+    first = store.leases.acquire_lease("o/c", "owner-a", 10)
     assert first is not None
-    assert store.acquire_lease("o/c", "owner-b", 10) is None
-    assert store.lease_owner("o/c") == "owner-a"
-    other = store.acquire_lease("o/d", "owner-c", 10)
+    assert store.leases.acquire_lease("o/c", "owner-b", 10) is None
+    assert store.leases.lease_owner("o/c") == "owner-a"
+    other = store.leases.acquire_lease("o/d", "owner-c", 10)
     assert other is not None and other > first
-    assert store.release_lease("o/c", "owner-b") is False  # compare-and-delete
-    assert store.release_lease("o/c", "owner-a") is True
-    again = store.acquire_lease("o/c", "owner-b", 10)
+    assert store.leases.release_lease("o/c", "owner-b") is False  # compare-and-delete
+    assert store.leases.release_lease("o/c", "owner-a") is True
+    again = store.leases.acquire_lease("o/c", "owner-b", 10)
     assert again is not None and again > other
 
 
 def test_renew_is_compare_and_extend(subject: Subject) -> None:
     store = subject.store
-    store.acquire_lease("o/c", "owner-a", 0.4)
-    assert store.renew_lease("o/c", "owner-b", 10) is False
+    store.leases.acquire_lease("o/c", "owner-a", 0.4)
+    assert store.leases.renew_lease("o/c", "owner-b", 10) is False
     subject.advance(0.25)
-    assert store.renew_lease("o/c", "owner-a", 0.4) is True
+    assert store.leases.renew_lease("o/c", "owner-a", 0.4) is True
     subject.advance(0.25)  # past the first TTL, inside the renewed one
-    assert store.lease_owner("o/c") == "owner-a"
+    assert store.leases.lease_owner("o/c") == "owner-a"
 
 
 def test_a_frozen_holder_loses_to_a_newer_one_and_cannot_overwrite(subject: Subject) -> None:
     store = subject.store
-    stale_fence = store.acquire_lease("o/c", "frozen", 0.2)
+    stale_fence = store.leases.acquire_lease("o/c", "frozen", 0.2)
     assert stale_fence is not None
     subject.advance(0.3)  # the holder is frozen past its TTL (GC pause, partition)
-    fresh_fence = store.acquire_lease("o/c", "fresh", 10)
+    fresh_fence = store.leases.acquire_lease("o/c", "fresh", 10)
     assert fresh_fence is not None and fresh_fence > stale_fence
-    assert store.put_session(record(session_id="fresh", fence=fresh_fence))
+    assert store.sessions.put_session(record(session_id="fresh", fence=fresh_fence))
 
     # The frozen holder wakes up and carries on as if nothing happened.
-    assert store.renew_lease("o/c", "frozen", 10) is False
-    assert store.put_session(record(session_id="frozen", fence=stale_fence)) is False
-    assert store.release_lease("o/c", "frozen") is False
-    current = store.get_session("o", "c")
+    assert store.leases.renew_lease("o/c", "frozen", 10) is False
+    assert store.sessions.put_session(record(session_id="frozen", fence=stale_fence)) is False
+    assert store.leases.release_lease("o/c", "frozen") is False
+    current = store.sessions.get_session("o", "c")
     assert current is not None and current.session_id == "fresh"
-    assert store.lease_owner("o/c") == "fresh"
+    assert store.leases.lease_owner("o/c") == "fresh"
 
 
-def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
-    store.acquire_lease("o/c", "holder", 30)
+def test_a_waiter_is_woken_by_the_release(store: Stores) -> None:
+    store.leases.acquire_lease("o/c", "holder", 30)
     woken = threading.Event()
 
     def wait() -> None:
-        store.wait_for_release("o/c", 20)
+        store.leases.wait_for_release("o/c", 20)
         woken.set()
 
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(0.2)
     assert not woken.is_set()
-    store.release_lease("o/c", "holder")
+    store.leases.release_lease("o/c", "holder")
     waiter.join(timeout=5)
     assert woken.is_set()  # long before the 20 s timeout or the 30 s TTL
 
@@ -191,24 +157,24 @@ def test_a_waiter_is_woken_by_the_release(store: Store) -> None:
 # -- capacity slots ----------------------------------------------------------------------
 
 
-def test_slots_are_claimed_in_every_scope_or_none(store: Store) -> None:
+def test_slots_are_claimed_in_every_scope_or_none(store: Stores) -> None:
     scopes = [("org:o", 2), ("user:o/u", 1), ("host:h", 10)]
-    assert store.claim_slot("o/c1", scopes) is None
-    assert store.claim_slot("o/c1", scopes) is None  # counted already: no new room used
-    assert store.claim_slot("o/c2", scopes) == 1  # the user scope is full
-    assert store.slot_members("org:o") == ["o/c1"]  # and o/c2 was counted nowhere
-    assert store.slot_members("host:h") == ["o/c1"]
-    store.release_slot("o/c1", ["org:o", "user:o/u", "host:h"])
-    assert store.claim_slot("o/c2", scopes) is None
-    assert store.slot_members("user:o/u") == ["o/c2"]
+    assert store.capacity.claim_slot("o/c1", scopes) is None
+    assert store.capacity.claim_slot("o/c1", scopes) is None  # counted already: no new room used
+    assert store.capacity.claim_slot("o/c2", scopes) == 1  # the user scope is full
+    assert store.capacity.slot_members("org:o") == ["o/c1"]  # and o/c2 was counted nowhere
+    assert store.capacity.slot_members("host:h") == ["o/c1"]
+    store.capacity.release_slot("o/c1", ["org:o", "user:o/u", "host:h"])
+    assert store.capacity.claim_slot("o/c2", scopes) is None
+    assert store.capacity.slot_members("user:o/u") == ["o/c2"]
 
 
-def test_concurrent_claims_never_exceed_a_limit(store: Store) -> None:
+def test_concurrent_claims_never_exceed_a_limit(store: Stores) -> None:
     results: list[int | None] = []
     lock = threading.Lock()
 
     def claim(index: int) -> None:
-        outcome = store.claim_slot(f"o/c{index}", [("org:o", 5)])
+        outcome = store.capacity.claim_slot(f"o/c{index}", [("org:o", 5)])
         with lock:
             results.append(outcome)
 
@@ -218,7 +184,7 @@ def test_concurrent_claims_never_exceed_a_limit(store: Store) -> None:
     for thread in threads:
         thread.join()
     assert results.count(None) == 5
-    assert len(store.slot_members("org:o")) == 5
+    assert len(store.capacity.slot_members("org:o")) == 5
 
 
 # -- files -------------------------------------------------------------------------------
@@ -240,34 +206,50 @@ def file_record(
     )
 
 
-def test_files_are_listed_oldest_first_per_conversation(store: Store) -> None:
-    store.add_file(file_record("f2", at=2.0))
-    store.add_file(file_record("f1", at=1.0))
-    store.add_file(file_record("g1", conversation="other"))
-    assert [f.file_id for f in store.list_files("o", "c")] == ["f1", "f2"]
-    assert store.get_file("o", "c", "f2") == file_record("f2", at=2.0)
+def test_files_are_listed_oldest_first_per_conversation(store: Stores) -> None:
+    store.files.add_file(file_record("f2", at=2.0))
+    store.files.add_file(file_record("f1", at=1.0))
+    store.files.add_file(file_record("g1", conversation="other"))
+    assert [f.file_id for f in store.files.list_files("o", "c")] == ["f1", "f2"]
+    assert store.files.get_file("o", "c", "f2") == file_record("f2", at=2.0)
 
 
-def test_a_file_id_of_another_org_or_conversation_finds_nothing(store: Store) -> None:
-    store.add_file(file_record("f1", org="a"))
-    assert store.get_file("b", "c", "f1") is None
-    assert store.get_file("a", "other", "f1") is None
-    assert store.list_files("b", "c") == []
+def test_a_file_id_of_another_org_or_conversation_finds_nothing(store: Stores) -> None:
+    store.files.add_file(file_record("f1", org="a"))
+    assert store.files.get_file("b", "c", "f1") is None
+    assert store.files.get_file("a", "other", "f1") is None
+    assert store.files.list_files("b", "c") == []
 
 
-def test_delete_files_returns_what_it_removed(store: Store) -> None:
-    store.add_file(file_record("f1"))
-    store.add_file(file_record("g1", conversation="other"))
-    assert [f.file_id for f in store.delete_files("o", "c")] == ["f1"]
-    assert store.list_files("o", "c") == []
-    assert [f.file_id for f in store.list_files("o", "other")] == ["g1"]
+def test_delete_files_returns_what_it_removed(store: Stores) -> None:
+    store.files.add_file(file_record("f1"))
+    store.files.add_file(file_record("g1", conversation="other"))
+    assert [f.file_id for f in store.files.delete_files("o", "c")] == ["f1"]
+    assert store.files.list_files("o", "c") == []
+    assert [f.file_id for f in store.files.list_files("o", "other")] == ["g1"]
 
 
-def test_replacing_a_files_content_updates_only_that_file(store: Store) -> None:
-    store.add_file(replace(file_record("f1"), editable=True))
-    store.add_file(file_record("f2"))
+def test_replacing_a_files_content_updates_only_that_file(store: Stores) -> None:
+    store.files.add_file(replace(file_record("f1"), editable=True))
+    store.files.add_file(file_record("f2"))
     changed = replace(file_record("f1"), size=99, sha256="cd" * 32, editable=True)
-    assert store.replace_file(changed) is True
-    assert store.get_file("o", "c", "f1") == changed
-    assert store.get_file("o", "c", "f2") == file_record("f2")
-    assert store.replace_file(replace(changed, conversation="other")) is False
+    assert store.files.replace_file(changed) is True
+    assert store.files.get_file("o", "c", "f1") == changed
+    assert store.files.get_file("o", "c", "f2") == file_record("f2")
+    assert store.files.replace_file(replace(changed, conversation="other")) is False
+
+
+def test_the_first_deployment_id_claimed_stays(store: Stores) -> None:
+    results: list[str] = []
+    claimers = [
+        threading.Thread(
+            target=lambda i=i: results.append(store.deployment.claim_deployment_id(f"d{i}"))
+        )
+        for i in range(8)
+    ]
+    for claimer in claimers:
+        claimer.start()
+    for claimer in claimers:
+        claimer.join()
+    assert len(set(results)) == 1  # concurrent first starts agree on one id
+    assert store.deployment.claim_deployment_id("later") == results[0]

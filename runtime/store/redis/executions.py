@@ -1,5 +1,5 @@
-"""The executions log in Redis, for several service instances (an approval may
-arrive at another instance than the call)."""
+"""The Tool Executions log in Redis (an approval may arrive at another instance
+than the call it decides)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,8 @@ from typing import Any
 import redis
 
 from runtime.store import keys
-from runtime.store.redis import SOCKET_TIMEOUT_SECONDS, redis_errors
-from runtime.tools.executions import (
-    ExecutionFilter,
-    ExecutionStatus,
-    ToolExecution,
-    _body,
-    _load,
-)
+from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.store.redis.client import redis_errors
 
 DECIDE = """
 -- KEYS[1] execution hash; ARGV[1] pending status, ARGV[2] new status, ARGV[3] new body
@@ -27,19 +21,17 @@ return 1
 PAGE = 200
 
 
-class RedisExecutionLog:
-    def __init__(self, url: str) -> None:
-        self._redis = redis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_SECONDS
-        )
-        self._decide = self._redis.register_script(DECIDE)
+class RedisExecutions:
+    def __init__(self, client: redis.Redis) -> None:
+        self._redis = client
+        self._decide = client.register_script(DECIDE)
 
     def add(self, execution: ToolExecution) -> None:
         with redis_errors():
             pipe = self._redis.pipeline(transaction=True)
             pipe.hset(
                 keys.execution(execution.org, execution.id),
-                mapping={"status": execution.status.value, "body": _body(execution)},
+                mapping={"status": execution.status.value, "body": execution.to_json()},
             )
             pipe.zadd(keys.executions(execution.org), {execution.id: execution.created_at})
             pipe.execute()
@@ -48,13 +40,13 @@ class RedisExecutionLog:
         with redis_errors():
             self._redis.hset(
                 keys.execution(execution.org, execution.id),
-                mapping={"status": execution.status.value, "body": _body(execution)},
+                mapping={"status": execution.status.value, "body": execution.to_json()},
             )
 
     def get(self, org: str, execution_id: str) -> ToolExecution | None:
         with redis_errors():
             body = self._redis.hget(keys.execution(org, execution_id), "body")
-        return _load(str(body)) if body else None
+        return ToolExecution.from_json(str(body)) if body else None
 
     def decide(
         self, org: str, execution_id: str, approval: dict[str, Any], status: ExecutionStatus
@@ -66,7 +58,7 @@ class RedisExecutionLog:
         with redis_errors():
             decided = self._decide(
                 keys=[keys.execution(org, execution_id)],
-                args=[ExecutionStatus.PENDING_APPROVAL.value, status.value, _body(current)],
+                args=[ExecutionStatus.PENDING_APPROVAL.value, status.value, current.to_json()],
             )
         return current if decided else None
 
@@ -87,12 +79,9 @@ class RedisExecutionLog:
                 for execution_id in ids:
                     pipe.hget(keys.execution(org, str(execution_id)), "body")
                 for body in pipe.execute():
-                    if body and _matches(execution := _load(str(body)), where):
+                    if body and _matches(execution := ToolExecution.from_json(str(body)), where):
                         found.append(execution)
         return found[: where.limit]
-
-    def close(self) -> None:
-        self._redis.close()
 
 
 def _matches(execution: ToolExecution, where: ExecutionFilter) -> bool:

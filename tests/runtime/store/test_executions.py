@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runtime.tools.executions import (
-    ExecutionFilter,
-    ExecutionLog,
-    ExecutionStatus,
-    SqliteExecutionLog,
-    ToolExecution,
-    redact,
-)
-from runtime.tools.redis_log import RedisExecutionLog
-from tests.redis_server import RedisServer
+from runtime.store.base import ExecutionStore, Stores
+from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.store.sqlite import open_sqlite
+from runtime.tools.executions import redact
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ExecutionLog]:
-    if request.param == "sqlite":
-        backend: ExecutionLog = SqliteExecutionLog(tmp_path / "x.db")
-    else:
-        server: RedisServer = request.getfixturevalue("redis_server")
-        server.flush()
-        backend = RedisExecutionLog(server.url)
-    yield backend
-    backend.close()
+@pytest.fixture
+def log(store: Stores) -> ExecutionStore:
+    return store.executions
 
 
 def execution(
@@ -56,7 +43,7 @@ def execution(
     )
 
 
-def test_add_get_save(log: ExecutionLog) -> None:
+def test_add_get_save(log: ExecutionStore) -> None:
     log.add(execution(1, ExecutionStatus.RUNNING))
     stored = log.get("o", "e1")
     assert stored is not None and stored.status is ExecutionStatus.RUNNING
@@ -66,7 +53,7 @@ def test_add_get_save(log: ExecutionLog) -> None:
     assert log.get("other-org", "e1") is None
 
 
-def test_a_decision_is_taken_once_even_when_raced(log: ExecutionLog) -> None:
+def test_a_decision_is_taken_once_even_when_raced(log: ExecutionStore) -> None:
     log.add(execution(1, ExecutionStatus.PENDING_APPROVAL))
     winners: list[ToolExecution] = []
 
@@ -87,7 +74,7 @@ def test_a_decision_is_taken_once_even_when_raced(log: ExecutionLog) -> None:
     assert log.decide("o", "e1", {"decision": "denied"}, ExecutionStatus.DENIED) is None
 
 
-def test_find_filters_newest_first(log: ExecutionLog) -> None:
+def test_find_filters_newest_first(log: ExecutionStore) -> None:
     for i in range(5):
         log.add(execution(i, function="readFile" if i % 2 else "runCommand"))
     log.add(execution(9, ExecutionStatus.FAILED, conversation="d"))
@@ -105,3 +92,37 @@ def test_redaction_reaches_nested_values() -> None:
         "Api-Key": "[redacted]",
         "nested": [{"password": "[redacted]", "b": {"token": "[redacted]"}}],
     }
+
+
+def test_a_log_kept_by_an_earlier_version_in_its_own_file_is_imported_once(
+    tmp_path: Path,
+) -> None:
+    legacy = sqlite3.connect(tmp_path / "tool-executions.db")
+    legacy.execute(
+        "CREATE TABLE tool_executions (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "conversation TEXT NOT NULL, agent_id TEXT NOT NULL, function TEXT NOT NULL, "
+        "status TEXT NOT NULL, created_at REAL NOT NULL, body TEXT NOT NULL)"
+    )
+    old = execution(7)
+    legacy.execute(
+        "INSERT INTO tool_executions VALUES (?,?,?,?,?,?,?,?)",
+        (
+            old.id,
+            old.org,
+            old.conversation,
+            old.agent_id,
+            old.function,
+            old.status.value,
+            old.created_at,
+            old.to_json(),
+        ),
+    )
+    legacy.commit()
+    legacy.close()
+    stores = open_sqlite(tmp_path / "siesta.db")
+    assert stores.executions.get("o", "e7") == old
+    stores.close()
+    assert not (tmp_path / "tool-executions.db").exists()
+    again = open_sqlite(tmp_path / "siesta.db")  # nothing to import twice
+    assert [e.id for e in again.executions.find("o", ExecutionFilter())] == ["e7"]
+    again.close()

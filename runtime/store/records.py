@@ -1,0 +1,157 @@
+"""What the store keeps: session, file and tool-execution records.
+
+A session record is the truth about which sandbox serves a conversation. It is
+keyed by (org, conversation), so one org can never name another org's session.
+Every change to a session record carries the *fence* of the lease its writer
+holds (see ``base.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class SessionStatus(enum.StrEnum):
+    ACTIVE = "active"
+    """The sandbox is meant to be running and counts against capacity."""
+    PAUSED = "paused"
+    """Idle: processes frozen, memory kept; still counts against capacity."""
+    STOPPED = "stopped"
+    """Suspended on purpose (processes gone, disk kept); resumed by the next operation."""
+    RETIRED = "retired"
+    """Idle past the maximum age or failed: sandbox removed; the next operation starts afresh."""
+    LOST = "lost"
+    """The sandbox vanished underneath us; the next operation starts afresh."""
+
+    @property
+    def has_sandbox(self) -> bool:
+        return self in (SessionStatus.ACTIVE, SessionStatus.PAUSED, SessionStatus.STOPPED)
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    org: str
+    conversation: str
+    session_id: str
+    sandbox_id: str
+    image_id: str
+    """Catalog id the session was created with; pinned for its whole life."""
+    image_ref: str
+    """The Docker reference that id resolved to at provisioning."""
+    status: SessionStatus
+    created_at: float
+    last_used_at: float
+    generation: int
+    """1 for the first sandbox of the conversation, +1 for each replacement."""
+    user: str = ""
+    """The user whose capacity budget the session counts against."""
+    fence: int = 0
+    """Fence of the lease holder that wrote this version."""
+
+    @property
+    def key(self) -> str:
+        return conversation_key(self.org, self.conversation)
+
+
+def conversation_key(org: str, conversation: str) -> str:
+    """One string per conversation; ``/`` cannot occur in ids, so it is unambiguous."""
+    return f"{org}/{conversation}"
+
+
+class FileKind(enum.StrEnum):
+    ATTACHMENT = "attachment"
+    """Uploaded by the agent backend (the user's files)."""
+    ARTIFACT = "artifact"
+    """Published from the sandbox, or created by a helper, as a downloadable result."""
+    WORKING = "working"
+    """Made by a helper for later steps (e.g. ``writeExcelFile``); not a message artifact."""
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A conversation file; its bytes live in the blob store under ``file_id``."""
+
+    org: str
+    conversation: str
+    file_id: str
+    name: str
+    size: int
+    content_type: str
+    sha256: str
+    kind: FileKind
+    created_at: float
+    editable: bool = False
+    """Created for editing (``copyFileAsArtifact``): its content may be replaced."""
+
+
+class ExecutionStatus(enum.StrEnum):
+    PENDING_APPROVAL = "pending_approval"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DENIED = "denied"
+
+
+@dataclass
+class ToolExecution:
+    id: str
+    org: str
+    conversation: str
+    agent_id: str
+    user_id: str
+    function: str
+    source: str
+    arguments: dict[str, Any]
+    """Redacted: what the log shows."""
+    status: ExecutionStatus
+    created_at: float
+    result: Any = None
+    error: dict[str, Any] | None = None
+    duration_ms: int | None = None
+    approval: dict[str, Any] | None = None
+    """``{"decision": "approved" | "denied", "by": user id, "at": time}``."""
+    pending: dict[str, Any] | None = field(default=None, repr=False)
+    """While waiting for approval: the exact request to run once approved."""
+
+    def to_json(self) -> str:
+        """The whole record as stored (the pending request included)."""
+        data = asdict(self)
+        data["status"] = self.status.value
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+    @classmethod
+    def from_json(cls, body: str) -> ToolExecution:
+        data = json.loads(body)
+        data["status"] = ExecutionStatus(data["status"])
+        return cls(**data)
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "conversationId": self.conversation,
+            "agentId": self.agent_id,
+            "userId": self.user_id,
+            "function": self.function,
+            "source": self.source,
+            "arguments": self.arguments,
+            "status": self.status.value,
+            "result": self.result,
+            "error": self.error,
+            "durationMs": self.duration_ms,
+            "approval": self.approval,
+            "createdAt": self.created_at,
+        }
+
+
+@dataclass(frozen=True)
+class ExecutionFilter:
+    conversation: str | None = None
+    agent_id: str | None = None
+    function: str | None = None
+    status: ExecutionStatus | None = None
+    since: float | None = None
+    until: float | None = None
+    limit: int = 100

@@ -1,0 +1,39 @@
+"""The shared store for several service instances: Redis.
+
+Key names are in ``runtime/store/keys.py``. Every change that touches more than
+one key, or must compare before it writes, is one Lua script (atomic on the
+server). The scripts touch only the keys they are given, except ``DELETE_FILES``,
+which derives file keys from ids (fine on one Redis; not on Redis Cluster).
+"""
+
+from __future__ import annotations
+
+from runtime.store.base import Stores
+from runtime.store.redis.capacity import RedisCapacity
+from runtime.store.redis.client import connect, redis_errors
+from runtime.store.redis.deployment import RedisDeployment
+from runtime.store.redis.executions import RedisExecutions
+from runtime.store.redis.files import RedisFiles
+from runtime.store.redis.leases import RedisLeases
+from runtime.store.redis.sessions import RedisDeletions, RedisSessions
+
+
+def open_redis(url: str) -> Stores:
+    """Every concern over one connection pool to the Redis at ``url``."""
+    client = connect(url)
+
+    def ping() -> None:
+        with redis_errors():
+            client.ping()
+
+    return Stores(
+        sessions=RedisSessions(client),
+        leases=RedisLeases(client),
+        capacity=RedisCapacity(client),
+        files=RedisFiles(client),
+        deletions=RedisDeletions(client),
+        executions=RedisExecutions(client),
+        deployment=RedisDeployment(client),
+        ping=ping,
+        close=client.close,
+    )

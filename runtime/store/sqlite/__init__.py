@@ -1,0 +1,32 @@
+"""The embedded default store: one SQLite file, for a single service instance."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from runtime.store.base import Stores
+from runtime.store.sqlite.capacity import SqliteCapacity
+from runtime.store.sqlite.db import Database
+from runtime.store.sqlite.deployment import SqliteDeployment
+from runtime.store.sqlite.executions import SqliteExecutions
+from runtime.store.sqlite.files import SqliteFiles
+from runtime.store.sqlite.leases import SqliteLeases
+from runtime.store.sqlite.sessions import SqliteDeletions, SqliteSessions
+
+
+def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
+    """Every concern over one database file; ``clock`` is the leases' time."""
+    db = Database(path)
+    return Stores(
+        sessions=SqliteSessions(db),
+        leases=SqliteLeases(db, clock),
+        capacity=SqliteCapacity(db),
+        files=SqliteFiles(db),
+        deletions=SqliteDeletions(db),
+        executions=SqliteExecutions(db),
+        deployment=SqliteDeployment(db),
+        ping=db.ping,
+        close=db.close,
+    )

@@ -1,0 +1,88 @@
+"""The SQLite database every concern shares: one connection, one lock.
+
+The service's threads share the connection behind the lock; every statement is
+short.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    org TEXT NOT NULL, conversation TEXT NOT NULL, session_id TEXT NOT NULL UNIQUE,
+    sandbox_id TEXT NOT NULL, image_id TEXT NOT NULL, image_ref TEXT NOT NULL,
+    status TEXT NOT NULL, created_at REAL NOT NULL, last_used_at REAL NOT NULL,
+    generation INTEGER NOT NULL, user TEXT NOT NULL, fence INTEGER NOT NULL,
+    PRIMARY KEY (org, conversation)
+);
+CREATE TABLE IF NOT EXISTS files (
+    org TEXT NOT NULL, conversation TEXT NOT NULL, file_id TEXT NOT NULL PRIMARY KEY,
+    name TEXT NOT NULL, size INTEGER NOT NULL, content_type TEXT NOT NULL,
+    sha256 TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL,
+    editable INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS files_by_conversation ON files (org, conversation, created_at);
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS deleted (key TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tool_executions (
+    id TEXT PRIMARY KEY, org TEXT NOT NULL, conversation TEXT NOT NULL,
+    agent_id TEXT NOT NULL, function TEXT NOT NULL, status TEXT NOT NULL,
+    created_at REAL NOT NULL, body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tool_executions_by_org ON tool_executions (org, created_at);
+CREATE TABLE IF NOT EXISTS slots (scope TEXT NOT NULL, member TEXT NOT NULL,
+                                  PRIMARY KEY (scope, member));
+"""
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.lock = threading.Lock()
+        self.released = threading.Condition(self.lock)
+        """Notified when a lease is released (leases wait on it)."""
+        with self.lock:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            self.conn.executescript(SCHEMA)
+            self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        # Stores created before leases existed have sessions without these.
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(sessions)")}
+        for name, ddl in (
+            ("user", "TEXT NOT NULL DEFAULT ''"),
+            ("fence", "INTEGER NOT NULL DEFAULT 0"),
+        ):
+            if name not in columns:
+                self.conn.execute(f"ALTER TABLE sessions ADD COLUMN {name} {ddl}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def ping(self) -> None:
+        with self.lock:
+            self.conn.execute("SELECT 1")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()

@@ -1,0 +1,115 @@
+"""The Tool Executions log in SQLite (the ``tool_executions`` table)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.store.sqlite.db import Database
+
+log = logging.getLogger(__name__)
+
+LEGACY_FILE = "tool-executions.db"
+"""Where versions before the one store kept the log, beside the database."""
+
+
+class SqliteExecutions:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._import_legacy_log(db.path.parent / LEGACY_FILE)
+
+    def add(self, execution: ToolExecution) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "INSERT INTO tool_executions VALUES (?,?,?,?,?,?,?,?)", _row(execution)
+            )
+
+    def save(self, execution: ToolExecution) -> None:
+        with self._db.lock:
+            self._db.conn.execute(
+                "UPDATE tool_executions SET status = ?, body = ? WHERE id = ? AND org = ?",
+                (execution.status.value, execution.to_json(), execution.id, execution.org),
+            )
+
+    def get(self, org: str, execution_id: str) -> ToolExecution | None:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                "SELECT body FROM tool_executions WHERE id = ? AND org = ?", (execution_id, org)
+            ).fetchone()
+        return ToolExecution.from_json(row[0]) if row else None
+
+    def decide(
+        self, org: str, execution_id: str, approval: dict[str, object], status: ExecutionStatus
+    ) -> ToolExecution | None:
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "SELECT body FROM tool_executions WHERE id = ? AND org = ? AND status = ?",
+                (execution_id, org, ExecutionStatus.PENDING_APPROVAL.value),
+            ).fetchone()
+            if row is None:
+                return None
+            execution = ToolExecution.from_json(row[0])
+            execution.approval = dict(approval)
+            execution.status = status
+            conn.execute(
+                "UPDATE tool_executions SET status = ?, body = ? WHERE id = ?",
+                (status.value, execution.to_json(), execution_id),
+            )
+        return execution
+
+    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
+        clauses, params = ["org = ?"], [org]
+        for column, value in (
+            ("conversation", where.conversation),
+            ("agent_id", where.agent_id),
+            ("function", where.function),
+            ("status", where.status.value if where.status else None),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.since is not None:
+            clauses.append("created_at >= ?")
+            params.append(str(where.since))
+        if where.until is not None:
+            clauses.append("created_at <= ?")
+            params.append(str(where.until))
+        query = (
+            f"SELECT body FROM tool_executions WHERE {' AND '.join(clauses)} "
+            "ORDER BY created_at DESC LIMIT ?"
+        )
+        with self._db.lock:
+            rows = self._db.conn.execute(query, (*params, where.limit)).fetchall()
+        return [ToolExecution.from_json(row[0]) for row in rows]
+
+    def _import_legacy_log(self, legacy: Path) -> None:
+        """Once: copy the log an earlier version kept in its own file, then rename
+        that file so the copy is never made twice."""
+        if not legacy.is_file():
+            return
+        source = sqlite3.connect(legacy)
+        try:
+            rows = source.execute("SELECT * FROM tool_executions").fetchall()
+        except sqlite3.Error:
+            rows = []
+        finally:
+            source.close()
+        with self._db.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO tool_executions VALUES (?,?,?,?,?,?,?,?)", rows)
+        legacy.rename(legacy.with_name(legacy.name + ".imported"))
+        log.info("imported %d tool executions from %s", len(rows), legacy)
+
+
+def _row(execution: ToolExecution) -> tuple[object, ...]:
+    return (
+        execution.id,
+        execution.org,
+        execution.conversation,
+        execution.agent_id,
+        execution.function,
+        execution.status.value,
+        execution.created_at,
+        execution.to_json(),
+    )
