@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from anyio import to_thread
 from fastapi import FastAPI, Request, Response
 
-from api import errors
+from api import errors, openapi
 from api.limits import BodySizeLimit
 from api.routes import conversations, files, health, images, js, sandbox, tools
 from runtime import logs, metrics
@@ -59,6 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.middleware("http")(_request_context)
     errors.install(app)
+    openapi.install(app)
     for module in (health, images, sandbox, files, js, conversations, tools):
         app.include_router(module.router)
     return app

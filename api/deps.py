@@ -6,9 +6,10 @@ import hmac
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runtime.context import CallContext
-from runtime.errors import InvalidRequest, Unauthorized
+from runtime.errors import MissingContext, Unauthorized
 from runtime.services import Services
 
 
@@ -20,16 +21,21 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
+# Declares the bearer scheme in OpenAPI; the check (and its error body) is ours.
+bearer = HTTPBearer(auto_error=False, description="The agent backend's API token")
+
+
 def require_token(
-    services: ServicesDep, authorization: Annotated[str | None, Header()] = None
+    services: ServicesDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> None:
     configured = services.settings.api_token
     if configured is None:  # serve refuses to start so; this guards other embeddings
         msg = "this service has no API token configured"
         raise Unauthorized(msg)
     expected = configured.get_secret_value()
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), expected.encode()):
+    token = credentials.credentials if credentials else ""
+    if not hmac.compare_digest(token.encode(), expected.encode()):
         msg = "a valid bearer token is required (Authorization: Bearer <token>)"
         raise Unauthorized(msg)
 
@@ -48,7 +54,7 @@ def call_context(
     ]
     if missing:
         msg = f"conversation routes need the {' and '.join(missing)} header(s)"
-        raise InvalidRequest(msg, code="missing_context", headers=missing)
+        raise MissingContext(msg, headers=missing)
     assert x_siesta_org is not None and x_siesta_user is not None
     return CallContext(
         org=x_siesta_org,

@@ -13,9 +13,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api.limits import BodyTooLarge, too_large_body
-from runtime.errors import InvalidRequest, NotFound, SiestaError
+from runtime.errors import (
+    HttpError,
+    InvalidJson,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    SiestaError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +39,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "unauthorized": 401,
     "not_found": 404,
     "method_not_allowed": 405,
+    "invalid_file_name": 422,
     "sandbox_disabled": 403,
     "image_required": 422,
     "image_not_in_catalog": 422,
@@ -52,6 +61,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "capacity_unavailable": 503,
     "state_unavailable": 503,
     "js_unavailable": 503,
+    "approval_already_decided": 409,
 }
 # Codes not listed take the status of their class.
 STATUS_BY_CLASS: tuple[tuple[type[SiestaError], int], ...] = (
@@ -79,35 +89,36 @@ async def siesta_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(status, exc.to_dict(), headers)
 
 
-async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     problems = [_describe(e) for e in exc.errors()]
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
-        return error_response(
-            400,
-            {
-                "code": "invalid_json",
-                "message": "request body is not valid JSON",
-                "problems": problems,
-            },
-        )
+        invalid = InvalidJson("request body is not valid JSON", problems=problems)
+        return await siesta_error(request, invalid)
     message = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-    return error_response(
-        422, {"code": "invalid_request", "message": message, "problems": problems}
-    )
+    return await siesta_error(request, InvalidRequest(message, problems=problems))
 
 
-async def http_error(_: Request, exc: Exception) -> JSONResponse:
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own answers (no route, wrong method, body too large) in our shape."""
     assert isinstance(exc, StarletteHTTPException)
     if isinstance(exc, BodyTooLarge):
         return error_response(413, too_large_body(exc.limit))
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, {"code": code, "message": str(exc.detail)})
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed)
+        error: SiestaError = MethodNotAllowed(str(exc.detail), allow=allowed)
+    elif exc.status_code == 404:
+        error = NotFound(str(exc.detail))
+    else:
+        error = HttpError(str(exc.detail))
+    return error_response(exc.status_code, error.to_dict(), headers or None)
 
 
 async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
     log.exception("unexpected error", exc_info=exc)
-    return error_response(500, {"code": "internal_error", "message": "internal error"})
+    return error_response(500, SiestaError("internal error").to_dict())
 
 
 def install(app: FastAPI) -> None:
@@ -115,6 +126,17 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected_error)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of this path takes (Starlette names only the first
+    route that matched the path)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 def _describe(error: Any) -> dict[str, str]:

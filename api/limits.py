@@ -12,6 +12,8 @@ import re
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from runtime.errors import RequestTooLarge
+
 _UPLOAD_ROUTE = re.compile(r"/v1/conversations/[^/]+/files/?")
 
 
@@ -28,12 +30,7 @@ def too_large_message(limit: int) -> str:
 
 
 def too_large_body(limit: int) -> dict[str, object]:
-    return {
-        "code": "request_too_large",
-        "message": too_large_message(limit),
-        "limit": limit,
-        "unit": "bytes",
-    }
+    return RequestTooLarge(too_large_message(limit), limit=limit, unit="bytes").to_dict()
 
 
 class BodySizeLimit:

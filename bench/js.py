@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import statistics
 import sys
@@ -104,7 +105,7 @@ def _one_plus_one(services: Services, service: ServiceProcess, runs: int) -> Non
         assert body["result"] == "2", body
 
     def pool() -> None:
-        assert services.js.run(ctx, "1+1")["result"] == "2"
+        assert services.js.run(ctx, "1+1").result == "2"
 
     print("1+1")
     _row("bare V8 eval (warm context)", bare)
@@ -128,13 +129,13 @@ def _helper_round_trip(services: Services) -> None:
         f"listExcelSheets('t.xlsx'); var t = Date.now(); "
         f"for (var i = 0; i < {calls}; i++) listExcelSheets('t.xlsx'); Date.now() - t"
     )
-    helper_ms = float(services.js.run(ctx, code)["result"]) / calls
+    helper_ms = float(services.js.run(ctx, code).result or "nan") / calls
     time.sleep(1.5)
     plain = (
         "function f(x) { return [x]; } var t = Date.now(); "
         "for (var i = 0; i < 1e6; i++) f(i); Date.now() - t"
     )
-    plain_ms = float(services.js.run(ctx, plain)["result"]) / 1e6
+    plain_ms = float(services.js.run(ctx, plain).result or "nan") / 1e6
     print("helper round trip")
     print(
         f"  listExcelSheets (cached)            {helper_ms * 1000:9.1f} us per call"
@@ -149,7 +150,7 @@ def _stuck_worker(services: Services) -> None:
     started = time.perf_counter()
     body = services.js.run(ctx, "while (true) {}", timeout_seconds=timeout)
     answered = time.perf_counter() - started
-    assert body["error"]["code"] == "js_timeout"
+    assert body.error is not None and body.error.code == "js_timeout"
     refilled = time.perf_counter()
     pool = services.js._pool
     while pool._ready.qsize() < services.settings.js.pool_size:
@@ -170,7 +171,7 @@ def _excel(services: Services, rows: int) -> None:
         ctx,
         "var t = Date.now(); var r = readExcelFile('big.xlsx', 'S'); [r.length, Date.now() - t]",
     )
-    count, read_ms = eval(read["result"])
+    count, read_ms = json.loads(read.result or "[]")
     time.sleep(1.5)
     create = services.js.run(
         ctx,
@@ -188,7 +189,7 @@ def _excel(services: Services, rows: int) -> None:
         f"  readExcelFile (calamine + JSON)     {read_ms:9.0f} ms  rows={count}"
         f"  openpyxl read-only alone: {openpyxl_ms:.0f} ms (x{read_ms / openpyxl_ms:.2f})"
     )
-    print(f"  createExcelDocument (xlsxwriter)    {float(create['result']):9.0f} ms")
+    print(f"  createExcelDocument (xlsxwriter)    {float(create.result or 'nan'):9.0f} ms")
 
 
 def _workbook(rows: int) -> bytes:

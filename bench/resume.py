@@ -79,7 +79,7 @@ def measure(
         started = time.perf_counter()
         result = services.sandbox.run_command(ctx, "true")
         elapsed = (time.perf_counter() - started) * 1000
-        assert result["resumed"] is not None and result["exitCode"] == 0
+        assert result.resumed is not None and result.exitCode == 0
         return elapsed
 
     def docker_cli(suspend_cmd: str, resume_cmd: str) -> float:

@@ -5,20 +5,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from runtime.errors import InvalidRequest
+from runtime.errors import InvalidContext, InvalidConversationId, InvalidRequest
 from runtime.store.records import conversation_key
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+ID_PATTERN = r"^[A-Za-z0-9._:-]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*$"
+"""Ids of orgs, users and conversations: ``A-Z a-z 0-9 . _ : -``, not only dots
+(``.`` and ``..`` would mean something else in any path they reach)."""
+ID_MAX_CHARS = 128
+_ID = re.compile(ID_PATTERN)
 
 
-def check_id(value: str, what: str, code: str) -> str:
-    # All-dot ids ("." and "..") would mean something else in any path they reach.
-    if not ID_PATTERN.fullmatch(value) or not value.strip("."):
+def check_id(value: str, what: str, error: type[InvalidRequest]) -> str:
+    if len(value) > ID_MAX_CHARS or not _ID.fullmatch(value):
         msg = (
             f"{what} must be 1 to 128 characters of A-Z a-z 0-9 . _ : -, "
             f"not only dots (got {value[:140]!r})"
         )
-        raise InvalidRequest(msg, code=code)
+        raise error(msg)
     return value
 
 
@@ -34,9 +37,9 @@ class CallContext:
     """The agent's catalog image id; used only when a session is provisioned."""
 
     def __post_init__(self) -> None:
-        check_id(self.conversation, "conversation id", "invalid_conversation_id")
-        check_id(self.org, "organisation id (X-Siesta-Org)", "invalid_context")
-        check_id(self.user, "user id (X-Siesta-User)", "invalid_context")
+        check_id(self.conversation, "conversation id", InvalidConversationId)
+        check_id(self.org, "organisation id (X-Siesta-Org)", InvalidContext)
+        check_id(self.user, "user id (X-Siesta-User)", InvalidContext)
 
     @property
     def key(self) -> str:

@@ -5,18 +5,31 @@ branch on it) and structured ``fields`` such as ``limit`` or ``path``. Errors
 caused by a limit always carry the limit in force, because agents are told to
 trust that value.
 
-    SiestaError
-    ├── InvalidRequest                 invalid_request / invalid_json / invalid_command /
-    │                                  invalid_conversation_id / missing_context
-    │   └── CommandTooLarge            command_too_large (limit)
+    SiestaError                        internal_error (a bug: never shown beyond the code)
+    ├── InvalidRequest                 invalid_request (problems)
+    │   ├── InvalidJson                invalid_json
+    │   ├── MissingContext             missing_context (headers)
+    │   ├── InvalidContext             invalid_context
+    │   ├── InvalidConversationId      invalid_conversation_id
+    │   ├── InvalidCommand             invalid_command
+    │   ├── CommandTooLarge            command_too_large (limit)
+    │   ├── InvalidCode                invalid_code
+    │   ├── CodeTooLarge               code_too_large (limit)
+    │   ├── InvalidFileName            invalid_file_name (limit)
+    │   ├── FileNotEditable            file_not_editable
+    │   └── InvalidArguments           invalid_arguments (a tool call's arguments)
     ├── RequestTooLarge                request_too_large (limit)
     ├── Unauthorized                   unauthorized
     ├── NotFound                       not_found
+    ├── MethodNotAllowed               method_not_allowed (allow)
+    ├── HttpError                      http_error
     ├── SandboxDisabled                sandbox_disabled
     ├── ImageError
     │   ├── ImageRequired              image_required
     │   ├── ImageNotInCatalog          image_not_in_catalog (imageId)
-    │   └── ImageUnavailable           image_unavailable (imageId, imageRef)
+    │   ├── ImageUnavailable           image_unavailable (imageId, imageRef)
+    │   ├── CatalogInvalid             catalog_invalid
+    │   └── ImageBuildFailed           image_build_failed
     ├── ProvisioningFailed             provisioning_failed
     │   └── ProvisioningTimeout        provisioning_timeout (limit)
     ├── ProviderUnavailable            provider_unavailable
@@ -34,10 +47,23 @@ trust that value.
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
     ├── StateUnavailable               state_unavailable
-    └── ConfigurationError             configuration_error
+    ├── ConfigurationError             configuration_error
+    ├── JsUnavailable                  js_unavailable (limit)
+    └── ToolError                      (the tool layer; results with ok: false)
+        ├── FunctionNotAvailable       function_not_available
+        ├── ApprovalRequired           approval_required (approvalId)
+        ├── ApprovalDenied             approval_denied
+        ├── ApprovalAlreadyDecided     approval_already_decided (execution)
+        ├── ToolNotConfigured          tool_not_configured
+        ├── ToolFailed                 tool_failed
+        ├── ProviderFailed             provider_failed (status, limit)
+        ├── CrawlTimeout               crawl_timeout (limit)
+        └── FetchFailed                fetch_failed (url)
+            └── UrlNotAllowed          url_not_allowed
 
-A command that exits nonzero or times out is *not* an error: it is a result
-with ``exitCode`` and ``timedOut``.
+A JavaScript script that fails is a *result*, not an error; its ``error.code`` is
+one of the ``JS_*`` codes below. A command that exits nonzero or times out is
+*not* an error either: it is a result with ``exitCode`` and ``timedOut``.
 """
 
 from __future__ import annotations
@@ -65,8 +91,48 @@ class InvalidRequest(SiestaError, ValueError):
     code = "invalid_request"
 
 
+class InvalidJson(InvalidRequest):
+    code = "invalid_json"
+
+
+class MissingContext(InvalidRequest):
+    code = "missing_context"
+
+
+class InvalidContext(InvalidRequest):
+    code = "invalid_context"
+
+
+class InvalidConversationId(InvalidRequest):
+    code = "invalid_conversation_id"
+
+
+class InvalidCommand(InvalidRequest):
+    code = "invalid_command"
+
+
 class CommandTooLarge(InvalidRequest):
     code = "command_too_large"
+
+
+class InvalidCode(InvalidRequest):
+    code = "invalid_code"
+
+
+class CodeTooLarge(InvalidRequest):
+    code = "code_too_large"
+
+
+class InvalidFileName(InvalidRequest):
+    code = "invalid_file_name"
+
+
+class FileNotEditable(InvalidRequest):
+    code = "file_not_editable"
+
+
+class InvalidArguments(InvalidRequest):
+    code = "invalid_arguments"
 
 
 class RequestTooLarge(SiestaError):
@@ -79,6 +145,16 @@ class Unauthorized(SiestaError):
 
 class NotFound(SiestaError, LookupError):
     code = "not_found"
+
+
+class MethodNotAllowed(SiestaError):
+    code = "method_not_allowed"
+
+
+class HttpError(SiestaError):
+    """Another answer of the HTTP layer itself (rare)."""
+
+    code = "http_error"
 
 
 class SandboxDisabled(SiestaError):
@@ -99,6 +175,14 @@ class ImageNotInCatalog(ImageError):
 
 class ImageUnavailable(ImageError):
     code = "image_unavailable"
+
+
+class CatalogInvalid(ImageError):
+    code = "catalog_invalid"
+
+
+class ImageBuildFailed(ImageError):
+    code = "image_build_failed"
 
 
 class ProvisioningFailed(SiestaError):
@@ -171,3 +255,59 @@ class ResumeTimeout(SiestaError, TimeoutError):
 
 class SandboxUnavailable(ProviderUnavailable):
     code = "sandbox_unavailable"
+
+
+class JsUnavailable(SiestaError):
+    code = "js_unavailable"
+
+
+class ToolError(SiestaError):
+    code = "tool_error"
+
+
+class FunctionNotAvailable(ToolError):
+    code = "function_not_available"
+
+
+class ApprovalRequired(ToolError):
+    code = "approval_required"
+
+
+class ApprovalDenied(ToolError):
+    code = "approval_denied"
+
+
+class ApprovalAlreadyDecided(ToolError):
+    code = "approval_already_decided"
+
+
+class ToolNotConfigured(ToolError):
+    code = "tool_not_configured"
+
+
+class ToolFailed(ToolError):
+    code = "tool_failed"
+
+
+class ProviderFailed(ToolError):
+    code = "provider_failed"
+
+
+class CrawlTimeout(ToolError, TimeoutError):
+    code = "crawl_timeout"
+
+
+class FetchFailed(ToolError):
+    code = "fetch_failed"
+
+
+class UrlNotAllowed(FetchFailed):
+    code = "url_not_allowed"
+
+
+# Codes of a JavaScript script's failure (a result's ``error.code``, not an exception).
+JS_SYNTAX_ERROR = "js_syntax_error"
+JS_ERROR = "js_error"
+JS_TIMEOUT = "js_timeout"
+JS_MEMORY_LIMIT = "js_memory_limit"
+JS_CRASHED = "js_crashed"

@@ -20,12 +20,18 @@ from typing import BinaryIO, Protocol
 
 from runtime.config import FileSettings
 from runtime.context import CallContext
-from runtime.errors import InvalidRequest, MissingInput, NotFound, TransferTooLarge
+from runtime.errors import (
+    FileNotEditable,
+    InvalidFileName,
+    MissingInput,
+    NotFound,
+    TransferTooLarge,
+)
+from runtime.functions.constraints import MAX_FILE_NAME_CHARS, is_file_name
 from runtime.store.base import FileStore
 from runtime.store.records import FileKind, FileRecord
 
 CHUNK = 64 * 1024
-MAX_FILE_NAME_CHARS = 255
 
 
 class BlobWriter:
@@ -104,12 +110,12 @@ def content_type_for(name: str) -> str:
 
 def check_file_name(name: str) -> str:
     """Display names of files: any text without folders or control characters."""
-    if not name.strip() or name in (".", "..") or len(name) > MAX_FILE_NAME_CHARS:
-        msg = f"file name must be 1 to {MAX_FILE_NAME_CHARS} characters and not . or .."
-        raise InvalidRequest(msg, code="invalid_file_name")
-    if "/" in name or "\\" in name or any(ord(c) < 32 for c in name):
-        msg = f"file name {name[:80]!r} must not contain / \\ or control characters"
-        raise InvalidRequest(msg, code="invalid_file_name")
+    if not is_file_name(name):
+        msg = (
+            f"file name {name[:80]!r} must be 1 to {MAX_FILE_NAME_CHARS} characters without "
+            "/ \\ or control characters, and not only dots and spaces"
+        )
+        raise InvalidFileName(msg, limit=MAX_FILE_NAME_CHARS)
     return name
 
 
@@ -242,7 +248,7 @@ class ConversationFiles:
         record = self.get(ctx, file_id)
         if not record.editable:
             msg = f"file {file_id!r} ({record.name!r}) was not created for editing"
-            raise InvalidRequest(msg, code="file_not_editable")
+            raise FileNotEditable(msg)
         limit = self._settings.max_upload_bytes
 
         def too_large() -> TransferTooLarge:

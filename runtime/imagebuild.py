@@ -19,7 +19,7 @@ from typing import IO
 import docker
 import docker.errors
 
-from runtime.errors import SiestaError
+from runtime.errors import ImageBuildFailed
 from runtime.images import CatalogImage, ImageCatalog
 
 BASE_IMAGE = "debian:bookworm-slim"
@@ -34,10 +34,6 @@ BASE_ORIGIN_LABEL = "siesta.base-origin"
 """On a base this project created itself (``debootstrap``)."""
 
 Progress = Callable[[str], None]
-
-
-class ImageBuildError(SiestaError):
-    code = "image_build_failed"
 
 
 def build_images(
@@ -58,7 +54,7 @@ def build_images(
     unknown = [i for i in wanted if catalog.find(i) is None]
     if unknown:
         msg = f"not in the image catalog: {', '.join(unknown)}"
-        raise ImageBuildError(msg)
+        raise ImageBuildFailed(msg)
     images = [catalog.find(i) for i in wanted] if wanted else catalog.all()
     buildable = [image for image in images if image is not None and image.build]
     client = client or docker.from_env()
@@ -139,7 +135,7 @@ def _debootstrap_base(progress: Progress, reference: str) -> None:
             "debootstrap is not installed (apt-get install debootstrap) "
             "and the base cannot be pulled"
         )
-        raise ImageBuildError(msg)
+        raise ImageBuildFailed(msg)
     with tempfile.TemporaryDirectory(prefix="siesta-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         progress(f"debootstrap --variant=minbase {DEBIAN_SUITE} (about a minute)")
@@ -190,7 +186,7 @@ def _build_one(
     for chunk in stream:
         if "error" in chunk:
             msg = f"[{image.id}] build failed: {chunk['error'].strip()}"
-            raise ImageBuildError(msg)
+            raise ImageBuildFailed(msg)
         text = str(chunk.get("stream", "")).rstrip()
         if text:
             progress(f"[{image.id}] {text}")
@@ -202,7 +198,7 @@ def _run(argv: list[str], stdin: IO[bytes] | None = None) -> None:
     if result.returncode != 0:
         tail = result.stderr.decode(errors="replace")[-2000:]
         msg = f"{argv[0]} failed with exit code {result.returncode}: {tail}"
-        raise ImageBuildError(msg)
+        raise ImageBuildFailed(msg)
 
 
 def _first_line(text: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runtime.errors import ImageNotInCatalog, ImageRequired, SiestaError
+from runtime.errors import CatalogInvalid, ImageNotInCatalog, ImageRequired
 
 IMAGE_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
@@ -36,10 +36,6 @@ class _CatalogFile(BaseModel):
     images: list[CatalogImage]
 
 
-class CatalogError(SiestaError):
-    code = "catalog_invalid"
-
-
 class ImageCatalog:
     """The catalog as loaded from its file; immutable once built."""
 
@@ -48,7 +44,7 @@ class ImageCatalog:
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             msg = f"image catalog lists ids more than once: {', '.join(duplicates)}"
-            raise CatalogError(msg)
+            raise CatalogInvalid(msg)
         self._images = {image.id: image for image in images}
         self.root = root
 
@@ -59,7 +55,7 @@ class ImageCatalog:
             parsed = _CatalogFile.model_validate(raw)
         except (OSError, yaml.YAMLError, ValidationError) as exc:
             msg = f"cannot load image catalog {path}: {exc}"
-            raise CatalogError(msg) from exc
+            raise CatalogInvalid(msg) from exc
         return cls(parsed.images, path.parent)
 
     def all(self) -> list[CatalogImage]:

@@ -1,9 +1,9 @@
 """The agent's five sandbox functions: runCommand, writeFile, readFile, listFiles,
 publishFiles (plus staging of conversation files for runCommand).
 
-Results are plain dicts in the wire shape (camelCase), because the agent
-backend forwards them to the model almost verbatim. Every function checks its
-arguments before it touches the conversation's sandbox.
+Results are the function models of ``runtime/functions/sandbox.py``, in the wire
+shape (camelCase) the agent backend forwards to the model. Every function checks
+its arguments before it touches the conversation's sandbox.
 """
 
 from __future__ import annotations
@@ -18,11 +18,26 @@ from runtime.context import CallContext
 from runtime.errors import (
     CommandTooLarge,
     FileMissing,
+    InvalidCommand,
     InvalidRequest,
     SiestaError,
     TransferTooLarge,
 )
 from runtime.files import BlobWriter, ConversationFiles, content_type_for
+from runtime.functions.constraints import is_non_blank_text
+from runtime.functions.files import FilePublic
+from runtime.functions.sandbox import (
+    DirEntryPublic,
+    ListFilesResult,
+    OutputTruncation,
+    PublishError,
+    PublishFilesResult,
+    PublishOutcome,
+    ReadFileResult,
+    RunCommandResult,
+    StagedFile,
+    WriteFileResult,
+)
 from runtime.output import CapturedStream
 from runtime.providers.base import ExecRequest, SandboxProvider
 from runtime.sessions import ActiveSession, SessionManager
@@ -53,7 +68,7 @@ class Sandbox:
         command: str,
         timeout_seconds: int | None = None,
         files: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunCommandResult:
         """Run ``bash -lc command`` in the conversation's ``/mnt/work``.
 
         ``files`` (conversation file names or ids) are staged to
@@ -71,25 +86,25 @@ class Sandbox:
         with self._sessions.operation(ctx) as session:
             staged = [self._stage(session, name, record) for name, record in inputs]
             result = self._provider.exec(session.record.sandbox_id, request)
-        return {
-            "exitCode": result.exit_code,
-            "stdout": result.stdout.text,
-            "stderr": result.stderr.text,
-            "timedOut": result.timed_out,
-            "timeoutSeconds": timeout,
-            "truncated": _truncation(result.stdout, result.stderr, request.max_output_bytes),
-            "durationMs": result.duration_ms,
-            "stagedFiles": staged,
+        return RunCommandResult(
+            exitCode=result.exit_code,
+            stdout=result.stdout.text,
+            stderr=result.stderr.text,
+            timedOut=result.timed_out,
+            timeoutSeconds=timeout,
+            truncated=_truncation(result.stdout, result.stderr, request.max_output_bytes),
+            durationMs=result.duration_ms,
+            stagedFiles=staged,
             **_session_fields(session),
-        }
+        )
 
     def _check_command(self, command: str) -> None:
-        if not command.strip():
-            msg = "command is empty"
-            raise InvalidRequest(msg, code="invalid_command")
         if "\x00" in command:
             msg = "command contains a NUL byte"
-            raise InvalidRequest(msg, code="invalid_command")
+            raise InvalidCommand(msg)
+        if not is_non_blank_text(command):
+            msg = "command is empty"
+            raise InvalidCommand(msg)
         size = len(command.encode("utf-8", errors="surrogatepass"))
         limit = self._commands.max_command_bytes
         if size > limit:
@@ -134,7 +149,7 @@ class Sandbox:
         names = unique_names([record.name for record in records])
         return list(zip(names, records, strict=True))
 
-    def _stage(self, session: ActiveSession, name: str, record: FileRecord) -> dict[str, Any]:
+    def _stage(self, session: ActiveSession, name: str, record: FileRecord) -> StagedFile:
         path = f"{STAGING_FOLDER}/{name}"
         size = self._provider.write_file(
             session.record.sandbox_id,
@@ -142,16 +157,13 @@ class Sandbox:
             self._files.chunks(record),
             self._limits.max_stage_file_bytes,
         )
-        return {
-            "name": record.name,
-            "fileId": record.file_id,
-            "path": absolute_path(path),
-            "size": size,
-        }
+        return StagedFile(
+            name=record.name, fileId=record.file_id, path=absolute_path(path), size=size
+        )
 
     # -- writeFile / readFile / listFiles --------------------------------------------
 
-    def write_file(self, ctx: CallContext, path: str, content: str) -> dict[str, Any]:
+    def write_file(self, ctx: CallContext, path: str, content: str) -> WriteFileResult:
         """Write UTF-8 text to a workspace file, creating parent folders."""
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
         data = content.encode("utf-8", errors="strict")
@@ -164,11 +176,11 @@ class Sandbox:
             raise TransferTooLarge(msg, limit=limit, unit="bytes", size=len(data))
         with self._sessions.operation(ctx) as session:
             size = self._provider.write_file(session.record.sandbox_id, relative, [data], limit)
-        return {"path": absolute_path(relative), "size": size, **_session_fields(session)}
+        return WriteFileResult(path=absolute_path(relative), size=size, **_session_fields(session))
 
     def read_file(
         self, ctx: CallContext, path: str, max_bytes: int | None = None
-    ) -> dict[str, Any]:
+    ) -> ReadFileResult:
         """Text as text; anything not UTF-8 as base64; long files cut at the read limit."""
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
         if max_bytes is not None and max_bytes < 1:
@@ -180,43 +192,40 @@ class Sandbox:
             size = self._provider.read_file(session.record.sandbox_id, relative, limit, data.extend)
         truncated = size > len(data)
         content, encoding, returned = _as_text_or_base64(bytes(data), cut=truncated)
-        return {
-            "path": absolute_path(relative),
-            "content": content,
-            "encoding": encoding,
-            "size": size,
-            "returnedBytes": returned,
-            "truncated": truncated,
-            "limitBytes": limit,
+        return ReadFileResult(
+            path=absolute_path(relative),
+            content=content,
+            encoding=encoding,
+            size=size,
+            returnedBytes=returned,
+            truncated=truncated,
+            limitBytes=limit,
             **_session_fields(session),
-        }
+        )
 
-    def list_files(self, ctx: CallContext, path: str = ".") -> dict[str, Any]:
+    def list_files(self, ctx: CallContext, path: str = ".") -> ListFilesResult:
         """One folder, not recursive: name, size and whether each entry is a folder."""
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes, allow_root=True)
         limit = self._limits.max_list_entries
         with self._sessions.operation(ctx) as session:
             listing = self._provider.list_dir(session.record.sandbox_id, relative, limit)
-        return {
-            "path": absolute_path(relative),
-            "entries": [
-                {
-                    "name": e.name,
-                    "size": e.size,
-                    "isDirectory": e.kind == "directory",
-                    "type": e.kind,
-                }
+        return ListFilesResult(
+            path=absolute_path(relative),
+            entries=[
+                DirEntryPublic(
+                    name=e.name, size=e.size, isDirectory=e.kind == "directory", type=e.kind
+                )
                 for e in listing.entries
             ],
-            "total": listing.total,
-            "truncated": listing.total > len(listing.entries),
-            "limitEntries": limit,
+            total=listing.total,
+            truncated=listing.total > len(listing.entries),
+            limitEntries=limit,
             **_session_fields(session),
-        }
+        )
 
     # -- publishFiles ---------------------------------------------------------------
 
-    def publish_files(self, ctx: CallContext, paths: list[str]) -> dict[str, Any]:
+    def publish_files(self, ctx: CallContext, paths: list[str]) -> PublishFilesResult:
         """Each named workspace file becomes a new artifact; failures are per path."""
         if not paths:
             msg = "paths must name at least one file"
@@ -230,17 +239,17 @@ class Sandbox:
                 try:
                     record = self._publish_one(ctx, session, path)
                 except SiestaError as error:
-                    results.append({"path": path, "error": _publish_error(error)})
+                    results.append(PublishOutcome(path=path, error=_publish_error(error)))
                 else:
-                    results.append({"path": path, "artifact": _artifact(record)})
-        failed = sum(1 for result in results if "error" in result)
-        return {
-            "files": results,
-            "published": len(results) - failed,
-            "failed": failed,
-            "partial": 0 < failed < len(results),
+                    results.append(PublishOutcome(path=path, artifact=FilePublic.of(record)))
+        failed = sum(1 for result in results if result.error is not None)
+        return PublishFilesResult(
+            files=results,
+            published=len(results) - failed,
+            failed=failed,
+            partial=0 < failed < len(results),
             **_session_fields(session),
-        }
+        )
 
     def _publish_one(self, ctx: CallContext, session: ActiveSession, path: str) -> FileRecord:
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
@@ -263,14 +272,14 @@ def _session_fields(session: ActiveSession) -> dict[str, Any]:
     }
 
 
-def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> dict[str, Any]:
-    return {
-        "stdout": stdout.truncated,
-        "stderr": stderr.truncated,
-        "stdoutBytes": stdout.total_bytes,
-        "stderrBytes": stderr.total_bytes,
-        "limitBytes": limit,
-    }
+def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> OutputTruncation:
+    return OutputTruncation(
+        stdout=stdout.truncated,
+        stderr=stderr.truncated,
+        stdoutBytes=stdout.total_bytes,
+        stderrBytes=stderr.total_bytes,
+        limitBytes=limit,
+    )
 
 
 def _as_text_or_base64(data: bytes, *, cut: bool) -> tuple[str, str, int]:
@@ -285,18 +294,8 @@ def _as_text_or_base64(data: bytes, *, cut: bool) -> tuple[str, str, int]:
     return text, "utf-8", len(data) - len(pending)
 
 
-def _artifact(record: FileRecord) -> dict[str, Any]:
-    return {
-        "id": record.file_id,
-        "name": record.name,
-        "size": record.size,
-        "contentType": record.content_type,
-        "sha256": record.sha256,
-    }
-
-
-def _publish_error(error: SiestaError) -> dict[str, Any]:
+def _publish_error(error: SiestaError) -> PublishError:
     details = error.to_dict()
     if isinstance(error, FileMissing):
         details["code"] = "publish_target_missing"
-    return details
+    return PublishError.model_validate(details)

@@ -12,6 +12,7 @@ import posixpath
 import re
 
 from runtime.errors import InvalidPath, PathOutsideWorkspace
+from runtime.functions.constraints import is_non_blank_text
 from runtime.providers.base import WORKSPACE
 
 MAX_NAME_BYTES = 255
@@ -33,7 +34,7 @@ def workspace_path(path: str, *, max_bytes: int, allow_root: bool = False) -> st
     if "\x00" in path:
         msg = "path contains a NUL byte"
         raise InvalidPath(msg, path=path.replace("\x00", "\\0"))
-    if not path.strip():
+    if not is_non_blank_text(path):
         msg = "path is empty"
         raise InvalidPath(msg, path=path)
     size = len(path.encode("utf-8", errors="surrogatepass"))

@@ -2,44 +2,74 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter, Response
+from pydantic import BaseModel
 
 from api.deps import Authenticated, ContextDep, ServicesDep
+from api.responses import CONVERSATION, error_responses
 from runtime.errors import NotFound
 
-router = APIRouter(prefix="/v1/conversations", tags=["conversations"], dependencies=Authenticated)
+router = APIRouter(
+    prefix="/v1/conversations",
+    tags=["conversations"],
+    dependencies=Authenticated,
+    responses=error_responses(*CONVERSATION, 404),
+)
+
+
+class SandboxPublic(BaseModel):
+    sessionId: str
+    imageId: str
+    imageRef: str
+    status: Literal["active", "paused", "stopped", "retired", "lost"]
+    """What the service recorded."""
+    state: Literal["running", "paused", "stopped", "missing"]
+    """What the provider reports right now."""
+    createdAt: float
+    lastUsedAt: float
+    generation: int
+
+
+class ConversationDeleted(BaseModel):
+    deleted: bool | Literal["pending"]
+    """``pending``: an operation still holds the conversation; reconciliation finishes."""
+    sessionId: str | None
+    deletedFiles: int
 
 
 @router.get("/{conversation_id}/sandbox")
-def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> SandboxPublic:
     record = services.sessions.describe(ctx)
     if record is None:
         msg = f"conversation {ctx.conversation!r} has no sandbox session"
         raise NotFound(msg)
-    return {
-        "sessionId": record.session_id,
-        "imageId": record.image_id,
-        "imageRef": record.image_ref,
-        "status": record.status.value,
-        "state": services.sessions.sandbox_state(record).value,
-        "createdAt": record.created_at,
-        "lastUsedAt": record.last_used_at,
-        "generation": record.generation,
-    }
+    return SandboxPublic(
+        sessionId=record.session_id,
+        imageId=record.image_id,
+        imageRef=record.image_ref,
+        status=record.status.value,
+        state=services.sessions.sandbox_state(record).value,
+        createdAt=record.created_at,
+        lastUsedAt=record.last_used_at,
+        generation=record.generation,
+    )
 
 
-@router.delete("/{conversation_id}")
+@router.delete(
+    "/{conversation_id}",
+    responses={202: {"model": ConversationDeleted, "description": "Teardown pending"}},
+)
 def delete_conversation(
     ctx: ContextDep, services: ServicesDep, response: Response
-) -> dict[str, Any]:
+) -> ConversationDeleted:
     """Tear down the conversation's sandbox, workspace and files. Deleting twice is fine.
 
     202 with ``"deleted": "pending"`` when an operation still holds the conversation
     past the lease wait: reconciliation finishes the teardown.
     """
-    result = services.delete_conversation(ctx)
-    if result["deleted"] == "pending":
+    result = ConversationDeleted.model_validate(services.delete_conversation(ctx))
+    if result.deleted == "pending":
         response.status_code = 202
     return result

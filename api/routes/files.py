@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import StreamingResponse
 
 from api.deps import Authenticated, ContextDep, ServicesDep
+from api.responses import CONVERSATION, error_responses
 from runtime.files import CHUNK
-from runtime.store.records import FileRecord
+from runtime.functions.constraints import FILE_NAME, MAX_FILE_NAME_CHARS
+from runtime.functions.files import FilePublic, FilesPublic
 
 router = APIRouter(
-    prefix="/v1/conversations/{conversation_id}/files", tags=["files"], dependencies=Authenticated
+    prefix="/v1/conversations/{conversation_id}/files",
+    tags=["files"],
+    dependencies=Authenticated,
+    responses=error_responses(*CONVERSATION, 404),
 )
-
-
-def file_public(record: FileRecord) -> dict[str, Any]:
-    return {
-        "id": record.file_id,
-        "name": record.name,
-        "size": record.size,
-        "contentType": record.content_type,
-        "sha256": record.sha256,
-        "kind": record.kind.value,
-        "createdAt": record.created_at,
-    }
 
 
 @router.post("", status_code=201)
@@ -35,8 +28,14 @@ def upload_file(
     ctx: ContextDep,
     services: ServicesDep,
     file: Annotated[UploadFile, File()],
-    name: Annotated[str | None, Form()] = None,
-) -> dict[str, Any]:
+    name: Annotated[
+        str | None,
+        Form(
+            description="Display name instead of the uploaded file's own",
+            json_schema_extra={"pattern": FILE_NAME, "maxLength": MAX_FILE_NAME_CHARS},
+        ),
+    ] = None,
+) -> FilePublic:
     """Attach a file to the conversation (multipart field ``file``; ``name`` overrides
     the uploaded file name). The body is spooled to disk, never held whole."""
 
@@ -47,16 +46,25 @@ def upload_file(
     record = services.files.upload(
         ctx, name or file.filename or "upload", file.content_type, chunks()
     )
-    return file_public(record)
+    return FilePublic.of(record)
 
 
 @router.get("")
-def list_files(ctx: ContextDep, services: ServicesDep) -> dict[str, Any]:
+def list_files(ctx: ContextDep, services: ServicesDep) -> FilesPublic:
     """The conversation's attachments and artifacts, oldest first."""
-    return {"files": [file_public(record) for record in services.files.list_files(ctx)]}
+    return FilesPublic(files=[FilePublic.of(record) for record in services.files.list_files(ctx)])
 
 
-@router.get("/{file_id}/content")
+@router.get(
+    "/{file_id}/content",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The file's bytes, with its own content type",
+            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    },
+)
 def download_file(file_id: str, ctx: ContextDep, services: ServicesDep) -> StreamingResponse:
     record = services.files.get(ctx, file_id)
     disposition = f"attachment; filename*=UTF-8''{quote(record.name, safe='')}"

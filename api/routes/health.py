@@ -39,6 +39,11 @@ def readyz(services: ServicesDep) -> JSONResponse:
     return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 def prometheus_metrics() -> Response:
+    """Prometheus text exposition."""
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Authenticated, ServicesDep
+from api.responses import COMMON, error_responses
 
-router = APIRouter(prefix="/v1/images", tags=["images"], dependencies=Authenticated)
+router = APIRouter(
+    prefix="/v1/images",
+    tags=["images"],
+    dependencies=Authenticated,
+    responses=error_responses(*COMMON),
+)
 
 
 class ImagePublic(BaseModel):
@@ -20,10 +28,17 @@ class ImagesPublic(BaseModel):
     images: list[ImagePublic]
 
 
-class ImageSelection(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def _required_base_image(schema: dict[str, Any]) -> None:
+    schema["required"] = ["baseImage"]
+    schema["properties"]["baseImage"].pop("default", None)
 
-    baseImage: str | None = None
+
+class ImageSelection(BaseModel):
+    # Required and non-empty, as the document says; checked by the catalog, which
+    # answers image_required (and lists the enabled images) when it is not there.
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_required_base_image)
+
+    baseImage: str = Field("", json_schema_extra={"minLength": 1})
 
 
 class ImageSelectionValid(BaseModel):

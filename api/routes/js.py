@@ -17,10 +17,11 @@ from typing import Annotated, Any
 from anyio import to_thread
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Authenticated, ContextDep, ServicesDep
+from api.responses import CONVERSATION, error_responses
 from runtime.errors import SiestaError
+from runtime.functions.js import JsResult, RunScriptBody
 from runtime.metrics import measured
 
 router = APIRouter(
@@ -28,16 +29,28 @@ router = APIRouter(
 )
 
 
-class RunScript(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+STREAM_DESCRIPTION = (
+    "With `Accept: text/event-stream`: one `status` event per `logStatus(...)` as it "
+    'happens (data `{"message": ...}`), then one `result` event whose data is this '
+    "body (or `error` with the error body)."
+)
 
-    code: str
-    timeoutSeconds: float | None = Field(None, gt=0)
 
-
-@router.post("/js", response_model=None)
+@router.post(
+    "/js",
+    response_model=JsResult,
+    response_model_exclude_none=True,
+    responses={
+        200: {
+            "description": "The script's outcome (a script error is an outcome too). "
+            + STREAM_DESCRIPTION,
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **error_responses(*CONVERSATION),
+    },
+)
 async def run_script(
-    body: RunScript,
+    body: RunScriptBody,
     ctx: ContextDep,
     services: ServicesDep,
     accept: Annotated[str | None, Header()] = None,
@@ -48,7 +61,7 @@ async def run_script(
             result = await to_thread.run_sync(
                 lambda: executor.run(ctx, body.code, body.timeoutSeconds)
             )
-        return JSONResponse(result)
+        return JSONResponse(result.model_dump(mode="json", exclude_none=True))
 
     loop = asyncio.get_running_loop()
     # Bounded: the pool passes on at most max_status_entries statuses per script.
@@ -67,7 +80,7 @@ async def run_script(
                 result = executor.run(ctx, body.code, body.timeoutSeconds, on_status)
         except SiestaError as error:
             return "error", {"error": error.to_dict()}
-        return "result", result
+        return "result", result.model_dump(mode="json", exclude_none=True)
 
     async def stream() -> AsyncIterator[str]:
         task = asyncio.ensure_future(to_thread.run_sync(work))

@@ -11,16 +11,27 @@ from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Authenticated, ServicesDep
-from runtime.context import check_id
-from runtime.errors import InvalidRequest, NotFound
+from api.responses import COMMON, ErrorBody, error_responses
+from runtime.context import ID_MAX_CHARS, ID_PATTERN, check_id
+from runtime.errors import (
+    ApprovalAlreadyDecided,
+    InvalidContext,
+    InvalidConversationId,
+    MissingContext,
+    NotFound,
+)
 from runtime.store.records import ExecutionFilter, ExecutionStatus
-from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tools.models import AgentConfig, Policy, UserInfo
 
-router = APIRouter(prefix="/v1/tools", tags=["tools"], dependencies=Authenticated)
+router = APIRouter(
+    prefix="/v1/tools",
+    tags=["tools"],
+    dependencies=Authenticated,
+    responses=error_responses(*COMMON, 400),
+)
 
 
 class CatalogRequest(BaseModel):
@@ -30,14 +41,43 @@ class CatalogRequest(BaseModel):
     user: UserInfo
 
 
+class CatalogFunctionPublic(BaseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments (OpenAI function-calling form)."""
+    group: Literal["System", "Shared", "Private"]
+    source: str
+    """``system:<tool id>`` or ``connection:<id>``."""
+    policy: Policy
+
+
+class CatalogPublic(BaseModel):
+    functions: list[CatalogFunctionPublic]
+    notes: list[str]
+    """What was left out, and why."""
+
+
 class ExecuteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    conversationId: str
+    conversationId: str = Field(
+        json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS}
+    )
     agent: AgentConfig
     user: UserInfo
     function: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecutionOutcome(BaseModel):
+    """Tool-style: ``ok`` with ``result``, or not ``ok`` with ``error`` (the model reads it)."""
+
+    ok: bool
+    executionId: str
+    status: ExecutionStatus
+    result: Any = None
+    error: ErrorBody | None = None
 
 
 class Decision(BaseModel):
@@ -48,61 +88,81 @@ class Decision(BaseModel):
     """The person who decided (recorded with the execution)."""
 
 
+class ExecutionPublic(BaseModel):
+    id: str
+    conversationId: str
+    agentId: str
+    userId: str
+    function: str
+    source: str
+    arguments: dict[str, Any]
+    """Redacted: values of secret-looking keys are replaced."""
+    status: ExecutionStatus
+    result: Any
+    error: dict[str, Any] | None
+    durationMs: int | None
+    approval: dict[str, Any] | None
+    createdAt: float
+
+
+class ExecutionsPublic(BaseModel):
+    executions: list[ExecutionPublic]
+
+
 def _org(x_siesta_org: str | None) -> str:
     if not x_siesta_org:
         msg = "tool routes need the X-Siesta-Org header"
-        raise InvalidRequest(msg, code="missing_context", headers=["X-Siesta-Org"])
-    return check_id(x_siesta_org, "organisation id (X-Siesta-Org)", "invalid_context")
+        raise MissingContext(msg, headers=["X-Siesta-Org"])
+    return check_id(x_siesta_org, "organisation id (X-Siesta-Org)", InvalidContext)
 
 
 OrgHeader = Annotated[str | None, Header()]
 
 
 @router.post("/catalog")
-def catalog(body: CatalogRequest, services: ServicesDep) -> dict[str, Any]:
+def catalog(body: CatalogRequest, services: ServicesDep) -> CatalogPublic:
     result = services.tool_catalog(body.agent, body.user)
-    return {"functions": [f.public() for f in result.functions], "notes": result.notes}
+    return CatalogPublic.model_validate(
+        {"functions": [f.public() for f in result.functions], "notes": result.notes}
+    )
 
 
-@router.post("/execute")
+@router.post("/execute", response_model_exclude_unset=True)
 async def execute(
     body: ExecuteRequest, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> dict[str, Any]:
+) -> ExecutionOutcome:
     org = _org(x_siesta_org)
-    check_id(body.conversationId, "conversationId", "invalid_conversation_id")
+    check_id(body.conversationId, "conversationId", InvalidConversationId)
     result: dict[str, Any] = await to_thread.run_sync(
         lambda: services.tools.execute(
             org, body.conversationId, body.agent, body.user, body.function, body.arguments
         )
     )
-    return result
+    return ExecutionOutcome.model_validate(result)
 
 
-@router.post("/approvals/{approval_id}", response_model=None)
+@router.post(
+    "/approvals/{approval_id}",
+    response_model_exclude_unset=True,
+    responses=error_responses(404, 409),
+)
 async def decide(
     approval_id: str, body: Decision, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> dict[str, Any] | JSONResponse:
+) -> ExecutionOutcome:
+    """Approve (the call runs, once) or deny a call that waits for approval."""
     org = _org(x_siesta_org)
     result = await to_thread.run_sync(
         lambda: services.tools.decide(org, approval_id, body.decision == "approve", body.by)
     )
     if result is not None:
-        return result
+        return ExecutionOutcome.model_validate(result)
     execution = services.tools.get(org, approval_id)
     if execution is None:
         msg = f"no approval {approval_id!r}"
         raise NotFound(msg)
     # A replay: the decision was made already and nothing runs again.
-    return JSONResponse(
-        status_code=409,
-        content={
-            "error": {
-                "code": "approval_already_decided",
-                "message": f"approval {approval_id} was decided already ({execution.status.value})",
-                "execution": execution.public(),
-            }
-        },
-    )
+    msg = f"approval {approval_id} was decided already ({execution.status.value})"
+    raise ApprovalAlreadyDecided(msg, execution=execution.public())
 
 
 @router.get("/executions")
@@ -116,7 +176,9 @@ def executions(
     since: float | None = None,
     until: float | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> dict[str, Any]:
+) -> ExecutionsPublic:
     where = ExecutionFilter(conversation_id, agent_id, function, status, since, until, limit)
     found = services.tools.find(_org(x_siesta_org), where)
-    return {"executions": [execution.public() for execution in found]}
+    return ExecutionsPublic.model_validate(
+        {"executions": [execution.public() for execution in found]}
+    )

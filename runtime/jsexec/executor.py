@@ -7,13 +7,14 @@ only bad requests and an unavailable pool are raised.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from runtime.agents import AgentGateway
 from runtime.config import AgentSettings, JsSettings
 from runtime.context import CallContext
-from runtime.errors import InvalidRequest
+from runtime.errors import CodeTooLarge, InvalidCode
 from runtime.files import ConversationFiles
+from runtime.functions.constraints import is_non_blank_text
+from runtime.functions.js import JsError, JsResult
 from runtime.jsexec.helpers import HelperHost
 from runtime.jsexec.pool import WorkerPool
 
@@ -39,35 +40,30 @@ class JsExecutor:
         code: str,
         timeout_seconds: float | None = None,
         on_status: Callable[[str], None] = lambda _: None,
-    ) -> dict[str, Any]:
+    ) -> JsResult:
         self._check(code)
         timeout = min(
             timeout_seconds or self._settings.timeout_seconds, self._settings.timeout_seconds
         )
         host = HelperHost(ctx, self._files, self._agents, self._settings, self._agent_settings)
         outcome = self._pool.run(code, host.dispatch, on_status, timeout)
-        shaped: dict[str, Any] = {
-            "logs": outcome.logs,
-            "statuses": outcome.statuses,
-            "truncated": outcome.truncated,
-            "durationMs": outcome.duration_ms,
-        }
-        if outcome.error is not None:
-            shaped["error"] = outcome.error
-        else:
-            shaped["result"] = outcome.result
-        return shaped
+        return JsResult(
+            result=outcome.result if outcome.error is None else None,
+            error=JsError.model_validate(outcome.error) if outcome.error is not None else None,
+            logs=outcome.logs,
+            statuses=outcome.statuses,
+            truncated=outcome.truncated,
+            durationMs=outcome.duration_ms,
+        )
 
     def close(self) -> None:
         self._pool.close()
 
     def _check(self, code: str) -> None:
-        if not code.strip():
-            msg = "code is empty"
-            raise InvalidRequest(msg, code="invalid_code")
+        if not is_non_blank_text(code):
+            msg = "code is empty (or contains a NUL byte)"
+            raise InvalidCode(msg)
         size = len(code.encode("utf-8", errors="surrogatepass"))
         if size > self._settings.max_code_bytes:
             msg = f"code is {size} bytes, over the limit of {self._settings.max_code_bytes} bytes"
-            raise InvalidRequest(
-                msg, code="code_too_large", limit=self._settings.max_code_bytes, unit="bytes"
-            )
+            raise CodeTooLarge(msg, limit=self._settings.max_code_bytes, unit="bytes")

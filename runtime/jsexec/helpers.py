@@ -17,6 +17,7 @@ from runtime.config import AgentSettings, JsSettings
 from runtime.context import CallContext
 from runtime.errors import SiestaError
 from runtime.files import ConversationFiles
+from runtime.functions.files import FilePublic
 from runtime.jsexec import excel
 from runtime.jsexec.pool import HelperError
 from runtime.store.records import FileKind, FileRecord
@@ -174,13 +175,7 @@ class HelperHost:
 
 
 def _metadata(record: FileRecord) -> dict[str, Any]:
-    return {
-        "id": record.file_id,
-        "name": record.name,
-        "size": record.size,
-        "contentType": record.content_type,
-        "kind": record.kind.value,
-    }
+    return FilePublic.of(record).model_dump(mode="json")
 
 
 def _error(message: str) -> HelperError:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.config import JsSettings
-from runtime.errors import SiestaError
+from runtime.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
 from runtime.jsexec.protocol import ProtocolError, receive, send
 
 log = logging.getLogger(__name__)
@@ -38,10 +38,6 @@ Dispatch = Callable[[str, list[Any], float], Any]
 
 class HelperError(Exception):
     """A helper refused its arguments or failed: becomes a catchable JS Error."""
-
-
-class JsPoolUnavailable(SiestaError):
-    code = "js_unavailable"
 
 
 @dataclass
@@ -139,7 +135,7 @@ class WorkerPool:
                 f"no JavaScript worker became free within "
                 f"{self._settings.acquire_timeout_seconds:g} seconds"
             )
-            raise JsPoolUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
+            raise JsUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
         self._replace()  # one script per worker: its successor starts now
         outcome = ScriptOutcome()
         try:
@@ -182,14 +178,14 @@ class _Session:
         try:
             send(self.worker.to_worker, {"type": "run", "code": code, "limits": limits})
         except OSError:
-            self._fail("js_crashed", "the JavaScript worker died before the script started")
+            self._fail(JS_CRASHED, "the JavaScript worker died before the script started")
             return
         memory_limit = s.memory_limit_mb * 1024 * 1024
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._fail(
-                    "js_timeout",
+                    JS_TIMEOUT,
                     f"the script ran past the limit of {timeout:g} seconds",
                     limit=timeout,
                     unit="seconds",
@@ -200,7 +196,7 @@ class _Session:
             )
             if self.worker.rss_bytes() > memory_limit:
                 self._fail(
-                    "js_memory_limit",
+                    JS_MEMORY_LIMIT,
                     f"the script used more than the limit of {s.memory_limit_mb} MB",
                     limit=s.memory_limit_mb,
                     unit="MB",
@@ -213,7 +209,7 @@ class _Session:
             except (OSError, ProtocolError, ValueError):
                 message = None
             if message is None:
-                self._fail("js_crashed", "the JavaScript worker stopped unexpectedly")
+                self._fail(JS_CRASHED, "the JavaScript worker stopped unexpectedly")
                 return
             if self._handle(message, deadline):
                 return

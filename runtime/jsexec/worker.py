@@ -17,6 +17,7 @@ from typing import Any
 
 import STPyV8
 
+from runtime.errors import JS_ERROR, JS_SYNTAX_ERROR
 from runtime.jsexec.protocol import receive, send
 
 PRELUDE = r"""
@@ -152,7 +153,7 @@ def _syntax_error(text: str) -> dict[str, Any]:
     match = _POSITION.search(text)
     message = text.split(" (  @", 1)[0].removeprefix("SyntaxError: ")
     return {
-        "code": "js_syntax_error",
+        "code": JS_SYNTAX_ERROR,
         "message": message,
         "line": int(match.group(1)) if match else None,
         "column": int(match.group(2)) + 1 if match else None,
@@ -170,7 +171,7 @@ def _script_error(error: dict[str, Any]) -> dict[str, Any]:
             if "__run" not in line and "at eval (<anonymous>)" not in line
         )
     return {
-        "code": "js_error",
+        "code": JS_ERROR,
         "message": f"{error.get('name') or 'Error'}: {error.get('message')}",
         "line": int(match.group(1)) if match else None,
         "column": int(match.group(2)) if match else None,

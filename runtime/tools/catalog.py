@@ -25,8 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.config import ToolSettings
+from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
+from runtime.functions.base import FunctionSpec
+from runtime.functions.js import JS_EXECUTOR
+from runtime.functions.platform import CREATE_TASK, PLATFORM
+from runtime.functions.sandbox import SANDBOX
+from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 from runtime.images import ImageCatalog
-from runtime.tools import definitions as defs
 from runtime.tools.models import AgentConfig, Policy, UserInfo
 
 PRIVILEGED_ROLES = ("Owner", "Admin")
@@ -83,7 +88,7 @@ def build_catalog(
             CatalogFunction(
                 definition.name,
                 definition.description,
-                definition.parameters,
+                definition.parameters(),
                 "System",
                 f"system:{tool}",
                 policy,
@@ -128,18 +133,18 @@ def _system_functions(
     images: ImageCatalog,
     sandbox_enabled: bool,
     notes: list[str],
-) -> list[tuple[defs.FunctionDef, str]]:
+) -> list[tuple[FunctionSpec, str]]:
     assigned = set(agent.system_tool_ids)
-    chosen: list[tuple[defs.FunctionDef, str]] = []
+    chosen: list[tuple[FunctionSpec, str]] = []
 
     if "task_management" in assigned:
         if agent.task_workspace_id:
-            chosen.append((defs.CREATE_TASK, "task_management"))
+            chosen.append((CREATE_TASK, "task_management"))
         else:
             notes.append("Task Management is assigned but the agent has no taskWorkspaceId")
     for tool, functions in (
-        ("google_search", [defs.GOOGLE_SEARCH]),
-        ("web_scraper", defs.FIRECRAWL),
+        ("google_search", [GOOGLE_SEARCH]),
+        ("web_scraper", FIRECRAWL),
     ):
         if tool in assigned:
             expected = settings.system_connection_ids.get(tool)
@@ -151,11 +156,11 @@ def _system_functions(
                 )
     if "web_scraper" in assigned:
         # Needs no provider connection: the service fetches the page itself.
-        chosen.append((defs.WEB_FETCH, "web_scraper"))
+        chosen.append((WEB_FETCH, "web_scraper"))
     if "image_generation" in assigned:
         model = agent.model
         if model and model.provider.lower() == "openai" and model.name.startswith("gpt-"):
-            chosen.append((defs.IMAGE_GENERATION, "image_generation"))
+            chosen.append((IMAGE_GENERATION, "image_generation"))
         else:
             notes.append("Image generation needs an OpenAI gpt-* model")
     if "sandbox" in assigned:
@@ -168,21 +173,21 @@ def _system_functions(
                 "enabled catalog image"
             )
         else:
-            chosen.extend((function, "sandbox") for function in defs.SANDBOX)
+            chosen.extend((function, "sandbox") for function in SANDBOX)
     if "siesta_help" in assigned:
-        chosen.append((defs.SIESTA_HELP, "siesta_help"))
+        chosen.append((SIESTA_HELP, "siesta_help"))
     if "platform_tools" in assigned:
         if user.role in PRIVILEGED_ROLES:
-            chosen.extend((function, "platform_tools") for function in defs.PLATFORM)
+            chosen.extend((function, "platform_tools") for function in PLATFORM)
         else:
             notes.append("Platform Tools are hidden: the user is not an Owner or Admin")
     if "orchestration" in assigned:
-        chosen.append((defs.RUN_FUNCTION_BATCH, "orchestration"))
+        chosen.append((RUN_FUNCTION_BATCH, "orchestration"))
         if not agent.sub_agents:
             notes.append(
                 "warning: run_function_batch is listed but the agent has no "
                 "sub-agents, so calls cannot do anything useful"
             )
     if "js_executor" in assigned:
-        chosen.append((defs.JS_EXECUTOR, "js_executor"))
+        chosen.append((JS_EXECUTOR, "js_executor"))
     return chosen

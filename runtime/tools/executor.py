@@ -13,7 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.context import CallContext
-from runtime.errors import SiestaError
+from runtime.errors import (
+    ApprovalDenied,
+    ApprovalRequired,
+    FunctionNotAvailable,
+    SiestaError,
+    ToolFailed,
+    ToolNotConfigured,
+)
 from runtime.store.base import ExecutionStore
 from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.tools.catalog import Catalog, CatalogFunction
@@ -68,11 +75,9 @@ class ToolExecutor:
             self._log.add(execution)
             return self._finish(
                 execution,
-                error={
-                    "code": "function_not_available",
-                    "message": f"{function} is not available to this agent for this user: "
-                    f"{reasons}",
-                },
+                error=FunctionNotAvailable(
+                    f"{function} is not available to this agent for this user: {reasons}"
+                ).to_dict(),
             )
         if entry.policy == "confirm":
             execution.status = ExecutionStatus.PENDING_APPROVAL
@@ -82,11 +87,10 @@ class ToolExecutor:
                 "ok": False,
                 "executionId": execution.id,
                 "status": execution.status.value,
-                "error": {
-                    "code": "approval_required",
-                    "approvalId": execution.id,
-                    "message": f"{function} needs a person's approval before it runs",
-                },
+                "error": ApprovalRequired(
+                    f"{function} needs a person's approval before it runs",
+                    approvalId=execution.id,
+                ).to_dict(),
             }
         self._log.add(execution)
         return self._run(execution, entry, ctx, arguments)
@@ -102,10 +106,7 @@ class ToolExecutor:
         if not approve:
             return self._finish(
                 execution,
-                error={
-                    "code": "approval_denied",
-                    "message": f"{execution.function} was denied by {by}",
-                },
+                error=ApprovalDenied(f"{execution.function} was denied by {by}").to_dict(),
                 status=ExecutionStatus.DENIED,
             )
         ctx = CallContext(**pending["ctx"])
@@ -130,10 +131,9 @@ class ToolExecutor:
         if adapter is None:
             return self._finish(
                 execution,
-                error={
-                    "code": "tool_not_configured",
-                    "message": f"{entry.name} has no adapter in this deployment",
-                },
+                error=ToolNotConfigured(
+                    f"{entry.name} has no adapter in this deployment"
+                ).to_dict(),
                 started=started,
             )
         try:
@@ -143,10 +143,7 @@ class ToolExecutor:
         except Exception as error:  # an adapter bug must not end the agent's turn
             return self._finish(
                 execution,
-                error={
-                    "code": "tool_failed",
-                    "message": f"{entry.name} failed: {type(error).__name__}",
-                },
+                error=ToolFailed(f"{entry.name} failed: {type(error).__name__}").to_dict(),
                 started=started,
             )
         return self._finish(execution, result=result, started=started)

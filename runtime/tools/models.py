@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.context import ID_MAX_CHARS, ID_PATTERN
+
 SystemToolId = Literal[
     "task_management",
     "google_search",
@@ -60,5 +62,5 @@ class AgentConfig(_Wire):
 
 
 class UserInfo(_Wire):
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
     role: Role

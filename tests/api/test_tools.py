@@ -1,4 +1,5 @@
-"""The tool layer over real HTTP: catalog, execute, approvals and the executions log."""
+"""The tool layer over HTTP (the app in this process): catalog, execute, approvals
+and the executions log."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.agent_server import AgentServer
-from tests.helpers import TOKEN, ServiceProcess, StartService, new_conversation
+from tests.helpers import TOKEN, new_conversation
+from tests.inprocess import InProcessService, in_process_service
 
 AGENT: dict[str, Any] = {
     "id": "agent-1",
@@ -36,14 +38,20 @@ def agents() -> Iterator[AgentServer]:
 
 
 @pytest.fixture(scope="module")
-def service(start_service: StartService, agents: AgentServer) -> ServiceProcess:
-    return start_service(
-        "fake", SIESTA_AGENTS__GATEWAY="http", SIESTA_AGENTS__BACKEND_URL=f"{agents.url}/subagents"
-    )
+def service(
+    agents: AgentServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[InProcessService]:
+    env = {
+        "SIESTA_PROVIDER__TYPE": "fake",
+        "SIESTA_AGENTS__GATEWAY__TYPE": "http",
+        "SIESTA_AGENTS__GATEWAY__BACKEND_URL": f"{agents.url}/subagents",
+    }
+    with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
+        yield running
 
 
 def execute(
-    service: ServiceProcess,
+    service: InProcessService,
     conversation: str,
     function: str,
     arguments: dict[str, Any],
@@ -65,7 +73,7 @@ def execute(
     return body
 
 
-def decide(service: ServiceProcess, approval_id: str, decision: str) -> Any:
+def decide(service: InProcessService, approval_id: str, decision: str) -> Any:
     return service.client.post(
         f"/v1/tools/approvals/{approval_id}",
         headers=HEADERS,
@@ -73,7 +81,7 @@ def decide(service: ServiceProcess, approval_id: str, decision: str) -> Any:
     )
 
 
-def test_catalog_over_http(service: ServiceProcess) -> None:
+def test_catalog_over_http(service: InProcessService) -> None:
     response = service.client.post(
         "/v1/tools/catalog", headers=HEADERS, json={"agent": AGENT, "user": USER}
     )
@@ -94,7 +102,7 @@ def test_catalog_over_http(service: ServiceProcess) -> None:
     assert by_name["readFile"]["parameters"]["required"] == ["path"]
 
 
-def test_approval_round_trip_runs_once_and_records_the_approver(service: ServiceProcess) -> None:
+def test_approval_round_trip_runs_once_and_records_the_approver(service: InProcessService) -> None:
     conversation = new_conversation()
     requested = execute(
         service, conversation, "runCommand", {"command": "echo ran >> count.txt; wc -l < count.txt"}
@@ -121,7 +129,7 @@ def test_approval_round_trip_runs_once_and_records_the_approver(service: Service
     assert again["result"]["content"] == "ran\n"  # it ran exactly once
 
 
-def test_a_denied_call_never_runs(service: ServiceProcess) -> None:
+def test_a_denied_call_never_runs(service: InProcessService) -> None:
     conversation = new_conversation()
     requested = execute(service, conversation, "runCommand", {"command": "touch ran.txt"})
     denied = decide(service, requested["error"]["approvalId"], "deny").json()
@@ -136,7 +144,7 @@ def test_a_denied_call_never_runs(service: ServiceProcess) -> None:
     assert any(e["id"] == requested["executionId"] for e in log)
 
 
-def test_failures_are_results_never_500(service: ServiceProcess) -> None:
+def test_failures_are_results_never_500(service: InProcessService) -> None:
     conversation = new_conversation()
     unknown = execute(service, conversation, "Platform_CreateAgent", {"name": "x"})
     bad_arguments = execute(service, conversation, "readFile", {"pathh": "x"})
@@ -151,7 +159,7 @@ def test_failures_are_results_never_500(service: ServiceProcess) -> None:
     assert all(r["ok"] is False for r in (unknown, bad_arguments, missing_file, script_error))
 
 
-def test_secrets_are_redacted_in_the_log(service: ServiceProcess) -> None:
+def test_secrets_are_redacted_in_the_log(service: InProcessService) -> None:
     conversation = new_conversation()
     execute(
         service,
@@ -170,7 +178,7 @@ def test_secrets_are_redacted_in_the_log(service: ServiceProcess) -> None:
     assert entry["status"] == "pending_approval"
 
 
-def test_batch_runs_each_input_through_the_gateway(service: ServiceProcess) -> None:
+def test_batch_runs_each_input_through_the_gateway(service: InProcessService) -> None:
     result = execute(
         service,
         new_conversation(),
@@ -182,7 +190,7 @@ def test_batch_runs_each_input_through_the_gateway(service: ServiceProcess) -> N
     assert result["result"]["failed"] == 0
 
 
-def test_batch_reports_failures_in_place_and_refuses_bad_input(service: ServiceProcess) -> None:
+def test_batch_reports_failures_in_place_and_refuses_bad_input(service: InProcessService) -> None:
     conversation = new_conversation()
     mixed = execute(
         service, conversation, "run_function_batch", {"functionName": "fail", "input": ["x"]}
@@ -195,7 +203,7 @@ def test_batch_reports_failures_in_place_and_refuses_bad_input(service: ServiceP
     assert bad["error"]["code"] == "invalid_arguments"
 
 
-def test_executions_filter_by_function_and_time(service: ServiceProcess) -> None:
+def test_executions_filter_by_function_and_time(service: InProcessService) -> None:
     conversation = new_conversation()
     execute(service, conversation, "listFiles", {})
     execute(service, conversation, "JsExecutorAgent", {"code": "1"})
@@ -216,7 +224,7 @@ def test_executions_filter_by_function_and_time(service: ServiceProcess) -> None
     assert future == [] and other_org == []
 
 
-def test_bad_tool_requests(service: ServiceProcess) -> None:
+def test_bad_tool_requests(service: InProcessService) -> None:
     no_org = service.client.post(
         "/v1/tools/execute",
         headers={"Authorization": HEADERS["Authorization"]},

@@ -67,3 +67,14 @@ def test_serve_refuses_an_unknown_store_scheme(tmp_path: Path) -> None:
     result = run_cli("serve", "--port", str(free_port()), env=env)
     assert result.returncode == 2
     assert "scheme 'mysql' is not supported" in result.stderr
+
+
+def test_serve_names_the_missing_setting_of_an_incomplete_gateway(tmp_path: Path) -> None:
+    env = {
+        **environment(tmp_path),
+        "SIESTA_API_TOKEN": "x" * 20,
+        "SIESTA_AGENTS__GATEWAY": "http",  # and no backend URL
+    }
+    result = run_cli("serve", "--port", str(free_port()), env=env)
+    assert result.returncode == 2
+    assert "SIESTA_AGENTS__GATEWAY__BACKEND_URL: Field required" in result.stderr

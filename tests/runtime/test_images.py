@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from runtime.config import ImageSettings
-from runtime.errors import ImageNotInCatalog, ImageRequired
-from runtime.images import CatalogError, ImageCatalog
+from runtime.errors import CatalogInvalid, ImageNotInCatalog, ImageRequired
+from runtime.images import ImageCatalog
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -67,10 +67,10 @@ def test_disabled_or_unknown_image_is_not_in_catalog(tmp_path: Path, selection: 
     ],
 )
 def test_invalid_catalogs_are_refused(tmp_path: Path, text: str) -> None:
-    with pytest.raises(CatalogError):
+    with pytest.raises(CatalogInvalid):
         ImageCatalog.load(write(tmp_path, text))
 
 
 def test_missing_catalog_file_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(CatalogError, match="cannot load"):
+    with pytest.raises(CatalogInvalid, match="cannot load"):
         ImageCatalog.load(tmp_path / "absent.yaml")

@@ -7,24 +7,19 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from runtime.config import ToolSettings
 from runtime.context import CallContext
+from runtime.errors import ProviderFailed, ToolNotConfigured
 from runtime.files import ConversationFiles
+from runtime.functions.assistant import HelpArgs, ImageArgs, ImageResult
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.files import FilePublic
 from runtime.store.records import FileKind
-from runtime.tools.adapters.search import NotConfigured, ProviderFailed, call_api
-from runtime.tools.adapters.system import parse
+from runtime.tools.adapters.search import call_api
 from runtime.tools.executor import Adapter
 from runtime.upstreams import Upstreams
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-class ImageArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    prompt: str = Field(min_length=1)
 
 
 def image_adapter(
@@ -37,7 +32,7 @@ def image_adapter(
         args = parse(ImageArgs, "image_generation", arguments)
         if settings.openai_api_key is None:
             msg = "image_generation needs SIESTA_TOOLS__OPENAI_API_KEY"
-            raise NotConfigured(msg)
+            raise ToolNotConfigured(msg)
         body = call_api(
             client,
             "POST",
@@ -56,31 +51,9 @@ def image_adapter(
             raise ProviderFailed(msg)
         count = sum(1 for f in files.list_files(ctx) if f.name.startswith("generated-image-"))
         record = files.add_bytes(ctx, f"generated-image-{count + 1}.png", FileKind.ARTIFACT, png)
-        return {
-            "artifact": {
-                "id": record.file_id,
-                "name": record.name,
-                "size": record.size,
-                "contentType": record.content_type,
-            }
-        }
+        return ImageResult(artifact=FilePublic.of(record)).model_dump(mode="json")
 
     return run
-
-
-class HelpArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    userRequest: str = Field(min_length=1)
-    capability: str | None = None
-    targetService: str | None = None
-    targetServices: list[str] | None = None
-    targetServiceMentionedByUser: bool = False
-    targetAgentId: str | None = None
-    targetAgentName: str | None = None
-    targetAgentMentionedByUser: bool = False
-    intent: str | None = None
-    topic: str | None = None
 
 
 def help_adapter() -> Adapter:
@@ -142,7 +115,7 @@ def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable
         def forward(ctx: CallContext, arguments: dict[str, Any]) -> Any:
             if not settings.connections_url:
                 msg = "connection functions need SIESTA_TOOLS__CONNECTIONS_URL"
-                raise NotConfigured(msg)
+                raise ToolNotConfigured(msg)
             token = (
                 settings.connections_token.get_secret_value() if settings.connections_token else ""
             )

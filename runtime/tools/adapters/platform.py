@@ -11,73 +11,16 @@ Platform_UpdateAgent: arrays that are given replace the whole list.
 
 from __future__ import annotations
 
-import uuid
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
 from runtime.config import ToolSettings
 from runtime.context import CallContext
-from runtime.errors import InvalidRequest
-from runtime.tools.adapters.search import NotConfigured, call_api
-from runtime.tools.adapters.system import parse
-from runtime.tools.definitions import PLATFORM
+from runtime.errors import InvalidArguments, ToolNotConfigured
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.platform import PLATFORM, CreateTaskArgs, UpdateAgentArgs
+from runtime.tools.adapters.search import call_api
 from runtime.tools.executor import Adapter
 from runtime.upstreams import Upstreams
-
-STATUSES = {"todo": "Todo", "inprogress": "InProgress", "review": "Review", "done": "Done"}
-
-
-class CreateTaskArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    summary: str
-    prompt: str = ""
-    icon: str | None = None
-    status: Literal["Todo", "InProgress", "Review", "Done"] = "Todo"
-    assignedChatBotId: str | None = None
-    assignedChatBotName: str | None = None
-
-    @field_validator("summary")
-    @classmethod
-    def summary_required(cls, value: str) -> str:
-        if not value.strip():
-            msg = "summary must not be empty"
-            raise ValueError(msg)
-        return value
-
-    @field_validator("status", mode="before")
-    @classmethod
-    def parse_status(cls, value: Any) -> Any:
-        if value is None:
-            return "Todo"
-        if isinstance(value, str) and value.replace(" ", "").lower() in STATUSES:
-            return STATUSES[value.replace(" ", "").lower()]
-        return value
-
-    @field_validator("assignedChatBotId")
-    @classmethod
-    def must_be_uuid(cls, value: str | None) -> str | None:
-        if value is not None:
-            uuid.UUID(value)  # ValueError: "badly formed hexadecimal UUID string"
-        return value
-
-
-class UpdateAgentArgs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str | None = None
-    skillIds: list[str] | None = None
-    memoryCollectionIds: list[str] | None = None
-    memoryPageIds: list[str] | None = None
-    systemToolIds: list[str] | None = None
-    subAgentIds: list[str] | None = None
-
-
-class AnyArgs(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str | None = Field(None)
 
 
 def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str, Adapter]:
@@ -86,7 +29,7 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
     def forward(name: str, ctx: CallContext, arguments: dict[str, Any]) -> Any:
         if not settings.platform_base_url:
             msg = f"{name} needs SIESTA_TOOLS__PLATFORM_BASE_URL"
-            raise NotConfigured(msg)
+            raise ToolNotConfigured(msg)
         token = settings.platform_token.get_secret_value() if settings.platform_token else ""
         body = call_api(
             client,
@@ -116,17 +59,17 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
             matches = agents_named(ctx, args.assignedChatBotName)
             if not matches:
                 msg = f"no accessible agent is named {args.assignedChatBotName!r}"
-                raise InvalidRequest(msg, code="invalid_arguments")
+                raise InvalidArguments(msg)
             if len(matches) > 1 and not args.assignedChatBotId:
                 msg = (
                     f"{len(matches)} agents are named {args.assignedChatBotName!r}; "
                     "give assignedChatBotId to choose one"
                 )
-                raise InvalidRequest(msg, code="invalid_arguments")
+                raise InvalidArguments(msg)
             ids = {str(a.get("id")) for a in matches}
             if args.assignedChatBotId and args.assignedChatBotId not in ids:
                 msg = "assignedChatBotId and assignedChatBotName refer to different agents"
-                raise InvalidRequest(msg, code="invalid_arguments")
+                raise InvalidArguments(msg)
             if not args.assignedChatBotId:
                 args.assignedChatBotId = ids.pop()
         return forward("Platform_CreateTask", ctx, args.model_dump(exclude_none=True))
@@ -139,11 +82,13 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
 
     def generic(name: str) -> Adapter:
         def run(ctx: CallContext, arguments: dict[str, Any]) -> Any:
-            return forward(name, ctx, parse(AnyArgs, name, arguments).model_dump(exclude_none=True))
+            spec = specs[name]
+            return forward(name, ctx, spec.parse(arguments).model_dump(exclude_none=True))
 
         return run
 
-    adapters = {definition.name: generic(definition.name) for definition in PLATFORM}
+    specs = {spec.name: spec for spec in PLATFORM}
+    adapters = {spec.name: generic(spec.name) for spec in PLATFORM}
     adapters["Platform_CreateTask"] = create_task
     adapters["Platform_UpdateAgent"] = update_agent
     return adapters

@@ -6,38 +6,15 @@ import time
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runtime.config import ToolSettings
 from runtime.context import CallContext
-from runtime.errors import SiestaError
-from runtime.tools.adapters.system import parse
-from runtime.tools.adapters.web import FetchFailed, fetch_page
+from runtime.errors import CrawlTimeout, FetchFailed, ProviderFailed, ToolNotConfigured
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
+from runtime.tools.adapters.web import fetch_page
 from runtime.tools.executor import Adapter
 from runtime.upstreams import Upstreams
-
-
-class ProviderFailed(SiestaError):
-    code = "provider_failed"
-
-
-class NotConfigured(SiestaError):
-    code = "tool_not_configured"
-
-
-class SearchArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1)
-    count: int = 3
-    country: str = "cz"
-    timePeriod: str | None = None
-
-    @field_validator("count")
-    @classmethod
-    def clamp(cls, value: int) -> int:
-        """The reference: values are clamped to 1..10."""
-        return max(1, min(10, value))
 
 
 def call_api(client: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> Any:
@@ -69,7 +46,7 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
         args = parse(SearchArgs, "GoogleSearch.Search", arguments)
         if settings.google_api_key is None or not settings.google_cx:
             msg = "GoogleSearch.Search needs SIESTA_TOOLS__GOOGLE_API_KEY and __GOOGLE_CX"
-            raise NotConfigured(msg)
+            raise ToolNotConfigured(msg)
         params = {
             "key": settings.google_api_key.get_secret_value(),
             "cx": settings.google_cx,
@@ -106,37 +83,6 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
     return run
 
 
-class ScrapeArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(min_length=1)
-    onlyMainContent: bool = True
-
-
-class CrawlArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(min_length=1)
-    limit: int = Field(10, ge=1, le=100)
-    includePaths: list[str] = Field(default_factory=list)
-    excludePaths: list[str] = Field(default_factory=list)
-
-
-class MapArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str = Field(min_length=1)
-    search: str | None = None
-    limit: int = Field(100, ge=1, le=5000)
-
-
-class WebSearchArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1)
-    limit: int = Field(5, ge=1, le=20)
-
-
 def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str, Adapter]:
     client = upstreams.client("firecrawl")
 
@@ -153,7 +99,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
     def _auth() -> dict[str, str]:
         if settings.firecrawl_api_key is None:
             msg = "Firecrawl needs SIESTA_TOOLS__FIRECRAWL_API_KEY"
-            raise NotConfigured(msg)
+            raise ToolNotConfigured(msg)
         return {"Authorization": f"Bearer {settings.firecrawl_api_key.get_secret_value()}"}
 
     def data(body: Any, what: str) -> Any:
@@ -225,9 +171,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
                     f"Firecrawl crawl {job} did not finish within the limit of "
                     f"{settings.crawl_timeout_seconds:g} seconds"
                 )
-                raise ProviderFailed(
-                    msg, code="crawl_timeout", limit=settings.crawl_timeout_seconds
-                )
+                raise CrawlTimeout(msg, limit=settings.crawl_timeout_seconds, unit="seconds")
             time.sleep(settings.crawl_poll_seconds)
 
     def site_map(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -14,23 +14,19 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict
 from selectolax.lexbor import LexborHTMLParser
 
 from runtime.config import ToolSettings
 from runtime.context import CallContext
-from runtime.errors import SiestaError
-from runtime.tools.adapters.system import parse
+from runtime.errors import FetchFailed, UrlNotAllowed
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.web import WebFetchArgs
 from runtime.upstreams import Upstreams
 
 REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
 TEXT_TAGS = "p,h1,h2,h3,h4,h5,h6,li"
 MAX_REDIRECTS = 5
 TITLE_CHARS, DESCRIPTION_CHARS = 200, 300
-
-
-class FetchFailed(SiestaError):
-    code = "fetch_failed"
 
 
 @dataclass(frozen=True)
@@ -90,7 +86,7 @@ def _check_address(url: str, settings: ToolSettings) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         msg = f"only http and https URLs can be fetched, not {url[:200]!r}"
-        raise FetchFailed(msg, code="url_not_allowed", url=url)
+        raise UrlNotAllowed(msg, url=url)
     if settings.allow_private_networks:
         return
     try:
@@ -102,13 +98,7 @@ def _check_address(url: str, settings: ToolSettings) -> None:
         address = ipaddress.ip_address(info[4][0])
         if not address.is_global:
             msg = f"{parts.hostname} is on a private or local network ({address}): not allowed"
-            raise FetchFailed(msg, code="url_not_allowed", url=url)
-
-
-class WebFetchArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    url: str
+            raise UrlNotAllowed(msg, url=url)
 
 
 def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Any:

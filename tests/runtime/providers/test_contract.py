@@ -34,7 +34,7 @@ def docker_provider() -> DockerProvider:
 OUTPUT_LIMIT = 4096
 
 
-@pytest.fixture(params=["docker", "fake"])
+@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "fake"])
 def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
     if request.param == "docker":
         request.getfixturevalue("docker_client")  # session clean-up of labelled leftovers

@@ -1,0 +1,70 @@
+"""The OpenAPI document: generated from the routes, plus what signatures cannot say.
+
+The context headers and ids are checked by our own code (so that a missing header
+is ``missing_context`` 400, not a generic validation error); this states the same
+rules in the document: which headers a route requires, what an id may be, and
+which base images the operators' catalog enables (read when the document is made).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from runtime.context import ID_MAX_CHARS, ID_PATTERN
+
+ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN, "minLength": 1, "maxLength": ID_MAX_CHARS}
+REQUIRED_HEADERS = {
+    "x-siesta-org": "The organisation (trusted context from the agent backend)",
+    "x-siesta-user": "The user on whose behalf the agent acts",
+}
+"""Required wherever a route declares them (``X-Siesta-User`` only on conversation routes)."""
+ID_PATH_PARAMETERS = ("conversation_id",)
+
+
+def install(app: FastAPI) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            images = _enabled_images(app)
+            for path_item in schema.get("paths", {}).values():
+                for operation in path_item.values():
+                    _state_context_rules(operation, images)
+            selection = schema.get("components", {}).get("schemas", {}).get("ImageSelection")
+            if selection is not None and images:
+                selection["properties"]["baseImage"]["enum"] = images
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _enabled_images(app: FastAPI) -> list[str]:
+    services = getattr(app.state, "services", None)
+    return [image.id for image in services.catalog.enabled()] if services else []
+
+
+def _state_context_rules(operation: dict[str, Any], images: list[str]) -> None:
+    for parameter in operation.get("parameters", []):
+        name = str(parameter.get("name", "")).lower()
+        if parameter.get("in") == "header" and name in REQUIRED_HEADERS:
+            parameter.update(
+                required=True, schema=dict(ID_SCHEMA), description=REQUIRED_HEADERS[name]
+            )
+        elif parameter.get("in") == "header" and name == "x-siesta-base-image":
+            # Not an enum: only the first operation of a conversation reads it, and a
+            # conversation keeps its image even when operators withdraw it later.
+            enabled = f" (enabled now: {', '.join(images)})" if images else ""
+            parameter["description"] = (
+                "The agent's base image, a catalog id; read when the conversation's "
+                f"sandbox is made{enabled}"
+            )
+        elif parameter.get("in") == "path" and name in ID_PATH_PARAMETERS:
+            parameter["schema"] = dict(ID_SCHEMA)

@@ -1,0 +1,61 @@
+"""The error body every failure has, and the error responses routes declare.
+
+Each status lists the codes that can come with it (from ``errors.STATUS_BY_CODE``),
+so the OpenAPI document says what a client must handle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from api.errors import STATUS_BY_CODE
+
+REASONS = {
+    400: "Bad context headers or JSON",
+    401: "Missing or wrong bearer token",
+    403: "Not allowed in this deployment",
+    404: "No such resource (or another org's)",
+    405: "Method not allowed (the Allow header lists the methods)",
+    409: "The conversation or the approval is busy or decided",
+    413: "Over a size limit (the error says which, with `limit`)",
+    422: "Invalid arguments (the error's `problems` or `code` says which)",
+    500: "Internal error (a bug; the body never carries a traceback)",
+    503: "A dependency is unavailable or a capacity limit is reached; try again",
+    504: "Provisioning or resuming took longer than its limit",
+}
+
+
+class ErrorBody(BaseModel):
+    """``code`` is stable (clients branch on it); limit errors carry ``limit`` and
+    ``unit``; other fields depend on the code."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {
+        status: {"model": ErrorResponse, "description": _describe(status)} for status in statuses
+    }
+
+
+def _describe(status: int) -> str:
+    codes = sorted(code for code, mapped in STATUS_BY_CODE.items() if mapped == status)
+    reason = REASONS.get(status, "Error")
+    return f"{reason}. Codes: {', '.join(codes)}" if codes else reason
+
+
+COMMON = (400, 401, 413, 422, 500, 503)
+"""What any authenticated route can answer: bad JSON or context, auth, body size,
+validation, bugs, and the state store being unavailable."""
+CONVERSATION = COMMON
+SANDBOX = (*CONVERSATION, 403, 404, 409, 504)
+"""Sandbox functions add everything a sandbox operation can meet."""

@@ -1,0 +1,92 @@
+"""One contract per agent function: an arguments model, a result model, and the
+JSON Schema the catalog publishes, generated from the arguments model.
+
+Every way into a function — the direct HTTP routes, ``/v1/tools/execute``, the
+JavaScript helpers — validates with the same model, so what the catalog tells a
+model and what the service accepts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from runtime.errors import InvalidArguments
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class Arguments(BaseModel):
+    """Function arguments: exactly the documented fields, nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Result(BaseModel):
+    """A function's result, in the wire shape (camelCase) the model reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    name: str
+    description: str
+    arguments: type[Arguments]
+    result: type[BaseModel] | None = None
+    """``None`` where the result is the upstream's own (forwarded as it is)."""
+
+    def parameters(self) -> dict[str, Any]:
+        """The arguments' JSON Schema as function-calling APIs take it."""
+        return tool_schema(self.arguments)
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        return parse_arguments(self.arguments, self.name, arguments)
+
+
+def parse_arguments(model: type[_Model], function: str, arguments: dict[str, Any]) -> _Model:
+    """Validate a tool call's arguments; a bad one is ``invalid_arguments``."""
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        msg = f"{function}: bad arguments: {problems}"
+        raise InvalidArguments(msg) from exc
+
+
+def tool_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model_json_schema`` without titles and with ``$defs`` inlined: the plain
+    object schema that function-calling models read best."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+    cleaned: dict[str, Any] = _clean(schema, definitions)
+    cleaned.setdefault("required", [])  # function-calling APIs expect the list
+    return cleaned
+
+
+def _clean(node: Any, definitions: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_clean(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = definitions[node["$ref"].rsplit("/", 1)[-1]]
+        return _clean({**target, **{k: v for k, v in node.items() if k != "$ref"}}, definitions)
+    return {
+        key: (
+            _clean_properties(value, definitions)
+            if key == "properties"
+            else _clean(value, definitions)
+        )
+        for key, value in node.items()
+        if key != "title"
+    }
+
+
+def _clean_properties(properties: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
+    # Inside "properties" the keys are field names (a field may be called "title").
+    return {name: _clean(value, definitions) for name, value in properties.items()}

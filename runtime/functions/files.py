@@ -1,0 +1,38 @@
+"""How a conversation file is shown, wherever one is returned."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from runtime.functions.base import Result
+from runtime.store.records import FileRecord
+
+
+class FilePublic(Result):
+    """A conversation file: an attachment, an artifact, or a helper's working file."""
+
+    id: str
+    name: str
+    size: int = Field(ge=0)
+    contentType: str
+    sha256: str
+    kind: Literal["attachment", "artifact", "working"]
+    createdAt: float
+
+    @classmethod
+    def of(cls, record: FileRecord) -> FilePublic:
+        return cls(
+            id=record.file_id,
+            name=record.name,
+            size=record.size,
+            contentType=record.content_type,
+            sha256=record.sha256,
+            kind=record.kind.value,
+            createdAt=record.created_at,
+        )
+
+
+class FilesPublic(Result):
+    files: list[FilePublic]

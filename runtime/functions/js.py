@@ -1,0 +1,56 @@
+"""JsExecutorAgent: synchronous JavaScript with the helpers of the reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from runtime.functions.base import Arguments, FunctionSpec, Result
+from runtime.functions.constraints import NON_BLANK_TEXT
+
+
+class JsArgs(Arguments):
+    code: str = Field(
+        description="JavaScript source; the final expression is the result",
+        json_schema_extra={"minLength": 1, "pattern": NON_BLANK_TEXT},
+    )
+
+
+class RunScriptBody(JsArgs):
+    """The HTTP route's body: the function's arguments plus a per-call timeout."""
+
+    timeoutSeconds: float | None = Field(
+        None, gt=0, description="Wall-clock limit; capped by the deployment's"
+    )
+
+
+class JsError(Result):
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    """``js_syntax_error``, ``js_error``, ``js_timeout``, ``js_memory_limit``, ``js_crashed``."""
+    message: str
+
+
+class JsResult(Result):
+    """A script's outcome. A script that failed is a result too (the model reads it)."""
+
+    result: str | None = None
+    """The final expression (JSON for objects and arrays); absent when ``error`` is set."""
+    error: JsError | None = None
+    logs: list[str]
+    statuses: list[str]
+    truncated: dict[str, Any]
+    """What was cut, with the limits in force (logs, statuses, result)."""
+    durationMs: int
+
+
+JS_EXECUTOR = FunctionSpec(
+    "JsExecutorAgent",
+    "Run synchronous JavaScript with log, logStatus, callAgent, "
+    "callAgentsParallel, Excel and artifact helpers; returns the logs and the final expression. "
+    "All helpers are synchronous: do not use async, await or Promises.",
+    JsArgs,
+    JsResult,
+)

@@ -1,0 +1,185 @@
+"""The five sandbox functions: arguments and results, as the reference names them.
+
+The text rules (non-blank command, path shape) are stated in the schema and
+enforced by ``runtime/sandbox.py`` with the functions' own error codes; limits
+that are settings (bytes, counts) are in the descriptions and errors say the
+limit in force.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic.config import JsonDict
+
+from runtime.functions.base import Arguments, FunctionSpec, Result
+from runtime.functions.constraints import NON_BLANK_TEXT
+from runtime.functions.files import FilePublic
+
+PATH_RULES: JsonDict = {"minLength": 1, "pattern": NON_BLANK_TEXT}
+
+
+class RunCommandArgs(Arguments):
+    command: str = Field(
+        description="The command, run by a fresh `bash -lc` in /mnt/work",
+        json_schema_extra={"minLength": 1, "pattern": NON_BLANK_TEXT},
+    )
+    timeoutSeconds: int | None = Field(
+        None, ge=1, description="Wall-clock limit in seconds; larger values are capped"
+    )
+    files: list[str] | None = Field(
+        None,
+        description="Conversation files (names or ids) to stage under /mnt/work/in first",
+    )
+
+
+class WriteFileArgs(Arguments):
+    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=PATH_RULES)
+    content: str = Field(description="UTF-8 text")
+
+
+class ReadFileArgs(Arguments):
+    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=PATH_RULES)
+    maxBytes: int | None = Field(
+        None, ge=1, description="Most bytes to return (capped by the deployment)"
+    )
+
+
+class ListFilesArgs(Arguments):
+    path: str = Field(".", description="Folder relative to /mnt/work", json_schema_extra=PATH_RULES)
+
+
+class PublishFilesArgs(Arguments):
+    paths: list[str] = Field(min_length=1, description="Files relative to /mnt/work")
+
+
+class SessionFields(Result):
+    """What every sandbox function says about the session that served it."""
+
+    workspaceReset: bool
+    """True when this call had to replace a lost or failed sandbox: files are gone."""
+    resumed: Literal["paused", "stopped"] | None
+    """The tier this call resumed the sandbox from, if it was suspended."""
+    sessionId: str
+
+
+class OutputTruncation(Result):
+    stdout: bool
+    stderr: bool
+    stdoutBytes: int
+    stderrBytes: int
+    limitBytes: int
+
+
+class StagedFile(Result):
+    name: str
+    fileId: str
+    path: str
+    size: int
+
+
+class RunCommandResult(SessionFields):
+    exitCode: int
+    stdout: str
+    stderr: str
+    timedOut: bool
+    timeoutSeconds: int
+    truncated: OutputTruncation
+    durationMs: int
+    stagedFiles: list[StagedFile]
+
+
+class WriteFileResult(SessionFields):
+    path: str
+    size: int
+
+
+class ReadFileResult(SessionFields):
+    path: str
+    content: str
+    encoding: Literal["utf-8", "base64"]
+    size: int
+    returnedBytes: int
+    truncated: bool
+    limitBytes: int
+
+
+class DirEntryPublic(Result):
+    name: str
+    size: int
+    isDirectory: bool
+    type: Literal["file", "directory", "symlink", "other"]
+
+
+class ListFilesResult(SessionFields):
+    path: str
+    entries: list[DirEntryPublic]
+    total: int
+    truncated: bool
+    limitEntries: int
+
+
+class PublishError(Result):
+    model_config = ConfigDict(extra="allow")
+
+    code: str
+    message: str
+
+
+class PublishOutcome(Result):
+    """One path: ``artifact`` when it was published, else ``error`` (never both)."""
+
+    path: str
+    artifact: FilePublic | None = None
+    error: PublishError | None = None
+
+    @model_serializer(mode="wrap")
+    def _one_of_the_two(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class PublishFilesResult(SessionFields):
+    files: list[PublishOutcome]
+    published: int
+    failed: int
+    partial: bool
+
+
+SANDBOX = [
+    FunctionSpec(
+        "runCommand",
+        "Run a shell command (fresh bash -lc) in the conversation's Linux "
+        "workspace /mnt/work. Returns exit code, stdout and stderr; a wall-clock timeout "
+        "and output truncation apply. List conversation files to stage in `files`.",
+        RunCommandArgs,
+        RunCommandResult,
+    ),
+    FunctionSpec(
+        "writeFile",
+        "Write a UTF-8 text file inside /mnt/work. Large content must be "
+        "created with a command instead.",
+        WriteFileArgs,
+        WriteFileResult,
+    ),
+    FunctionSpec(
+        "readFile",
+        "Read a workspace file: text as text, binary as base64; reports truncation.",
+        ReadFileArgs,
+        ReadFileResult,
+    ),
+    FunctionSpec(
+        "listFiles",
+        "List one workspace folder (not recursive): name, size, isDirectory.",
+        ListFilesArgs,
+        ListFilesResult,
+    ),
+    FunctionSpec(
+        "publishFiles",
+        "Publish workspace files as downloadable message artifacts. "
+        "Nothing is published automatically.",
+        PublishFilesArgs,
+        PublishFilesResult,
+    ),
+]
