@@ -17,6 +17,7 @@ from api.limits import BodySizeLimit
 from api.routes import conversations, files, health, images, js, sandbox, tools
 from runtime import logs, metrics
 from runtime.config import Settings, SqliteStoreSettings
+from runtime.pool import refill_forever
 from runtime.reconcile import reconcile_forever
 from runtime.services import Services
 
@@ -30,24 +31,32 @@ def create_app(settings: Settings) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
-        collector = metrics.SessionsByStatus(services.stores.sessions.list_sessions)
-        metrics.REGISTRY.register(collector)
-        loop = None
+        collectors = [
+            metrics.SessionsByStatus(services.stores.sessions.list_sessions),
+            metrics.PoolMembers(services.stores.pool.pool_members),
+        ]
+        for collector in collectors:
+            metrics.REGISTRY.register(collector)
+        loops = []
         if _background_reconcile(settings):
-            loop = asyncio.create_task(
+            loops.append(
                 reconcile_forever(
                     lambda: to_thread.run_sync(services.reconciler.run),
                     settings.reconcile.interval_seconds,
                 )
             )
+        if services.pool.enabled:
+            loops.append(refill_forever(services.pool, settings.pool.refill_interval_seconds))
+        tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             yield
         finally:
-            if loop is not None:
-                loop.cancel()
+            for task in tasks:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await loop
-            metrics.REGISTRY.unregister(collector)
+                    await task
+            for collector in collectors:
+                metrics.REGISTRY.unregister(collector)
             services.close()
 
     app = FastAPI(title="Siesta Runtime", version="0.1.0", lifespan=lifespan)

@@ -62,6 +62,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "state_unavailable": 503,
     "js_unavailable": 503,
     "approval_already_decided": 409,
+    "cancelled": 499,  # nginx's "client closed request": logged, never read
 }
 # Codes not listed take the status of their class.
 STATUS_BY_CLASS: tuple[tuple[type[SiestaError], int], ...] = (

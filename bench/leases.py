@@ -113,7 +113,7 @@ def _sessions(store: Stores, tmp: Path) -> SessionManager:
         max_active_per_org=1000, max_active_per_user=1000, max_active_per_host=1000
     )
     settings = Settings(lease=LeaseSettings(ttl_seconds=15, wait_seconds=30), capacity=capacity)
-    sessions, _, _ = assemble_sessions(store, provider, catalog, settings)
+    sessions, _, _, _ = assemble_sessions(store, provider, catalog, settings)
     return sessions
 
 

@@ -57,8 +57,9 @@ class CommandSettings(BaseModel):
     """Wall-clock timeout when the caller gives none."""
     max_timeout_seconds: int = Field(600, ge=1)
     """Upper bound of a caller's ``timeoutSeconds`` (larger values are capped)."""
-    max_output_bytes: int = Field(64 * 1024, ge=1024)
-    """Bytes kept per stream (stdout, stderr); the rest is dropped from the middle."""
+    max_output_bytes: int = Field(64 * 1024, ge=1024, le=500 * 1024)
+    """Bytes kept per stream (stdout, stderr); the rest is dropped from the middle. At
+    most 500 KiB: the sandbox agent returns both streams in one frame of at most 1 MiB."""
     max_command_bytes: int = Field(64 * 1024, ge=16)
     """Longest accepted command text, in UTF-8 bytes."""
     kill_grace_seconds: int = Field(2, ge=1)
@@ -183,6 +184,21 @@ class ReconcileSettings(BaseModel):
     """Time between background passes."""
 
 
+class PoolSettings(BaseModel):
+    """The warm pool: ready sandboxes per enabled catalog image."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(2, ge=0)
+    """Ready sandboxes kept per enabled image (paused, agent started); 0 disables the pool."""
+    max_total: int = Field(8, ge=0)
+    """Ready sandboxes in all, whatever the number of images."""
+    refill_interval_seconds: float = Field(2.0, gt=0)
+    """Time between refills (run by every service instance; the store keeps counts exact)."""
+    refill_per_pass: int = Field(1, ge=1)
+    """Members made per image per refill: the refill rate."""
+
+
 class JsSettings(BaseModel):
     """The JavaScript executor's pool and limits."""
 
@@ -190,6 +206,9 @@ class JsSettings(BaseModel):
 
     pool_size: int = Field(2, ge=1)
     """Pre-started worker processes waiting for a script."""
+    worker_start: Literal["fork", "exec"] = "fork"
+    """``fork``: workers are forks of a template process that has V8 loaded (a few ms
+    each); ``exec``: each worker starts its own interpreter (slower; no template)."""
     timeout_seconds: float = Field(30.0, gt=0)
     """Wall-clock limit of one script, helper calls included."""
     memory_limit_mb: int = Field(512, ge=64)
@@ -398,6 +417,7 @@ class Settings(BaseSettings):
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
     js: JsSettings = Field(default_factory=JsSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

@@ -49,6 +49,7 @@ trust that value.
     ├── StateUnavailable               state_unavailable
     ├── ConfigurationError             configuration_error
     ├── JsUnavailable                  js_unavailable (limit)
+    ├── Cancelled                      cancelled (the caller went away; nobody reads it)
     └── ToolError                      (the tool layer; results with ok: false)
         ├── FunctionNotAvailable       function_not_available
         ├── ApprovalRequired           approval_required (approvalId)
@@ -259,6 +260,10 @@ class SandboxUnavailable(ProviderUnavailable):
 
 class JsUnavailable(SiestaError):
     code = "js_unavailable"
+
+
+class Cancelled(SiestaError):
+    code = "cancelled"
 
 
 class ToolError(SiestaError):

@@ -17,7 +17,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from runtime.errors import SiestaError
-from runtime.store.records import SessionRecord
+from runtime.store.records import PoolMember, SessionRecord
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -53,6 +53,17 @@ RECONCILE_ACTIONS = CounterMetric(
     ["action"],
     registry=REGISTRY,
 )
+POOL_CLAIMS = CounterMetric(
+    "siesta_pool_claims",
+    "First operations that found a ready sandbox in the warm pool (hit) or not (miss)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+POOL_REFILL_ERRORS = CounterMetric(
+    "siesta_pool_refill_errors",
+    "Warm-pool refills that failed as a whole",
+    registry=REGISTRY,
+)
 RECONCILE_ERRORS = CounterMetric(
     "siesta_reconcile_errors",
     "Failures inside reconciliation: one item (a session, an orphan) or a whole pass",
@@ -75,6 +86,25 @@ def measured(function: str) -> Iterator[None]:
     finally:
         OPERATIONS.labels(function, outcome).inc()
         OPERATION_SECONDS.labels(function).observe(time.monotonic() - started)
+
+
+class PoolMembers(Collector):
+    """``siesta_pool_members{image}``: ready sandboxes in the warm pool, from the store."""
+
+    def __init__(self, pool_members: Callable[[], list[PoolMember]]) -> None:
+        self._pool_members = pool_members
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "siesta_pool_members", "Ready sandboxes in the warm pool", labels=["image"]
+        )
+        try:
+            counts = Counter(member.image_id for member in self._pool_members())
+        except SiestaError:
+            counts = Counter()
+        for image, count in sorted(counts.items()):
+            family.add_metric([image], count)
+        yield family
 
 
 class SessionsByStatus(Collector):

@@ -57,6 +57,16 @@ class HeadTailBuffer:
         return CapturedStream(text, self.total_bytes, truncated=True)
 
 
+def captured(head: bytes, tail: bytes, total_bytes: int) -> CapturedStream:
+    """What ``HeadTailBuffer.result`` gives, from a head and a tail kept elsewhere
+    (the sandbox agent keeps them inside the sandbox)."""
+    dropped = total_bytes - len(head) - len(tail)
+    if dropped <= 0:
+        return CapturedStream(_decode(head + tail), total_bytes, truncated=False)
+    marker = f"\n[... {dropped} bytes of output dropped ...]\n"
+    return CapturedStream(_decode(head) + marker + _decode(tail), total_bytes, truncated=True)
+
+
 def _decode(data: bytes) -> str:
     # Output is text for the model; bytes that are not UTF-8 (or a character
     # split at the cut) become U+FFFD rather than failing the call.

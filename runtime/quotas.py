@@ -10,6 +10,7 @@ when none can be freed does the call fail with ``capacity_unavailable``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from runtime.config import CapacitySettings
 from runtime.errors import CapacityUnavailable, SessionBusy, SiestaError
@@ -19,6 +20,9 @@ from runtime.store.base import CapacityStore, SessionStore
 from runtime.store.records import SessionRecord, SessionStatus
 
 log = logging.getLogger(__name__)
+
+POOL_SLOT_PREFIX = "pool:"
+"""Slots the warm pool's members hold (``runtime/pool.py``)."""
 
 # Each round frees at most one slot; a few rounds cover races with other instances.
 MAX_CLAIM_ROUNDS = 5
@@ -32,12 +36,14 @@ class Quotas:
         leases: Leases,
         lifecycle: Lifecycle,
         settings: CapacitySettings,
+        evict_pool_member: Callable[[str], bool] = lambda _: False,
     ) -> None:
         self._slots = slots
         self._sessions = sessions
         self._leases = leases
         self._lifecycle = lifecycle
         self._settings = settings
+        self._evict_pool_member = evict_pool_member
 
     def scopes(self, org: str, user: str) -> list[tuple[str, int]]:
         return capacity_scopes(self._settings, org, user)
@@ -70,8 +76,12 @@ class Quotas:
 
     def _free_one(self, scope: str, *, exclude: str) -> bool:
         candidates = []
-        for member in self._slots.slot_members(scope):
-            if member == exclude:
+        members = self._slots.slot_members(scope)
+        # A warm-pool member is the cheapest room there is: nobody uses it yet.
+        if any(self._evict_pool_member(m) for m in members if m.startswith(POOL_SLOT_PREFIX)):
+            return True
+        for member in members:
+            if member == exclude or member.startswith(POOL_SLOT_PREFIX):
                 continue
             org, conversation = member.split("/", 1)
             record = self._sessions.get_session(org, conversation)

@@ -32,6 +32,7 @@ from runtime.config import LifecycleSettings, ReconcileSettings
 from runtime.errors import ProviderUnavailable, SandboxUnavailable, SessionBusy, StateUnavailable
 from runtime.leases import Lease, Leases
 from runtime.lifecycle import Lifecycle
+from runtime.pool import WarmPool
 from runtime.providers.base import (
     CONVERSATION_LABEL,
     ORG_LABEL,
@@ -83,6 +84,7 @@ class Reconciler:
         settings: ReconcileSettings,
         delete_conversation: Callable[[str, Lease], None],
         clock: Callable[[], float] = time.time,
+        pool: WarmPool | None = None,
     ) -> None:
         self._sessions = sessions
         self._deletions = deletions
@@ -93,6 +95,7 @@ class Reconciler:
         self._settings = settings
         self._delete_conversation = delete_conversation
         self._clock = clock
+        self._pool = pool
 
     def run(self, *, dry_run: bool = False) -> Report:
         """One pass. Unreachable store or provider raise; everything else is reported."""
@@ -116,6 +119,11 @@ class Reconciler:
             "deletedWhileBusy": len(deleted),
         }
         owned = {r.sandbox_id for r in records if r.status.has_sandbox}
+        if self._pool is not None:
+            # Ready members, and members being made right now (they hold their slot).
+            owned |= self._pool.member_ids()
+            for sandbox_id in self._pool.trim(dry_run=report.dry_run):
+                report.act("pool_members_trimmed", sandbox_id)
         now = self._clock()
         grace = self._settings.orphan_grace_seconds
         for sandbox in sandboxes:

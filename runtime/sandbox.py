@@ -13,9 +13,11 @@ import codecs
 import posixpath
 from typing import Any
 
+from runtime.cancellation import Cancellation
 from runtime.config import CommandSettings, FileSettings
 from runtime.context import CallContext
 from runtime.errors import (
+    Cancelled,
     CommandTooLarge,
     FileMissing,
     InvalidCommand,
@@ -39,7 +41,7 @@ from runtime.functions.sandbox import (
     WriteFileResult,
 )
 from runtime.output import CapturedStream
-from runtime.providers.base import ExecRequest, SandboxProvider
+from runtime.providers.base import ExecRequest, OutputListener, SandboxProvider
 from runtime.sessions import ActiveSession, SessionManager
 from runtime.store.records import FileKind, FileRecord
 from runtime.workspace import STAGING_FOLDER, absolute_path, unique_names, workspace_path
@@ -68,11 +70,16 @@ class Sandbox:
         command: str,
         timeout_seconds: int | None = None,
         files: list[str] | None = None,
+        *,
+        on_output: OutputListener | None = None,
+        cancellation: Cancellation | None = None,
     ) -> RunCommandResult:
         """Run ``bash -lc command`` in the conversation's ``/mnt/work``.
 
         ``files`` (conversation file names or ids) are staged to
         ``/mnt/work/in`` first. A nonzero exit code and a timeout are results.
+        ``on_output`` gets output as it is produced; ``cancellation`` kills the
+        command's process group when the caller stops waiting.
         """
         self._check_command(command)
         timeout = self._effective_timeout(timeout_seconds)
@@ -82,10 +89,17 @@ class Sandbox:
             timeout_seconds=timeout,
             max_output_bytes=self._commands.max_output_bytes,
             kill_grace_seconds=self._commands.kill_grace_seconds,
+            on_output=on_output,
         )
+        cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:
             staged = [self._stage(session, name, record) for name, record in inputs]
-            result = self._provider.exec(session.record.sandbox_id, request)
+            sandbox_id = session.record.sandbox_id
+            if cancellation.cancelled:
+                msg = "the caller went away before the command started"
+                raise Cancelled(msg)
+            with cancellation.on_cancel(lambda: self._provider.cancel_exec(sandbox_id)):
+                result = self._provider.exec(sandbox_id, request)
         return RunCommandResult(
             exitCode=result.exit_code,
             stdout=result.stdout.text,

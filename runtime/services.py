@@ -20,6 +20,7 @@ from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
 from runtime.leases import Lease, Leases
 from runtime.lifecycle import Lifecycle
+from runtime.pool import WarmPool
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.quotas import Quotas
@@ -46,11 +47,21 @@ def assemble_sessions(
     catalog: ImageCatalog,
     settings: Settings,
     clock: Callable[[], float] = time.time,
-) -> tuple[SessionManager, Leases, Lifecycle]:
+) -> tuple[SessionManager, Leases, Lifecycle, WarmPool]:
     """The session manager with its leases, capacity and lifecycle parts."""
     leases = Leases(stores.leases, settings.lease)
     lifecycle = Lifecycle(stores.sessions, stores.capacity, provider, settings.capacity)
-    quotas = Quotas(stores.capacity, stores.sessions, leases, lifecycle, settings.capacity)
+    pool = WarmPool(
+        stores.pool, stores.capacity, provider, catalog, settings.pool, settings.capacity
+    )
+    quotas = Quotas(
+        stores.capacity,
+        stores.sessions,
+        leases,
+        lifecycle,
+        settings.capacity,
+        evict_pool_member=pool.evict,
+    )
     sessions = SessionManager(
         stores.sessions,
         provider,
@@ -60,8 +71,9 @@ def assemble_sessions(
         quotas,
         settings.lifecycle,
         clock,
+        pool,
     )
-    return sessions, leases, lifecycle
+    return sessions, leases, lifecycle, pool
 
 
 @dataclass
@@ -76,6 +88,7 @@ class Services:
     files: ConversationFiles
     sandbox: Sandbox
     upstreams: Upstreams
+    pool: WarmPool = field(init=False)
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
     tools: ToolExecutor = field(init=False)
@@ -88,7 +101,7 @@ class Services:
         stores = open_stores(settings)
         deployment_id = resolve_deployment_id(settings, stores.deployment)
         provider = build_provider(settings, deployment_id)
-        sessions, leases, lifecycle = assemble_sessions(stores, provider, catalog, settings)
+        sessions, leases, lifecycle, pool = assemble_sessions(stores, provider, catalog, settings)
         files = ConversationFiles(
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
@@ -105,6 +118,7 @@ class Services:
             sandbox,
             Upstreams(settings.tools.http_timeout_seconds, transport),
         )
+        services.pool = pool
         services.reconciler = Reconciler(
             stores.sessions,
             stores.deletions,
@@ -114,6 +128,7 @@ class Services:
             settings.lifecycle,
             settings.reconcile,
             services.teardown_conversation,
+            pool=pool,
         )
         gateway = build_gateway(settings.agents, services.upstreams.client("agents"))
         services.js = JsExecutor(

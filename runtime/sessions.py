@@ -33,6 +33,7 @@ from runtime.errors import (
 )
 from runtime.images import CatalogImage, ImageCatalog
 from runtime.leases import Lease, Leases
+from runtime.pool import WarmPool
 from runtime.providers.base import (
     CONVERSATION_LABEL,
     IMAGE_LABEL,
@@ -89,6 +90,7 @@ class SessionManager:
         quotas: Quotas,
         lifecycle: LifecycleSettings,
         clock: Clock = time.time,
+        pool: WarmPool | None = None,
     ) -> None:
         self._lifecycle = lifecycle
         self._store = store
@@ -98,6 +100,7 @@ class SessionManager:
         self._leases = leases
         self._quotas = quotas
         self._clock = clock
+        self._pool = pool
         self._provisioner = concurrent.futures.ThreadPoolExecutor(
             max_workers=8, thread_name_prefix="siesta-provision"
         )
@@ -208,16 +211,9 @@ class SessionManager:
     ) -> SessionRecord:
         member = ctx.key
         self._quotas.claim(member, ctx.org, ctx.user)
-        session_id = uuid.uuid4().hex
-        labels = {
-            ORG_LABEL: ctx.org,
-            CONVERSATION_LABEL: ctx.conversation,
-            SESSION_LABEL: session_id,
-            IMAGE_LABEL: image.id,
-        }
         started = time.monotonic()
         try:
-            sandbox_id = self._create_within_limit(SandboxSpec(session_id, image.image, labels))
+            session_id, sandbox_id = self._from_pool(image) or self._create(ctx, image)
         except BaseException:
             self._quotas.release_member(member, ctx.org, ctx.user)
             raise
@@ -249,6 +245,36 @@ class SessionManager:
             elapsed * 1000,
         )
         return record
+
+    def _from_pool(self, image: CatalogImage) -> tuple[str, str] | None:
+        """A warm-pool member of the image, resumed; ``None`` on a miss (or if the
+        member cannot be resumed: it is discarded and a sandbox is made instead)."""
+        member = self._pool.claim(image) if self._pool is not None else None
+        if member is None:
+            return None
+        try:
+            self._within_limit(
+                self._provider.unpause,
+                member.sandbox_id,
+                self._lifecycle.resume_timeout_seconds,
+                _resume_timeout,
+            )
+        except SiestaError as error:
+            log.warning("pool member %s could not be resumed: %s", member.sandbox_id, error)
+            with contextlib.suppress(SiestaError):
+                self._provider.destroy(member.sandbox_id)
+            return None
+        return member.session_id, member.sandbox_id
+
+    def _create(self, ctx: CallContext, image: CatalogImage) -> tuple[str, str]:
+        session_id = uuid.uuid4().hex
+        labels = {
+            ORG_LABEL: ctx.org,
+            CONVERSATION_LABEL: ctx.conversation,
+            SESSION_LABEL: session_id,
+            IMAGE_LABEL: image.id,
+        }
+        return session_id, self._create_within_limit(SandboxSpec(session_id, image.image, labels))
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
         sandbox_id = self._provider.sandbox_id_for(spec.session_id)

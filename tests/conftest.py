@@ -66,6 +66,9 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             "SIESTA_DATA_DIR": str(data_dir),
             "SIESTA_PROVIDER__TYPE": provider,
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
+            # The warm pool makes containers in the background; only the tests of
+            # the pool (tests/api/test_pool_docker.py) turn it on.
+            "SIESTA_POOL__SIZE": "0",
             **env,
         }
         service = spawn_service(data_dir, environment, env)

@@ -30,7 +30,12 @@ class InProcessService:
 
 @contextlib.contextmanager
 def in_process_service(data_dir: Path, env: dict[str, str]) -> Iterator[InProcessService]:
-    environ = {"SIESTA_API_TOKEN": TOKEN, "SIESTA_DATA_DIR": str(data_dir), **env}
+    environ = {
+        "SIESTA_API_TOKEN": TOKEN,
+        "SIESTA_DATA_DIR": str(data_dir),
+        "SIESTA_POOL__SIZE": "0",
+        **env,
+    }
     with _environ(environ):
         settings = Settings()
     with TestClient(create_app(settings)) as client:

@@ -8,10 +8,15 @@ call in its thread pool.
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import StreamingResponse
 
 from api.deps import Authenticated, ContextDep, ServicesDep
 from api.responses import SANDBOX, error_responses
+from api.streaming import streamed_command, until_disconnected
+from runtime.cancellation import Cancellation
 from runtime.functions.sandbox import (
     ListFilesArgs,
     ListFilesResult,
@@ -34,11 +39,42 @@ router = APIRouter(
 )
 
 
-@router.post("/runCommand")
-def run_command(body: RunCommandArgs, ctx: ContextDep, services: ServicesDep) -> RunCommandResult:
-    """Run ``bash -lc command`` in ``/mnt/work``; a nonzero exit is a normal result."""
-    with measured("runCommand"):
-        return services.sandbox.run_command(ctx, body.command, body.timeoutSeconds, body.files)
+@router.post(
+    "/runCommand",
+    response_model=RunCommandResult,
+    responses={
+        200: {
+            "description": "The command's result. With `Accept: text/event-stream`: `output` "
+            'events (`{"stream": "stdout" | "stderr", "text": ...}`, up to the output limit '
+            "per stream) while it runs, then one `result` event with this body (or `error` "
+            "with the error body).",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def run_command(
+    body: RunCommandArgs,
+    ctx: ContextDep,
+    services: ServicesDep,
+    request: Request,
+    accept: Annotated[str | None, Header()] = None,
+) -> RunCommandResult | StreamingResponse:
+    """Run ``bash -lc command`` in ``/mnt/work``; a nonzero exit is a normal result.
+
+    A client that goes away before the result cancels the command (its process
+    group is killed) and the conversation is free again at once.
+    """
+    if "text/event-stream" in (accept or ""):
+        return streamed_command(body, ctx, services)
+    cancellation = Cancellation()
+
+    def work() -> RunCommandResult:
+        with measured("runCommand"):
+            return services.sandbox.run_command(
+                ctx, body.command, body.timeoutSeconds, body.files, cancellation=cancellation
+            )
+
+    return await until_disconnected(request, work, cancellation)
 
 
 @router.post("/writeFile")

@@ -27,6 +27,7 @@ from typing import Any
 from runtime.config import JsSettings
 from runtime.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
 from runtime.jsexec.protocol import ProtocolError, receive, send
+from runtime.jsexec.zygote import Template
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,30 @@ class ScriptOutcome:
 
 
 class Worker:
-    def __init__(self) -> None:
-        to_worker_r, self.to_worker = os.pipe()
-        self.from_worker, from_worker_w = os.pipe()
-        self.process = subprocess.Popen(
+    """One worker process and the service's ends of its two pipes."""
+
+    def __init__(
+        self,
+        pid: int,
+        to_worker: int,
+        from_worker: int,
+        process: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self.pid = pid
+        self.to_worker = to_worker
+        self.from_worker = from_worker
+        self.process = process
+        """Set when this service started it (an exec); a fork is the template's to reap."""
+
+    @classmethod
+    def forked(cls, template: Template) -> Worker:
+        return cls(*template.fork())
+
+    @classmethod
+    def executed(cls) -> Worker:
+        to_worker_r, to_worker = os.pipe()
+        from_worker, from_worker_w = os.pipe()
+        process = subprocess.Popen(
             [sys.executable, "-m", "runtime.jsexec.worker", str(to_worker_r), str(from_worker_w)],
             pass_fds=(to_worker_r, from_worker_w),
             stdin=subprocess.DEVNULL,
@@ -64,6 +85,7 @@ class Worker:
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
+        return cls(process.pid, to_worker, from_worker, process)
 
     def wait_ready(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.from_worker], [], [], timeout)
@@ -71,7 +93,7 @@ class Worker:
 
     def rss_bytes(self) -> int:
         try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1]) * 1024
         except OSError:
@@ -79,16 +101,17 @@ class Worker:
         return 0
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
         self.close()
 
     def close(self) -> None:
         for fd in (self.to_worker, self.from_worker):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(timeout=5)
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
 
 
 class WorkerPool:
@@ -96,6 +119,7 @@ class WorkerPool:
         self._settings = settings
         self._ready: queue.Queue[Worker] = queue.Queue()
         self._closed = False
+        self._template = Template() if settings.worker_start == "fork" else None
         for _ in range(settings.pool_size):
             self._replace()
 
@@ -105,7 +129,13 @@ class WorkerPool:
     def _start_one(self) -> None:
         if self._closed:
             return
-        worker = Worker()
+        try:
+            worker = Worker.forked(self._template) if self._template else Worker.executed()
+        except OSError as error:
+            log.warning("a JS worker could not be started (%s); trying again", error)
+            time.sleep(1)
+            self._replace()
+            return
         if worker.wait_ready(self._settings.worker_start_timeout_seconds) and not self._closed:
             self._ready.put(worker)
         else:
@@ -121,7 +151,9 @@ class WorkerPool:
             try:
                 self._ready.get_nowait().kill()
             except queue.Empty:
-                return
+                break
+        if self._template is not None:
+            self._template.close()
 
     def run(
         self, code: str, dispatch: Dispatch, on_status: Callable[[str], None], timeout: float

@@ -2,7 +2,8 @@
 
     python -m runtime.jsexec.worker IN_FD OUT_FD
 
-Started ahead of time by the pool, it reports ``ready``, runs exactly one
+(or forked from the template process, ``zygote.py``, which has V8 loaded
+already). Started ahead of time by the pool, it reports ``ready``, runs exactly one
 script and exits: V8 cannot be interrupted safely from another thread, so the
 service kills the whole process on a timeout or memory breach instead, and a
 fresh process means no state leaks from one script into the next.
@@ -116,7 +117,11 @@ class _Global(STPyV8.JSClass):  # type: ignore[misc]
 
 
 def main(argv: list[str]) -> int:
-    from_service, to_service = int(argv[1]), int(argv[2])
+    return serve(int(argv[1]), int(argv[2]))
+
+
+def serve(from_service: int, to_service: int) -> int:
+    """Be a worker on these two pipes: ready, one script, done."""
     host = Host(to_service, from_service, max_log_bytes=0)
     with STPyV8.JSContext(_Global(host)) as context:
         context.eval(PRELUDE)

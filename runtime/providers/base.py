@@ -22,6 +22,8 @@ LEGACY_MANAGED_LABEL = "siesta.managed"
 """What versions before deployment ids selected by. Images built then carry it too, so
 it proves nothing on its own; such sandboxes are still served through their session
 records (which name them), and never removed on the strength of this label."""
+POOL_LABEL = "siesta.pool"
+"""On a warm-pool member: the catalog image it is ready for (no conversation yet)."""
 ORG_LABEL = "siesta.org"
 CONVERSATION_LABEL = "siesta.conversation"
 SESSION_LABEL = "siesta.session"
@@ -66,12 +68,19 @@ class WorkspaceInfo:
     created_at: float
 
 
+OutputListener = Callable[[str, bytes], None]
+"""(``"stdout"`` or ``"stderr"``, chunk): output while a command runs."""
+
+
 @dataclass(frozen=True)
 class ExecRequest:
     command: str
     timeout_seconds: int
     max_output_bytes: int
     kill_grace_seconds: int
+    on_output: OutputListener | None = None
+    """Called with output as it is produced (up to ``max_output_bytes`` per stream);
+    the result keeps head and tail as always."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,10 @@ class SandboxProvider(Protocol):
         The id is derived from ``spec.session_id`` alone, so whatever a crashed
         call left behind can still be found and destroyed by it.
         """
+
+    def warm(self, sandbox_id: str) -> None:
+        """Make sure the sandbox's agent answers (its channel is open), so that a
+        later operation does not wait for it."""
 
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         """The sandbox's state (``MISSING`` when it does not exist)."""

@@ -6,32 +6,29 @@ deployment label (``siesta.deployment=<id>``) plus org, conversation, session
 and image labels, so reconciliation finds everything this deployment created and
 nothing else. Labels a container inherits from its image prove nothing: anyone
 can start a container from our images.
+
+Inside, the image's entry point ``siesta-agent`` is PID 1. Every command and file
+operation goes to it over one attach stream per sandbox (``docker_channels.py``);
+an engine exec per call (``docker_exec.py``) is only the fallback for sandboxes
+made before the agent existed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
-import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
 import docker
 import docker.errors
-import requests.exceptions
-from docker.utils.socket import STDOUT, frames_iter
+from docker.types import LogConfig
 
 from runtime.config import SandboxSettings
-from runtime.errors import (
-    ImageUnavailable,
-    ProviderUnavailable,
-    ProvisioningFailed,
-    SandboxUnavailable,
-)
-from runtime.output import HeadTailBuffer
-from runtime.providers import fshelper
+from runtime.errors import ImageUnavailable, ProvisioningFailed, SandboxUnavailable
+from runtime.output import captured
+from runtime.providers import agent_ops, fshelper
+from runtime.providers.agent_channel import ChannelClosed, SpawnFailed
 from runtime.providers.base import (
     DEPLOYMENT_LABEL,
     WORKSPACE,
@@ -44,32 +41,18 @@ from runtime.providers.base import (
     SandboxState,
     WorkspaceInfo,
 )
+from runtime.providers.docker_channels import DockerChannels
+from runtime.providers.docker_errors import docker_errors, explain
+from runtime.providers.docker_exec import EngineExec
 
 # Root inside the sandbox keeps only what installing packages needs: changing
 # file owners and modes (dpkg), and switching user (apt's _apt sandbox).
 PACKAGE_INSTALL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
-
-PID_FILE = "/run/siesta/exec.pid"
-# Runs as `sh -c WRAPPER siesta-exec TIMEOUT GRACE COMMAND`. coreutils `timeout`
-# puts itself in a new process group (its pid, which is this shell's pid after
-# `exec`) and on expiry signals that whole group, so background children die
-# too. The pid file lets the host kill the group if the in-sandbox timer fails.
-# Operations on a conversation never overlap (the lease), so a previous command
-# whose `timeout` leader still runs was orphaned by a service instance that died
-# or lost its lease: it is killed before the new command starts. (Background
-# processes of a command that finished normally have no live leader: they stay.)
-EXEC_WRAPPER = (
-    f"mkdir -p /run/siesta; "
-    f"if [ -f {PID_FILE} ] && read old < {PID_FILE} && "
-    '[ "$(cat /proc/$old/comm 2>/dev/null)" = timeout ]; then kill -s KILL -- "-$old"; fi; '
-    f"echo $$ > {PID_FILE} && "
-    'exec timeout -k "$2" "$1" bash -lc "$3"'
-)
-TIMEOUT_EXIT_CODES = frozenset({124, 137})
-# tini forwards SIGTERM; `sleep infinity` ends at once, so this is rarely waited out.
+# The agent ends every process group on SIGTERM and exits within 2 s.
 STOP_GRACE_SECONDS = 5
-# How long past timeout + grace the host waits before it intervenes itself.
-HOST_WATCHDOG_SLACK_SECONDS = 5.0
+# If the agent (PID 1) ever dies, the container starts again with its disk: the
+# conversation keeps its files; its processes are gone, as after a reboot.
+RESTART_RETRIES = 3
 
 _STATES = {
     "running": SandboxState.RUNNING,
@@ -80,38 +63,6 @@ _STATES = {
     "dead": SandboxState.STOPPED,
     "removing": SandboxState.MISSING,
 }
-
-
-@contextlib.contextmanager
-def docker_errors() -> Iterator[None]:
-    """Translate every failure of the SDK into a runtime error, in one place.
-
-    A sandbox that is gone or not running when the call reaches the engine (it
-    vanished or stopped after the state check) is ``sandbox_unavailable``: the
-    next operation finds it missing or stopped and replaces or resumes it.
-    ``ImageNotFound`` passes through for ``create`` to name the image.
-    """
-    try:
-        yield
-    except docker.errors.ImageNotFound:
-        raise
-    except docker.errors.NotFound as exc:
-        msg = f"the sandbox vanished during the operation; try again ({_explain(exc)})"
-        raise SandboxUnavailable(msg) from exc
-    except docker.errors.APIError as exc:
-        explanation = _explain(exc)
-        if exc.status_code == 409:
-            msg = f"the sandbox changed state during the operation; try again ({explanation})"
-            raise SandboxUnavailable(msg) from exc
-        msg = f"the Docker engine refused the request: {explanation}"
-        raise ProviderUnavailable(msg) from exc
-    except (requests.exceptions.RequestException, docker.errors.DockerException) as exc:
-        msg = f"the Docker engine is not reachable: {exc}"
-        raise ProviderUnavailable(msg) from exc
-
-
-def _explain(exc: docker.errors.APIError) -> str:
-    return str(exc.explanation or exc)
 
 
 class DockerProvider:
@@ -130,12 +81,15 @@ class DockerProvider:
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             )
         self._api = self._client.api
+        self._channels = DockerChannels(self._api)
+        self._engine = EngineExec(self._api)
 
     def ping(self) -> None:
         with docker_errors():
             self._api.ping()
 
     def close(self) -> None:
+        self._channels.close()
         self._client.close()
 
     def sandbox_id_for(self, session_id: str) -> str:
@@ -148,34 +102,53 @@ class DockerProvider:
             **spec.labels,
             DEPLOYMENT_LABEL: self._deployment_id,
         }
-        s = self._settings
         try:
             with docker_errors(), _provisioning_errors(spec.image):
                 self._client.volumes.create(name=name, labels=labels)
-                container = self._client.containers.create(
-                    spec.image,
-                    name=name,
-                    hostname="sandbox",
-                    labels=labels,
-                    working_dir=WORKSPACE,
-                    volumes={name: {"bind": WORKSPACE, "mode": "rw"}},
-                    mem_limit=f"{s.memory_limit_mb}m",
-                    memswap_limit=f"{s.memory_limit_mb}m",
-                    nano_cpus=int(s.cpu_limit * 1e9),
-                    pids_limit=s.pids_limit,
-                    cap_drop=["ALL"],
-                    cap_add=PACKAGE_INSTALL_CAPS,
-                    security_opt=["no-new-privileges"],
-                    network_mode=s.network,
-                    # The catalog images run tini as PID 1 themselves (see
-                    # images/*/Dockerfile); Docker's --init would stack a second one.
-                    init=False,
-                )
-                container.start()
+                config = self._container_config(spec.image, name, labels)
+                self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
+                self._api.start(name)
         except BaseException:
             self.destroy(name)
             raise
         return name
+
+    def _container_config(self, image: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+        s = self._settings
+        host_config = self._api.create_host_config(
+            binds={name: {"bind": WORKSPACE, "mode": "rw"}},
+            mem_limit=f"{s.memory_limit_mb}m",
+            memswap_limit=f"{s.memory_limit_mb}m",
+            nano_cpus=int(s.cpu_limit * 1e9),
+            pids_limit=s.pids_limit,
+            cap_drop=["ALL"],
+            cap_add=PACKAGE_INSTALL_CAPS,
+            security_opt=["no-new-privileges"],
+            network_mode=s.network,
+            # The image's agent is PID 1 (it reaps orphans); Docker's --init would
+            # put another init above it, out of the agent's reach.
+            init=False,
+            log_config=LogConfig(type=LogConfig.types.NONE),  # frames never reach logs
+            restart_policy={"Name": "on-failure", "MaximumRetryCount": RESTART_RETRIES},
+        )
+        config: dict[str, Any] = self._api.create_container_config(
+            image,
+            None,  # type: ignore[arg-type]  # no command: the image's entry point alone
+            hostname="sandbox",
+            labels=labels,
+            working_dir=WORKSPACE,
+            volumes=[WORKSPACE],
+            host_config=host_config,
+            stdin_open=True,  # the agent's channel: its stdin, open for attaching
+            tty=False,
+        )
+        # The SDK sets StdinOnce with stdin_open (like `docker run -i`): the first
+        # client to leave would close the agent's stdin for good. It must not.
+        config["StdinOnce"] = False
+        return config
+
+    def warm(self, sandbox_id: str) -> None:
+        self._channels.get(sandbox_id)
 
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         with docker_errors():
@@ -188,49 +161,21 @@ class DockerProvider:
         return SandboxInfo(sandbox_id, _STATES.get(status, SandboxState.STOPPED), labels)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
-        argv = [
-            "/bin/sh",
-            "-c",
-            EXEC_WRAPPER,
-            "siesta-exec",
-            str(request.timeout_seconds),
-            str(request.kill_grace_seconds),
-            request.command,
-        ]
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
-        started = time.monotonic()
-        with docker_errors():
-            exec_id = self._api.exec_create(
-                sandbox_id,
-                argv,
-                stdout=True,
-                stderr=True,
-                stdin=False,
-                tty=False,
-                workdir=WORKSPACE,
-            )["Id"]
-            stream = self._api.exec_start(exec_id, stream=True, demux=True)
-            watchdog = _Watchdog(
-                request.timeout_seconds + request.kill_grace_seconds + HOST_WATCHDOG_SLACK_SECONDS,
-                lambda: self._kill_command_group(sandbox_id),
-                stream.close,
-            )
-            try:
-                for out, err in stream:
-                    if out:
-                        stdout.write(out)
-                    if err:
-                        stderr.write(err)
-            finally:
-                watchdog.cancel()
-                stream.close()
-            exit_code = self._wait_exit_code(exec_id)
-        duration_ms = int((time.monotonic() - started) * 1000)
-        timed_out = watchdog.fired or (
-            exit_code in TIMEOUT_EXIT_CODES and duration_ms >= request.timeout_seconds * 1000
-        )
-        return ExecResult(exit_code, stdout.result(), stderr.result(), timed_out, duration_ms)
+        channel = self._channels.get(sandbox_id)
+        if channel is None:
+            return self._engine.run_command(sandbox_id, request)
+        try:
+            return agent_ops.run_command(channel, request)
+        except ChannelClosed as exc:
+            self._channels.drop(sandbox_id)
+            msg = f"the connection to the sandbox ended during the command; try again ({exc})"
+            raise SandboxUnavailable(msg) from exc
+        except SpawnFailed as exc:
+            # E.g. the process limit is reached (a fork bomb still running): the
+            # command could not start, which the model should read as a result.
+            message = f"siesta: the command could not start: {exc} (errno {exc.errno})\n"
+            stderr = captured(message.encode(), b"", len(message))
+            return ExecResult(126, captured(b"", b"", 0), stderr, timed_out=False, duration_ms=0)
 
     def read_file(
         self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
@@ -263,51 +208,23 @@ class DockerProvider:
         stdin_chunks: Iterable[bytes] | None = None,
         stdout_sink: ByteSink | None = None,
     ) -> tuple[int, str]:
-        """Run a helper with its stdin fed from ``stdin_chunks``; stdout goes to the sink.
-
-        Returns the exit code and stderr (helpers print little there).
-        """
-        stderr = HeadTailBuffer(16 * 1024)
-        with docker_errors():
-            exec_id = self._api.exec_create(
-                sandbox_id,
-                argv,
-                stdin=stdin_chunks is not None,
-                stdout=True,
-                stderr=True,
-                workdir=WORKSPACE,
-            )["Id"]
-            stream = self._api.exec_start(exec_id, socket=True)
-            raw = getattr(stream, "_sock", None)
-            if not isinstance(raw, socket.socket):
-                stream.close()
-                msg = "file transfer needs a unix or tcp connection to the Docker engine"
-                raise ProviderUnavailable(msg)
-            try:
-                if stdin_chunks is not None:
-                    _send_all(raw, stdin_chunks)
-                frames = frames_iter(stream, tty=False)  # type: ignore[no-untyped-call]
-                for stream_id, data in frames:
-                    if stream_id == STDOUT:
-                        if stdout_sink is not None:
-                            stdout_sink(data)
-                    else:
-                        stderr.write(data)
-            finally:
-                stream.close()
-                raw.close()
-            return self._wait_exit_code(exec_id), stderr.result().text
-
-    def _wait_exit_code(self, exec_id: str) -> int:
-        # The output stream can close a moment before the engine records the exit.
-        deadline = time.monotonic() + 5.0
-        while True:
-            info = self._api.exec_inspect(exec_id)
-            if not info["Running"] and info["ExitCode"] is not None:
-                return int(info["ExitCode"])
-            if time.monotonic() > deadline:
-                return -1
-            time.sleep(0.005)
+        """A file helper, through the agent (or an engine exec without one)."""
+        channel = self._channels.get(sandbox_id)
+        if channel is None:
+            return self._engine.run_helper(
+                sandbox_id, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink
+            )
+        try:
+            return agent_ops.run_helper(
+                channel, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink
+            )
+        except ChannelClosed as exc:
+            self._channels.drop(sandbox_id)
+            msg = f"the connection to the sandbox ended during a file operation; try again ({exc})"
+            raise SandboxUnavailable(msg) from exc
+        except SpawnFailed as exc:
+            msg = f"the sandbox could not start its file helper: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
 
     def pause(self, sandbox_id: str) -> None:
         with docker_errors():
@@ -318,6 +235,7 @@ class DockerProvider:
             self._api.unpause(sandbox_id)
 
     def stop(self, sandbox_id: str) -> None:
+        self._channels.drop(sandbox_id)
         with docker_errors():
             self._api.stop(sandbox_id, timeout=STOP_GRACE_SECONDS)
 
@@ -326,23 +244,14 @@ class DockerProvider:
             self._api.start(sandbox_id)
 
     def cancel_exec(self, sandbox_id: str) -> None:
-        self._kill_command_group(sandbox_id)
-
-    def _kill_command_group(self, sandbox_id: str) -> None:
-        with contextlib.suppress(
-            docker.errors.DockerException, requests.exceptions.RequestException
-        ):
-            self._api.exec_start(
-                self._api.exec_create(
-                    sandbox_id,
-                    ["/bin/sh", "-c", f'kill -s KILL -- "-$(cat {PID_FILE})"'],
-                    stdout=False,
-                    stderr=False,
-                )["Id"],
-                detach=True,
-            )
+        channel = self._channels.existing(sandbox_id)
+        if channel is not None:
+            channel.cancel()
+        elif not self._channels.has_agent(sandbox_id):
+            self._engine.kill_command_group(sandbox_id)
 
     def destroy(self, sandbox_id: str) -> None:
+        self._channels.drop(sandbox_id)
         with docker_errors():
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_container(sandbox_id, force=True, v=True)
@@ -400,7 +309,7 @@ def _provisioning_errors(image: str) -> Iterator[None]:
         msg = f"base image {image} is not present on the Docker engine"
         raise ImageUnavailable(msg, imageRef=image) from exc
     except docker.errors.APIError as exc:
-        msg = f"could not create the sandbox: {_explain(exc)}"
+        msg = f"could not create the sandbox: {explain(exc)}"
         raise ProvisioningFailed(msg) from exc
 
 
@@ -410,40 +319,3 @@ def _timestamp(volume: dict[str, Any]) -> float:
         return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return 0.0
-
-
-def _send_all(raw: socket.socket, chunks: Iterable[bytes]) -> None:
-    try:
-        for chunk in chunks:
-            raw.sendall(chunk)
-        raw.shutdown(socket.SHUT_WR)  # end of stdin for the helper
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the helper stopped reading (a limit); its status line says why
-
-
-class _Watchdog:
-    """Host-side safety net for a command whose in-sandbox timeout failed.
-
-    First kills the command's process group from outside; if the output stream
-    is still open a few seconds later (a child escaped into a new session and
-    holds the pipe), closes the stream so the call returns.
-    """
-
-    def __init__(self, after_seconds: float, kill: Any, close: Any) -> None:
-        self.fired = False
-        self._kill = kill
-        self._close = close
-        self._done = threading.Event()
-        self._timer = threading.Timer(after_seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        self.fired = True
-        self._kill()
-        if not self._done.wait(HOST_WATCHDOG_SLACK_SECONDS):
-            self._close()
-
-    def cancel(self) -> None:
-        self._done.set()
-        self._timer.cancel()

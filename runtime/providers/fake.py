@@ -59,6 +59,9 @@ class FakeProvider:
             self._labels[sandbox_id] = dict(spec.labels)
         return sandbox_id
 
+    def warm(self, sandbox_id: str) -> None:
+        """Nothing to start: the fake runs commands as host processes."""
+
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         with self._lock:
             labels = self._labels.get(sandbox_id)

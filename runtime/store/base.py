@@ -1,7 +1,7 @@
 """Shared state: one narrow protocol per concern, and the bundle a backend opens.
 
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
-deletion markers, the tool-executions log, and the deployment id. Each backend
+deletion markers, the tool-executions log, the warm pool, and the deployment id. Each backend
 implements every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
@@ -23,6 +23,7 @@ from runtime.store.records import (
     ExecutionFilter,
     ExecutionStatus,
     FileRecord,
+    PoolMember,
     SessionRecord,
     ToolExecution,
 )
@@ -148,6 +149,23 @@ class ExecutionStore(Protocol):
         """The org's executions matching ``where``, newest first."""
 
 
+class PoolStore(Protocol):
+    """The warm pool's ready sandboxes, claimed by one conversation each."""
+
+    def add_pool_member(self, member: PoolMember) -> None:
+        """A sandbox is ready to be claimed."""
+
+    def claim_pool_member(self, image_id: str) -> PoolMember | None:
+        """Take the oldest ready sandbox of the image, atomically: two claimers never
+        get the same one."""
+
+    def remove_pool_member(self, sandbox_id: str) -> bool:
+        """Forget a member (trimmed or found gone); False if it was not there."""
+
+    def pool_members(self) -> list[PoolMember]:
+        """Every ready member, oldest first."""
+
+
 class DeploymentStore(Protocol):
     def claim_deployment_id(self, candidate: str) -> str:
         """The deployment id kept in this store; ``candidate`` becomes it if none is
@@ -164,6 +182,7 @@ class Stores:
     files: FileStore
     deletions: DeletionStore
     executions: ExecutionStore
+    pool: PoolStore
     deployment: DeploymentStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""

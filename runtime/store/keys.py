@@ -38,6 +38,10 @@ def slots(scope: str) -> str:
     return f"{PREFIX}slots:{scope}"
 
 
+POOL = PREFIX + "pool"
+"""Sorted set: ready pool members (``image/sandbox/session``), scored by creation time."""
+
+
 def file(file_id: str) -> str:
     """Hash: one conversation file's metadata."""
     return f"{PREFIX}file:{file_id}"

@@ -71,6 +71,16 @@ class FileKind(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class PoolMember:
+    """A ready sandbox (paused, agent started) that no conversation has claimed yet."""
+
+    image_id: str
+    sandbox_id: str
+    session_id: str
+    created_at: float
+
+
+@dataclass(frozen=True)
 class FileRecord:
     """A conversation file; its bytes live in the blob store under ``file_id``."""
 

@@ -113,7 +113,7 @@ def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_replace
 ) -> None:
     store = open_sqlite(tmp_path / "siesta.db")
     catalog = ImageCatalog.load(REPO / "images" / "catalog.yaml")
-    sessions, _, _ = assemble_sessions(store, provider, catalog, Settings())
+    sessions, _, _, _ = assemble_sessions(store, provider, catalog, Settings())
     try:
         with sessions.operation(ctx("c1")) as first:
             sandbox_id = first.record.sandbox_id
@@ -143,7 +143,7 @@ def test_a_pass_reports_the_vanished_sandbox_and_reconciles_the_others(
     now = [1_000_000.0]
     tiers = LifecycleSettings(pause_after_seconds=10, stop_after_seconds=1000)
     settings = Settings(lifecycle=tiers)
-    sessions, leases, _ = assemble_sessions(store, provider, catalog, settings, lambda: now[0])
+    sessions, leases, _, _ = assemble_sessions(store, provider, catalog, settings, lambda: now[0])
     reconciler = Reconciler(
         store.sessions,
         store.deletions,

@@ -30,7 +30,8 @@ def test_shipped_catalog_has_two_enabled_buildable_images() -> None:
         assert image.build is not None
         dockerfile = (catalog.root / image.build / "Dockerfile").read_text()
         assert dockerfile.startswith("#") and "FROM debian:bookworm-slim" in dockerfile
-        assert '"/usr/bin/tini", "--"' in dockerfile
+        # An init as PID 1: the sandbox agent (it reaps orphans, as tini did).
+        assert 'ENTRYPOINT ["/usr/local/lib/siesta/siesta-agent"]' in dockerfile
 
 
 def test_selection_of_enabled_image(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ class World:
         catalog = ImageCatalog([CatalogImage(id="img", title="img", image="none")], root)
         settings = Settings(lifecycle=TIERS)
         self.sessions: SessionManager
-        self.sessions, leases, _ = assemble_sessions(
+        self.sessions, leases, _, _ = assemble_sessions(
             self.store, provider, catalog, settings, clock=self.clock
         )
         lifecycle = Lifecycle(self.store.sessions, self.store.capacity, provider, settings.capacity)

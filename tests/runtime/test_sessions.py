@@ -77,7 +77,7 @@ def manager(
         capacity=capacity or CapacitySettings(),
         lease=lease or LeaseSettings(),
     )
-    sessions, _, _ = assemble_sessions(store, provider, images, settings, clock)
+    sessions, _, _, _ = assemble_sessions(store, provider, images, settings, clock)
     return sessions
 
 

@@ -15,6 +15,7 @@ from runtime.store.redis.deployment import RedisDeployment
 from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.leases import RedisLeases
+from runtime.store.redis.pool import RedisPool
 from runtime.store.redis.sessions import RedisDeletions, RedisSessions
 
 
@@ -33,6 +34,7 @@ def open_redis(url: str) -> Stores:
         files=RedisFiles(client),
         deletions=RedisDeletions(client),
         executions=RedisExecutions(client),
+        pool=RedisPool(client),
         deployment=RedisDeployment(client),
         ping=ping,
         close=client.close,

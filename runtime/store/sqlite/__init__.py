@@ -13,6 +13,7 @@ from runtime.store.sqlite.deployment import SqliteDeployment
 from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.leases import SqliteLeases
+from runtime.store.sqlite.pool import SqlitePool
 from runtime.store.sqlite.sessions import SqliteDeletions, SqliteSessions
 
 
@@ -26,6 +27,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         files=SqliteFiles(db),
         deletions=SqliteDeletions(db),
         executions=SqliteExecutions(db),
+        pool=SqlitePool(db),
         deployment=SqliteDeployment(db),
         ping=db.ping,
         close=db.close,

@@ -154,10 +154,10 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
     assert host["Privileged"] is False
     assert [m["Destination"] for m in attrs["Mounts"]] == ["/mnt/work"]
     assert inside.stdout.text.split() == [
-        "tini",
+        "siesta-agent",
         "lo",
         "0",
-    ]  # init as PID 1, no network but loopback
+    ]  # the agent is the init (PID 1), no network but loopback
     assert "Resource temporarily unavailable" in fork_bomb.stderr.text  # pids limit holds
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from runtime.store.base import Stores
-from runtime.store.records import FileKind, FileRecord, SessionRecord, SessionStatus
+from runtime.store.records import FileKind, FileRecord, PoolMember, SessionRecord, SessionStatus
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.store.conftest import Subject
 
@@ -253,3 +253,36 @@ def test_the_first_deployment_id_claimed_stays(store: Stores) -> None:
         claimer.join()
     assert len(set(results)) == 1  # concurrent first starts agree on one id
     assert store.deployment.claim_deployment_id("later") == results[0]
+
+
+# -- the warm pool ---------------------------------------------------------------------
+
+
+def test_pool_members_are_claimed_oldest_first_by_image(store: Stores) -> None:
+    pool = store.pool
+    for i, image in enumerate(["py", "base", "py"]):
+        pool.add_pool_member(PoolMember(image, f"siesta-{i}", f"s{i}", 100.0 + i))
+    assert [m.sandbox_id for m in pool.pool_members()] == ["siesta-0", "siesta-1", "siesta-2"]
+    assert pool.claim_pool_member("py") == PoolMember("py", "siesta-0", "s0", 100.0)
+    assert pool.claim_pool_member("py") == PoolMember("py", "siesta-2", "s2", 102.0)
+    assert pool.claim_pool_member("py") is None
+    assert pool.remove_pool_member("siesta-1") is True
+    assert pool.remove_pool_member("siesta-1") is False
+    assert pool.pool_members() == []
+
+
+def test_concurrent_claimers_never_get_the_same_member(store: Stores) -> None:
+    for i in range(20):
+        store.pool.add_pool_member(PoolMember("img", f"siesta-{i}", f"s{i}", float(i)))
+    claimed: list[str] = []
+
+    def claim_all() -> None:
+        while (member := store.pool.claim_pool_member("img")) is not None:
+            claimed.append(member.sandbox_id)
+
+    claimers = [threading.Thread(target=claim_all) for _ in range(6)]
+    for claimer in claimers:
+        claimer.start()
+    for claimer in claimers:
+        claimer.join()
+    assert sorted(claimed) == sorted(f"siesta-{i}" for i in range(20))

@@ -1,0 +1,117 @@
+"""The template process: Python and V8 loaded once, every worker a fork of it.
+
+Starting a worker from scratch costs an interpreter and V8's import (about
+150 ms of CPU); a fork of a process that has both costs a few milliseconds, so
+the pool refills as fast as scripts use workers. The template never makes a
+V8 context itself: a fork copies only the forking thread, and a context's
+threads and locks would be copied half-way.
+
+    service ⇄ template   one unix socket: "F" asks for a worker; the answer is
+                         the worker's pid, with the service's two pipe ends
+                         attached (SCM_RIGHTS)
+
+Each worker is its own session and process group, as before; the template
+reaps them (SIGCHLD ignored). When the service goes away, the template does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+FORK = b"F"
+
+
+def main(argv: list[str]) -> int:
+    from runtime.jsexec import worker  # V8 is loaded here, once
+
+    control = socket.socket(fileno=int(argv[1]))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    while True:
+        try:
+            request = control.recv(1)
+        except OSError:
+            return 0
+        if request != FORK:
+            return 0
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            os.close(to_worker_w)
+            os.close(from_worker_r)
+            os.setsid()  # its own process group: killed as a whole
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os._exit(worker.serve(to_worker_r, from_worker_w))
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        socket.send_fds(control, [str(pid).encode()], [to_worker_w, from_worker_r])
+        os.close(to_worker_w)
+        os.close(from_worker_r)
+
+
+class Template:
+    """The service's side: starts the template and asks it for workers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+
+    def fork(self) -> tuple[int, int, int]:
+        """A new worker: (pid, fd to write to it, fd to read from it)."""
+        with self._lock:
+            for attempt in range(2):
+                control = self._running()
+                try:
+                    control.sendall(FORK)
+                    message, fds, _, _ = socket.recv_fds(control, 32, 2)
+                    if len(fds) == 2 and message:
+                        return int(message), fds[0], fds[1]
+                except OSError:
+                    pass
+                self._stop()  # it died: start it afresh, once
+                if attempt:
+                    break
+        msg = "the JavaScript template process does not answer"
+        raise OSError(msg)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _running(self) -> socket.socket:
+        if self._control is not None and self._process is not None:
+            if self._process.poll() is None:
+                return self._control
+            self._stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "runtime.jsexec.zygote", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        theirs.close()
+        self._control = ours
+        return ours
+
+    def _stop(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

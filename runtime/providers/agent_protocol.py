@@ -1,0 +1,140 @@
+"""Frames of the sandbox agent's protocol (images/siesta-agent/PROTOCOL.md).
+
+Pure encoding and decoding, no I/O: the channel (``agent_channel.py``) moves
+the bytes, the provider decides what to ask.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+HEADER = struct.Struct("<IBQ")
+"""u32 length (of type + id + payload), u8 type, u64 request id."""
+MAX_PAYLOAD = 1024 * 1024
+PROTOCOL_VERSION = 1
+
+
+class FrameType(enum.IntEnum):
+    SPAWN = 1
+    STDIN = 2
+    STDIN_EOF = 3
+    CANCEL = 4
+    PING = 5
+    RESULT = 6
+    OUT = 10
+    EXIT = 11
+    PONG = 12
+    ERROR = 13
+
+
+class SpawnFlag(enum.IntFlag):
+    STDIN = 1
+    STREAM = 2
+    KILL_RUNNING = 4
+
+
+class ProtocolError(Exception):
+    """The agent sent something that is not a frame of this protocol."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    type: FrameType
+    id: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class StreamPart:
+    total_bytes: int
+    head: bytes
+    tail: bytes
+
+
+@dataclass(frozen=True)
+class Exit:
+    exit_code: int
+    timed_out: bool
+    duration_ms: int
+    stdout: StreamPart
+    stderr: StreamPart
+
+
+def encode(frame_type: FrameType, request_id: int, payload: bytes = b"") -> bytes:
+    return HEADER.pack(1 + 8 + len(payload), frame_type, request_id) + payload
+
+
+def spawn_payload(
+    argv: list[str], *, timeout_ms: int, grace_ms: int, cap_bytes: int, flags: SpawnFlag
+) -> bytes:
+    parts = [struct.pack("<IIIII", timeout_ms, grace_ms, cap_bytes, int(flags), len(argv))]
+    for arg in argv:
+        data = arg.encode("utf-8", errors="surrogateescape")
+        parts.append(struct.pack("<I", len(data)) + data)
+    return b"".join(parts)
+
+
+def parse_exit(payload: bytes) -> Exit:
+    try:
+        exit_code, timed_out, duration_ms = struct.unpack_from("<iBI", payload, 0)
+        offset = 9
+        streams = []
+        for _ in range(2):
+            (total,) = struct.unpack_from("<Q", payload, offset)
+            offset += 8
+            head, offset = _string(payload, offset)
+            tail, offset = _string(payload, offset)
+            streams.append(StreamPart(total, head, tail))
+    except struct.error as exc:
+        msg = "malformed EXIT frame"
+        raise ProtocolError(msg) from exc
+    return Exit(exit_code, bool(timed_out), duration_ms, streams[0], streams[1])
+
+
+def parse_error(payload: bytes) -> tuple[int, str]:
+    try:
+        (errno,) = struct.unpack_from("<I", payload, 0)
+        message, _ = _string(payload, 4)
+    except struct.error as exc:
+        msg = "malformed ERROR frame"
+        raise ProtocolError(msg) from exc
+    return errno, message.decode("utf-8", errors="replace")
+
+
+def _string(payload: bytes, offset: int) -> tuple[bytes, int]:
+    (length,) = struct.unpack_from("<I", payload, offset)
+    start = offset + 4
+    if start + length > len(payload):
+        msg = "a string runs past the end of its frame"
+        raise struct.error(msg)
+    return payload[start : start + length], start + length
+
+
+class FrameReader:
+    """Turns a byte stream into frames, whatever sizes the bytes arrive in."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buffer += data
+        frames = []
+        while len(self._buffer) >= HEADER.size:
+            length, frame_type, request_id = HEADER.unpack_from(self._buffer, 0)
+            if length < 9 or length > MAX_PAYLOAD + 9:
+                msg = f"frame length {length} is out of range"
+                raise ProtocolError(msg)
+            end = 4 + length
+            if len(self._buffer) < end:
+                break
+            payload = bytes(self._buffer[HEADER.size : end])
+            del self._buffer[:end]
+            try:
+                kind = FrameType(frame_type)
+            except ValueError as exc:
+                msg = f"unknown frame type {frame_type}"
+                raise ProtocolError(msg) from exc
+            frames.append(Frame(kind, request_id, payload))
+        return frames
