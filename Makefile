@@ -23,11 +23,8 @@ lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: setup
-	$(VENV)/bin/python -m bench.run_command
-	$(VENV)/bin/python -m bench.files
-	$(VENV)/bin/python -m bench.leases
-	$(VENV)/bin/python -m bench.resume
+bench: setup  ## every benchmark beside its baseline; writes bench/results.md
+	$(VENV)/bin/python -m bench.suite
 
 clean-sandboxes:  ## remove every container and volume this deployment created (by its deployment label)
 	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} $(VENV)/bin/siesta-runtime sandboxes clean

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from anyio import to_thread
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 
 from api import errors, openapi
+from api.context import RequestContext
 from api.limits import BodySizeLimit
 from api.routes import conversations, files, health, images, js, sandbox, tools
-from runtime import logs, metrics
+from runtime import metrics
 from runtime.config import Settings, SqliteStoreSettings
 from runtime.pool import refill_forever
 from runtime.reconcile import reconcile_forever
@@ -66,7 +66,7 @@ def create_app(settings: Settings) -> FastAPI:
         # Uploads: the file limit plus room for the multipart framing.
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
     )
-    app.middleware("http")(_request_context)
+    app.add_middleware(RequestContext)
     errors.install(app)
     openapi.install(app)
     for module in (health, images, sandbox, files, js, conversations, tools):
@@ -77,19 +77,6 @@ def create_app(settings: Settings) -> FastAPI:
 def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
     return create_app(Settings())
-
-
-async def _request_context(
-    request: Request, call_next: Callable[[Request], Awaitable[Response]]
-) -> Response:
-    """Request and conversation ids for the logs; the request id goes back as a header."""
-    request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
-    logs.REQUEST_ID.set(request_id[:64])
-    parts = request.url.path.split("/")
-    logs.CONVERSATION.set(parts[3] if len(parts) > 3 and parts[2] == "conversations" else None)
-    response = await call_next(request)
-    response.headers["X-Request-Id"] = request_id[:64]
-    return response
 
 
 def _background_reconcile(settings: Settings) -> bool:

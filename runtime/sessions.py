@@ -29,6 +29,7 @@ from runtime.errors import (
     ProvisioningTimeout,
     ResumeTimeout,
     SandboxDisabled,
+    SandboxUnavailable,
     SiestaError,
 )
 from runtime.images import CatalogImage, ImageCatalog
@@ -154,6 +155,15 @@ class SessionManager:
         if record is None:
             image = self._catalog.select(ctx.base_image)
             return ActiveSession(self._provision(ctx, lease, image, 1), False, True)
+        # An open channel to the sandbox means its container exists and has not been
+        # stopped: no need to ask the engine before using (or unpausing) it.
+        if record.status.has_sandbox and self._provider.known_running(record.sandbox_id):
+            if record.status is SessionStatus.ACTIVE:
+                return ActiveSession(record, workspace_reset=False, provisioned=False)
+            if record.status is SessionStatus.PAUSED:
+                with contextlib.suppress(SandboxUnavailable):
+                    resumed = self._resume(record, lease, "paused")
+                    return ActiveSession(resumed, False, False, resumed="paused")
         state = (
             self._provider.inspect(record.sandbox_id).state
             if record.status.has_sandbox

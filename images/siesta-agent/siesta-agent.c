@@ -28,6 +28,10 @@
  *   - at most 64 live requests, argv at most 64 KiB and 4096 arguments,
  *     the final frames of the last 16 requests for RESULT.
  *
+ * Given a command (`docker run IMAGE bash`), it is only an init for that
+ * command instead, as tini was: it runs it, passes it the signals it gets, reaps
+ * orphans, and exits with its status. The service never starts it that way.
+ *
  * Built static so it runs in any image:
  *   gcc -static -O2 -Wall -Wextra -Werror -o siesta-agent siesta-agent.c
  * SIESTA_AGENT_WORKDIR overrides the commands' working directory (/mnt/work),
@@ -915,7 +919,43 @@ struct ref {
     enum ref_kind kind;
 };
 
-int main(void) {
+static pid_t init_child = -1;
+
+static void forward_signal(int sig) {
+    if (init_child > 0) kill(init_child, sig);
+}
+
+/* `siesta-agent CMD...`: be a plain init for CMD (see the header). */
+static int run_as_init(char **command) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    init_child = fork();
+    if (init_child < 0) {
+        fprintf(stderr, "siesta-agent: fork: %s\n", strerror(errno));
+        return 126;
+    }
+    if (init_child == 0) {
+        execvp(command[0], command);
+        fprintf(stderr, "siesta-agent: exec %s: %s\n", command[0], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
+        struct sigaction action = { .sa_handler = forward_signal };
+        sigemptyset(&action.sa_mask);
+        sigaction(forwarded[i], &action, NULL);
+    }
+    for (;;) {
+        int status;
+        pid_t done = waitpid(-1, &status, 0);
+        if (done < 0 && errno == EINTR) continue;
+        if (done < 0) return 0;
+        if (done == init_child)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) return run_as_init(argv + 1);
     static struct pollfd pfds[2 + 4 * MAX_SLOTS];
     static struct ref refs[2 + 4 * MAX_SLOTS];
     now = clock_ms();

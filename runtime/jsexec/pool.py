@@ -168,7 +168,6 @@ class WorkerPool:
                 f"{self._settings.acquire_timeout_seconds:g} seconds"
             )
             raise JsUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
-        self._replace()  # one script per worker: its successor starts now
         outcome = ScriptOutcome()
         try:
             _Session(worker, self._settings, dispatch, on_status, outcome).run(
@@ -176,6 +175,10 @@ class WorkerPool:
             )
         finally:
             worker.kill()
+            # One script per worker. Its successor is made now rather than when the
+            # script starts: a fork and a new V8 context would compete with the
+            # script for the CPU, and the other ready workers cover the meantime.
+            self._replace()
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         return outcome
 

@@ -131,6 +131,11 @@ class SandboxProvider(Protocol):
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         """The sandbox's state (``MISSING`` when it does not exist)."""
 
+    def known_running(self, sandbox_id: str) -> bool:
+        """True when the provider knows, without asking its engine, that the sandbox
+        runs (its agent channel is open: the stream ends when the sandbox stops).
+        False means "ask ``inspect``", not "not running"."""
+
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
         """Run ``bash -lc command`` in the workspace, with timeout and output caps.
 

@@ -147,6 +147,9 @@ class DockerProvider:
         config["StdinOnce"] = False
         return config
 
+    def known_running(self, sandbox_id: str) -> bool:
+        return self._channels.existing(sandbox_id) is not None
+
     def warm(self, sandbox_id: str) -> None:
         self._channels.get(sandbox_id)
 

@@ -59,6 +59,9 @@ class FakeProvider:
             self._labels[sandbox_id] = dict(spec.labels)
         return sandbox_id
 
+    def known_running(self, sandbox_id: str) -> bool:
+        return False  # the fake has no channel: always ask
+
     def warm(self, sandbox_id: str) -> None:
         """Nothing to start: the fake runs commands as host processes."""
 

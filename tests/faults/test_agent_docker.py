@@ -16,10 +16,13 @@ import threading
 from typing import Any
 
 import docker
+import docker.errors
 import httpx
 import pytest
 
 from tests.helpers import (
+    TEST_RUN_ID,
+    TEST_RUN_LABEL,
     ServiceProcess,
     StartService,
     call,
@@ -119,3 +122,24 @@ def _has_file(container: Any, name: str) -> bool:
 
 def _pid(client: docker.DockerClient, container_id: str) -> int:
     return int(client.api.inspect_container(container_id)["State"]["Pid"])
+
+
+def test_the_image_runs_a_given_command_like_any_image(docker_client: docker.DockerClient) -> None:
+    # `docker run IMAGE CMD`: the agent is then only an init for CMD (as tini was).
+    output = docker_client.containers.run(
+        "siesta/debian-base:1",
+        ["sh", "-c", "cat /proc/1/comm; echo hello"],
+        remove=True,
+        network_mode="none",
+        labels={TEST_RUN_LABEL: TEST_RUN_ID},
+    )
+    assert output.decode().split() == ["siesta-agent", "hello"]
+    with pytest.raises(docker.errors.ContainerError) as failed:
+        docker_client.containers.run(
+            "siesta/debian-base:1",
+            ["sh", "-c", "exit 7"],
+            remove=True,
+            network_mode="none",
+            labels={TEST_RUN_LABEL: TEST_RUN_ID},
+        )
+    assert failed.value.exit_status == 7

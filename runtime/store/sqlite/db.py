@@ -58,6 +58,10 @@ class Database:
         """Notified when a lease is released (leases wait on it)."""
         with self.lock:
             self.conn.execute("PRAGMA journal_mode=WAL")
+            # WAL with synchronous=NORMAL: a commit is not fsynced; a power cut may lose
+            # the last commits but never corrupts the file. What it holds is leases,
+            # last-use times and records that reconciliation can rebuild (orphans).
+            self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA busy_timeout=5000")
             self.conn.executescript(SCHEMA)
             self._add_missing_columns()

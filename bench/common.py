@@ -1,0 +1,94 @@
+"""What every benchmark needs: a labelled service, timing, percentiles, clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import httpx
+
+from tests.helpers import ServiceProcess, spawn_service
+
+IMAGE_ID = "debian-base"
+IMAGE_REF = "siesta/debian-base:1"
+BENCH_LABEL = "siesta.bench"
+
+
+@dataclass
+class Bench:
+    """One benchmark run: its id (labels everything it makes) and its service."""
+
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    token: str = field(default_factory=lambda: uuid.uuid4().hex * 2)
+
+    @property
+    def label(self) -> str:
+        return f"{BENCH_LABEL}={self.run_id}"
+
+    def headers(self, user: str = "bench") -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.token}",
+            "X-Siesta-Org": "bench",
+            "X-Siesta-User": user,
+            "X-Siesta-Base-Image": IMAGE_ID,
+        }
+
+    def start(self, data_dir: Path, **settings: str) -> ServiceProcess:
+        env = {
+            **os.environ,
+            "SIESTA_API_TOKEN": self.token,
+            "SIESTA_DATA_DIR": str(data_dir),
+            "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({BENCH_LABEL: self.run_id}),
+            **settings,
+        }
+        return spawn_service(data_dir, env)
+
+    def call(
+        self, client: httpx.Client, conversation: str, function: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        response = client.post(
+            f"/v1/conversations/{conversation}/sandbox/{function}",
+            json=body,
+            headers=self.headers(),
+        )
+        if response.status_code != 200:
+            msg = f"{function} failed: {response.status_code} {response.text[:300]}"
+            raise RuntimeError(msg)
+        result: dict[str, Any] = response.json()
+        return result
+
+    def sandbox_of(self, service: ServiceProcess, conversation: str) -> str:
+        response = service.client.get(
+            f"/v1/conversations/{conversation}/sandbox", headers=self.headers()
+        )
+        return f"siesta-{response.json()['sessionId']}"
+
+    def remove_everything(self, client: docker.DockerClient) -> None:
+        for container in client.containers.list(all=True, filters={"label": self.label}):
+            container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters={"label": self.label}):
+            volume.remove(force=True)
+
+
+def timed(action: Callable[[], object]) -> float:
+    """Milliseconds ``action`` took."""
+    started = time.perf_counter()
+    action()
+    return (time.perf_counter() - started) * 1000
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
