@@ -1,5 +1,5 @@
 # The two commands of the README, plus the pieces they are made of.
-.PHONY: run test setup lint unit bench clean-sandboxes
+.PHONY: run test setup lint unit bench clean-sandboxes image
 
 VENV ?= .venv
 HOST ?= 127.0.0.1
@@ -28,3 +28,6 @@ bench: setup  ## every benchmark beside its baseline; writes bench/results.md
 
 clean-sandboxes:  ## remove every container and volume this deployment created (by its deployment label)
 	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} $(VENV)/bin/siesta-runtime sandboxes clean
+
+image:  ## the service image, siesta/runtime:1 (see Dockerfile)
+	./scripts/build-image.sh

@@ -155,6 +155,7 @@ def first_operation(bench: Bench, service: ServiceProcess, n: int, pool_size: in
                 return int(float(line.split()[-1]))
         return 0
 
+    hits_before = _metric(service, 'siesta_pool_claims_total{outcome="hit"}')
     ours, run_rm = [], []
     for _ in range(n):
         deadline = time.monotonic() + 60
@@ -183,7 +184,7 @@ def first_operation(bench: Bench, service: ServiceProcess, n: int, pool_size: in
             )
         )
     p50, base = median(ours), median(run_rm)
-    hits = _metric(service, 'siesta_pool_claims_total{outcome="hit"}')
+    hits = _metric(service, 'siesta_pool_claims_total{outcome="hit"}') - hits_before
     return [
         Figure(
             "first operation of a new conversation, pool warm, p50",
