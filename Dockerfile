@@ -31,6 +31,8 @@ COPY images/catalog.yaml /etc/siesta/catalog.yaml
 
 # Configuration only through SIESTA_* variables (see the README's Configuration).
 ENV PATH=/opt/siesta/bin:$PATH \
+    SIESTA_HTTP__HOST=0.0.0.0 \
+    SIESTA_HTTP__PORT=8080 \
     SIESTA_DATA_DIR=/var/lib/siesta \
     SIESTA_IMAGES__CATALOG_PATH=/etc/siesta/catalog.yaml \
     PYTHONDONTWRITEBYTECODE=1
@@ -38,6 +40,6 @@ USER 10001
 WORKDIR /var/lib/siesta
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)"]
+  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['SIESTA_HTTP__PORT']}/healthz\", timeout=2)"]
 ENTRYPOINT ["/opt/siesta/bin/siesta-runtime"]
-CMD ["serve", "--host", "0.0.0.0", "--port", "8080"]
+CMD ["serve"]

@@ -29,5 +29,5 @@ bench: setup  ## every benchmark beside its baseline; writes bench/results.md
 clean-sandboxes:  ## remove every container and volume this deployment created (by its deployment label)
 	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} $(VENV)/bin/siesta-runtime sandboxes clean
 
-image:  ## the service image, siesta/runtime:1 (see Dockerfile)
+image: setup  ## the service image, siesta/runtime:1 (see Dockerfile)
 	./scripts/build-image.sh

@@ -55,8 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--host", help="default: SIESTA_HTTP__HOST (127.0.0.1)")
+    serve.add_argument("--port", type=int, help="default: SIESTA_HTTP__PORT (8080)")
     serve.add_argument(
         "--create-token",
         action="store_true",
@@ -109,8 +109,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     create_app = importlib.import_module("api.app").create_app
     uvicorn.run(
         create_app(settings),
-        host=args.host,
-        port=args.port,
+        host=args.host or settings.http.host,
+        port=args.port or settings.http.port,
         log_config=None,  # keep the JSON logging configured above
     )
     return 0

@@ -25,6 +25,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # A valid Kubernetes label value, so the same id can label pods.
 DEPLOYMENT_ID_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
 
 
 class SandboxSettings(BaseModel):
@@ -369,8 +371,41 @@ class FakeProviderSettings(BaseModel):
     type: Literal["fake"] = "fake"
 
 
+class KubernetesProviderSettings(BaseModel):
+    """Sandboxes as pods of a Kubernetes cluster, workspaces as PersistentVolumeClaims."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["kubernetes"] = "kubernetes"
+    namespace: str = Field("default", pattern=DNS_LABEL_PATTERN)
+    """Where sandbox pods and their claims are made (the service's own namespace in
+    the manifests; the Role grants exactly that)."""
+    api_url: str | None = None
+    """An API server to use without credentials (``kubectl proxy``, a test double).
+    Default: the in-cluster service account, else the kubeconfig."""
+    kubeconfig: Path | None = None
+    """A kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``) when not in a cluster."""
+    context: str | None = None
+    """The kubeconfig context (default: its current one)."""
+    runtime_class: str | None = None
+    """RuntimeClass of sandbox pods, e.g. ``gvisor`` (k8s/examples/runtimeclass-gvisor.yaml)."""
+    storage_class: str | None = None
+    """StorageClass of workspace claims (default: the cluster's default class)."""
+    workspace_size: str = Field("1Gi", pattern=QUANTITY_PATTERN)
+    """Requested size of a workspace claim."""
+    run_as_user: int | None = Field(None, ge=1)
+    """Run the sandbox as this non-root uid, for images that allow it (the catalog's
+    images install packages as root with a few capabilities, like on Docker)."""
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    """Nodes sandbox pods may run on (e.g. a sandbox node pool)."""
+    request_timeout_seconds: float = Field(30.0, gt=0)
+    """How long one API request may take."""
+
+
 ProviderSettings = Annotated[
-    DockerProviderSettings | FakeProviderSettings, Field(discriminator="type")
+    DockerProviderSettings | KubernetesProviderSettings | FakeProviderSettings,
+    Field(discriminator="type"),
 ]
 
 
@@ -384,6 +419,10 @@ class ImageSettings(BaseModel):
 class HttpSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    host: str = "127.0.0.1"
+    """Address ``serve`` listens on (``--host`` overrides it); the service image uses 0.0.0.0."""
+    port: int = Field(8080, ge=1, le=65535)
+    """Port ``serve`` listens on (``--port`` overrides it)."""
     max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     """Largest JSON request body accepted (uploads have their own limit)."""
     worker_threads: int = Field(64, ge=4)
@@ -457,4 +496,4 @@ def describe_invalid_settings(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-_UNION_TAGS = {"sqlite", "redis", "docker", "fake", "none", "http", "openai"}
+_UNION_TAGS = {"sqlite", "redis", "docker", "kubernetes", "fake", "none", "http", "openai"}

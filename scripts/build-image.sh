@@ -12,8 +12,15 @@ TAG=${TAG:-1}
 
 rm -rf build/wheels
 mkdir -p build/wheels/dependencies build/wheels/service
-"$VENV/bin/python" -m pip wheel --quiet --wheel-dir build/wheels/dependencies .
-mv build/wheels/dependencies/siesta_runtime-*.whl build/wheels/service/
+"$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir build/wheels/service .
+# The dependencies as the image's Python (Debian bookworm's 3.11.2) needs them: its
+# own environment markers, wheels only (nothing is compiled in the image).
+"$VENV/bin/python" -m pip download --quiet --dest build/wheels/dependencies \
+    --only-binary=:all: --implementation cp --python-version 3.11 --abi cp311 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_31_x86_64 --platform any \
+    build/wheels/service/siesta_runtime-*.whl \
+    'async-timeout>=4.0.3'  # redis needs it below Python 3.11.3; pip judges markers by ours
+rm -f build/wheels/dependencies/siesta_runtime-*.whl
 "$VENV/bin/python" -c 'import docker; from runtime.imagebuild import ensure_base_image; ensure_base_image(docker.from_env(), print)'
 docker build --tag "siesta/runtime:$TAG" --label siesta.service-image=true .
 echo "built siesta/runtime:$TAG"

@@ -29,6 +29,9 @@ apt_packages_missing() {
     "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
     # The tests start private Redis servers; several service instances share one.
     command -v redis-server >/dev/null || missing+=(redis-server)
+    # The manifest tests render k8s/ with `kubectl kustomize` (offline); Debian's
+    # client is 1.20, whose kustomize the manifests are written for.
+    command -v kubectl >/dev/null || missing+=(kubernetes-client)
     echo "${missing[@]:-}"
 }
 

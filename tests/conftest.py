@@ -23,6 +23,7 @@ from tests.helpers import (
     remove_run_resources,
     spawn_service,
 )
+from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 from tests.redis_server import RedisServer
 
 
@@ -43,6 +44,15 @@ def docker_client() -> Iterator[docker.DockerClient]:
     yield client
     remove_run_resources(client)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def kubernetes_api(docker_client: docker.DockerClient) -> Iterator[ApiServerDouble]:
+    """The Kubernetes API server double (tests/k8s/apiserver.py), its pods run on Docker."""
+    double = ApiServerDouble(docker_client, {TEST_RUN_LABEL: TEST_RUN_ID})
+    double.start()
+    yield double
+    double.stop()
 
 
 @pytest.fixture(scope="session")
@@ -71,7 +81,9 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             "SIESTA_POOL__SIZE": "0",
             **env,
         }
-        service = spawn_service(data_dir, environment, env)
+        # What a one-shot command (reconcile) for this service needs besides the data dir.
+        overrides = {"SIESTA_PROVIDER__TYPE": provider, **env}
+        service = spawn_service(data_dir, environment, overrides)
         started.append(service)
         return service
 
@@ -85,3 +97,22 @@ def docker_service(
     start_service: StartService, docker_client: docker.DockerClient
 ) -> ServiceProcess:
     return start_service("docker")
+
+
+@pytest.fixture(scope="module")
+def kubernetes_service(
+    start_service: StartService, kubernetes_api: ApiServerDouble
+) -> ServiceProcess:
+    """The service with the Kubernetes provider, on the API server double."""
+    return start_service(
+        "kubernetes",
+        SIESTA_PROVIDER__API_URL=kubernetes_api.url,
+        SIESTA_PROVIDER__NAMESPACE=KUBERNETES_NAMESPACE,
+    )
+
+
+@pytest.fixture(scope="module", params=["docker", "kubernetes"])
+def sandbox_service(request: pytest.FixtureRequest) -> ServiceProcess:
+    """The service on each real provider: the provider-independent API tests run on both."""
+    service: ServiceProcess = request.getfixturevalue(f"{request.param}_service")
+    return service

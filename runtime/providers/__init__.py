@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-from runtime.config import FakeProviderSettings, Settings
+from runtime.config import FakeProviderSettings, KubernetesProviderSettings, Settings
 from runtime.providers.base import SandboxProvider
 
 
 def build_provider(settings: Settings, deployment_id: str) -> SandboxProvider:
     """The configured provider; what it creates is labelled with ``deployment_id``."""
-    if isinstance(settings.provider, FakeProviderSettings):
+    provider = settings.provider
+    if isinstance(provider, FakeProviderSettings):
         from runtime.providers.fake import FakeProvider
 
         return FakeProvider(settings.data_dir / "fake-sandboxes")
+    if isinstance(provider, KubernetesProviderSettings):
+        from runtime.providers.kubernetes import KubernetesProvider
+
+        return KubernetesProvider(
+            settings.sandbox,
+            provider,
+            deployment_id=deployment_id,
+            resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
+        )
     from runtime.providers.docker import DockerProvider
 
-    return DockerProvider(
-        settings.sandbox, deployment_id=deployment_id, base_url=settings.provider.base_url
-    )
+    return DockerProvider(settings.sandbox, deployment_id=deployment_id, base_url=provider.base_url)

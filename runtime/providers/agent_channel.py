@@ -65,6 +65,26 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+class DockerStreamFrames:
+    """Docker's multiplexed stream (Tty off): 8-byte headers (stream, size), then data."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """The (stream, chunk) frames completed by ``data``."""
+        pending = self._pending
+        pending += data
+        frames = []
+        while len(pending) >= 8:
+            size = int.from_bytes(pending[4:8], "big")
+            if len(pending) < 8 + size:
+                break
+            frames.append((pending[0], bytes(pending[8 : 8 + size])))
+            del pending[: 8 + size]
+        return frames
+
+
 class DockerAttachTransport:
     """A hijacked ``/containers/{id}/attach`` socket (Tty off: 8-byte stream headers)."""
 
@@ -76,7 +96,7 @@ class DockerAttachTransport:
         self._sock.sendall(data)
 
     def receive(self) -> Iterator[tuple[int, bytes]]:
-        pending = bytearray()
+        frames = DockerStreamFrames()
         while True:
             try:
                 data = self._sock.recv(256 * 1024)
@@ -84,15 +104,7 @@ class DockerAttachTransport:
                 return
             if not data:
                 return
-            pending += data
-            while len(pending) >= 8:
-                size = int.from_bytes(pending[4:8], "big")
-                if len(pending) < 8 + size:
-                    break
-                stream = pending[0]
-                chunk = bytes(pending[8 : 8 + size])
-                del pending[: 8 + size]
-                yield stream, chunk
+            yield from frames.feed(data)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -1,17 +1,19 @@
 """The provider operations, done through a sandbox's agent channel.
 
 Provider-independent: Docker and Kubernetes open the channel their own way and
-then run commands and file helpers through these two functions.
+then run commands and file helpers through these functions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from runtime.errors import SandboxUnavailable
 from runtime.output import HeadTailBuffer, captured
-from runtime.providers.agent_channel import AgentChannel
+from runtime.providers import fshelper
+from runtime.providers.agent_channel import AgentChannel, ChannelClosed, SpawnFailed
 from runtime.providers.agent_protocol import SpawnFlag
-from runtime.providers.base import ByteSink, ExecRequest, ExecResult
+from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult
 
 BASH = "bash"  # found on PATH, and what $0 says (as it always said)
 HOST_SLACK_SECONDS = 10.0
@@ -79,3 +81,71 @@ def run_helper(
 
     outcome = channel.spawn(argv, stdin=stdin_chunks, on_output=output)
     return outcome.exit_code, stderr.result().text
+
+
+# -- what both providers do with a channel, errors included ------------------------------
+
+HelperIO = Callable[[list[str], Iterable[bytes] | None, ByteSink | None], tuple[int, str]]
+"""Runs a file helper: (argv, stdin chunks, stdout sink) -> (exit code, stderr)."""
+
+
+def command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
+    """``run_command``, with a lost channel as ``sandbox_unavailable`` and a process
+    that could not start as a result the model reads (exit 126)."""
+    try:
+        return run_command(channel, request)
+    except ChannelClosed as exc:
+        msg = f"the connection to the sandbox ended during the command; try again ({exc})"
+        raise SandboxUnavailable(msg) from exc
+    except SpawnFailed as exc:
+        # E.g. the process limit is reached (a fork bomb still running): the
+        # command could not start, which the model should read as a result.
+        message = f"siesta: the command could not start: {exc} (errno {exc.errno})\n"
+        stderr = captured(message.encode(), b"", len(message))
+        return ExecResult(126, captured(b"", b"", 0), stderr, timed_out=False, duration_ms=0)
+
+
+def helper(
+    channel: AgentChannel,
+    argv: list[str],
+    stdin_chunks: Iterable[bytes] | None,
+    stdout_sink: ByteSink | None,
+) -> tuple[int, str]:
+    """``run_helper``, with a lost channel or a helper that could not start as
+    ``sandbox_unavailable``."""
+    try:
+        return run_helper(channel, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink)
+    except ChannelClosed as exc:
+        msg = f"the connection to the sandbox ended during a file operation; try again ({exc})"
+        raise SandboxUnavailable(msg) from exc
+    except SpawnFailed as exc:
+        msg = f"the sandbox could not start its file helper: {exc}; try again"
+        raise SandboxUnavailable(msg) from exc
+
+
+class HelperFiles:
+    """The file operations of a provider, through its ``_io`` (file helpers run in
+    the sandbox: ``siesta-fs`` over the agent channel, or an engine exec)."""
+
+    def _io(self, sandbox_id: str) -> HelperIO:
+        raise NotImplementedError
+
+    def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+    ) -> int:
+        io = self._io(sandbox_id)
+        exit_code, stderr = io(fshelper.read_argv(path, max_bytes, strict), None, sink)
+        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+
+    def write_file(
+        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
+    ) -> int:
+        io = self._io(sandbox_id)
+        exit_code, stderr = io(fshelper.write_argv(path, max_bytes), chunks, None)
+        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+
+    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
+        stdout = bytearray()
+        io = self._io(sandbox_id)
+        exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, stdout.extend)
+        return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))

@@ -31,6 +31,13 @@ IMAGE_LABEL = "siesta.image-id"
 
 WORKSPACE = "/mnt/work"
 
+PACKAGE_INSTALL_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
+"""What root keeps inside a sandbox (all else is dropped): what installing packages
+needs, changing file owners and modes (dpkg) and switching user (apt's _apt sandbox)."""
+STOP_GRACE_SECONDS = 5
+"""How long a stopping sandbox gets: the agent ends every process group on SIGTERM
+and exits within 2 s."""
+
 
 class SandboxState(enum.StrEnum):
     RUNNING = "running"

@@ -25,15 +25,14 @@ import docker.errors
 from docker.types import LogConfig
 
 from runtime.config import SandboxSettings
-from runtime.errors import ImageUnavailable, ProvisioningFailed, SandboxUnavailable
-from runtime.output import captured
-from runtime.providers import agent_ops, fshelper
-from runtime.providers.agent_channel import ChannelClosed, SpawnFailed
+from runtime.errors import ImageUnavailable, ProvisioningFailed
+from runtime.providers import agent_ops
 from runtime.providers.base import (
     DEPLOYMENT_LABEL,
+    PACKAGE_INSTALL_CAPABILITIES,
+    STOP_GRACE_SECONDS,
     WORKSPACE,
     ByteSink,
-    DirListing,
     ExecRequest,
     ExecResult,
     SandboxInfo,
@@ -41,15 +40,10 @@ from runtime.providers.base import (
     SandboxState,
     WorkspaceInfo,
 )
-from runtime.providers.docker_channels import DockerChannels
+from runtime.providers.docker_channels import docker_channels
 from runtime.providers.docker_errors import docker_errors, explain
 from runtime.providers.docker_exec import EngineExec
 
-# Root inside the sandbox keeps only what installing packages needs: changing
-# file owners and modes (dpkg), and switching user (apt's _apt sandbox).
-PACKAGE_INSTALL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
-# The agent ends every process group on SIGTERM and exits within 2 s.
-STOP_GRACE_SECONDS = 5
 # If the agent (PID 1) ever dies, the container starts again with its disk: the
 # conversation keeps its files; its processes are gone, as after a reboot.
 RESTART_RETRIES = 3
@@ -65,7 +59,7 @@ _STATES = {
 }
 
 
-class DockerProvider:
+class DockerProvider(agent_ops.HelperFiles):
     def __init__(
         self,
         settings: SandboxSettings,
@@ -81,7 +75,7 @@ class DockerProvider:
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             )
         self._api = self._client.api
-        self._channels = DockerChannels(self._api)
+        self._channels = docker_channels(self._api)
         self._engine = EngineExec(self._api)
 
     def ping(self) -> None:
@@ -122,7 +116,7 @@ class DockerProvider:
             nano_cpus=int(s.cpu_limit * 1e9),
             pids_limit=s.pids_limit,
             cap_drop=["ALL"],
-            cap_add=PACKAGE_INSTALL_CAPS,
+            cap_add=PACKAGE_INSTALL_CAPABILITIES,
             security_opt=["no-new-privileges"],
             network_mode=s.network,
             # The image's agent is PID 1 (it reaps orphans); Docker's --init would
@@ -167,67 +161,22 @@ class DockerProvider:
         channel = self._channels.get(sandbox_id)
         if channel is None:
             return self._engine.run_command(sandbox_id, request)
-        try:
-            return agent_ops.run_command(channel, request)
-        except ChannelClosed as exc:
-            self._channels.drop(sandbox_id)
-            msg = f"the connection to the sandbox ended during the command; try again ({exc})"
-            raise SandboxUnavailable(msg) from exc
-        except SpawnFailed as exc:
-            # E.g. the process limit is reached (a fork bomb still running): the
-            # command could not start, which the model should read as a result.
-            message = f"siesta: the command could not start: {exc} (errno {exc.errno})\n"
-            stderr = captured(message.encode(), b"", len(message))
-            return ExecResult(126, captured(b"", b"", 0), stderr, timed_out=False, duration_ms=0)
+        return agent_ops.command(channel, request)
 
-    def read_file(
-        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
-    ) -> int:
-        exit_code, stderr = self._exec_io(
-            sandbox_id, fshelper.read_argv(path, max_bytes, strict), stdout_sink=sink
-        )
-        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+    def _io(self, sandbox_id: str) -> agent_ops.HelperIO:
+        """File helpers through the agent (or an engine exec without one)."""
 
-    def write_file(
-        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
-    ) -> int:
-        exit_code, stderr = self._exec_io(
-            sandbox_id, fshelper.write_argv(path, max_bytes), stdin_chunks=chunks
-        )
-        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+        def run(
+            argv: list[str], stdin_chunks: Iterable[bytes] | None, stdout_sink: ByteSink | None
+        ) -> tuple[int, str]:
+            channel = self._channels.get(sandbox_id)
+            if channel is None:
+                return self._engine.run_helper(
+                    sandbox_id, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink
+                )
+            return agent_ops.helper(channel, argv, stdin_chunks, stdout_sink)
 
-    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
-        stdout = bytearray()
-        exit_code, stderr = self._exec_io(
-            sandbox_id, fshelper.list_argv(path, max_entries), stdout_sink=stdout.extend
-        )
-        return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))
-
-    def _exec_io(
-        self,
-        sandbox_id: str,
-        argv: list[str],
-        *,
-        stdin_chunks: Iterable[bytes] | None = None,
-        stdout_sink: ByteSink | None = None,
-    ) -> tuple[int, str]:
-        """A file helper, through the agent (or an engine exec without one)."""
-        channel = self._channels.get(sandbox_id)
-        if channel is None:
-            return self._engine.run_helper(
-                sandbox_id, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink
-            )
-        try:
-            return agent_ops.run_helper(
-                channel, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink
-            )
-        except ChannelClosed as exc:
-            self._channels.drop(sandbox_id)
-            msg = f"the connection to the sandbox ended during a file operation; try again ({exc})"
-            raise SandboxUnavailable(msg) from exc
-        except SpawnFailed as exc:
-            msg = f"the sandbox could not start its file helper: {exc}; try again"
-            raise SandboxUnavailable(msg) from exc
+        return run
 
     def pause(self, sandbox_id: str) -> None:
         with docker_errors():

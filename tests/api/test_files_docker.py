@@ -1,4 +1,5 @@
-"""The file workflow end to end: real HTTP, a real service process, real Docker."""
+"""The file workflow end to end: real HTTP, a real service process, each real
+provider (Docker; Kubernetes on the API server double, its pods on Docker)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def download(service: ServiceProcess, conversation: str, file_id: str, org: str 
     )
 
 
-def test_sales_csv_workflow_end_to_end(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_sales_csv_workflow_end_to_end(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     uploaded = upload(client, conversation, "sales.csv", SALES, content_type="text/csv")
 
@@ -90,14 +91,14 @@ def test_sales_csv_workflow_end_to_end(docker_service: ServiceProcess) -> None:
         ("sales.csv", "attachment"),
         ("cleaned-sales.csv", "artifact"),
     ]
-    response = download(docker_service, conversation, artifact["id"])
+    response = download(sandbox_service, conversation, artifact["id"])
     assert response.content == cleaned["stdout"].encode()
     assert response.headers["content-type"].startswith("text/csv")
     assert "cleaned-sales.csv" in response.headers["content-disposition"]
 
 
-def test_binary_round_trip_is_byte_identical(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_binary_round_trip_is_byte_identical(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     png = tiny_png()
     upload(client, conversation, "dot.png", png, content_type="image/png")
@@ -112,11 +113,11 @@ def test_binary_round_trip_is_byte_identical(docker_service: ServiceProcess) -> 
     assert (read["size"], read["truncated"]) == (len(png), False)
     assert artifact["contentType"] == "image/png"
     assert artifact["sha256"] == hashlib.sha256(png).hexdigest()
-    assert download(docker_service, conversation, artifact["id"]).content == png
+    assert download(sandbox_service, conversation, artifact["id"]).content == png
 
 
-def test_write_then_read_and_list(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_write_then_read_and_list(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     written = call(
         client,
@@ -151,8 +152,8 @@ def test_write_then_read_and_list(docker_service: ServiceProcess) -> None:
     assert [e["name"] for e in root["entries"]] == ["notes"]
 
 
-def test_read_reports_truncation_and_keeps_text_text(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_read_reports_truncation_and_keeps_text_text(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     call(client, conversation, "writeFile", {"path": "t.txt", "content": "é" * 10})
     read = call(client, conversation, "readFile", {"path": "t.txt", "maxBytes": 5})
@@ -163,8 +164,8 @@ def test_read_reports_truncation_and_keeps_text_text(docker_service: ServiceProc
     assert read["returnedBytes"] == 4
 
 
-def test_partial_publish_reports_each_path(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_partial_publish_reports_each_path(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     run_command(client, conversation, "echo ok > good.txt; mkdir folder; ln -s /etc/passwd pw")
     result = call(
@@ -190,8 +191,8 @@ def test_partial_publish_reports_each_path(docker_service: ServiceProcess) -> No
     assert names == ["good.txt"]  # the successful one stays published
 
 
-def test_publishing_again_makes_a_new_artifact(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_publishing_again_makes_a_new_artifact(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     run_command(client, conversation, "echo v1 > report.txt")
     first = call(client, conversation, "publishFiles", {"paths": ["report.txt"]})
@@ -200,14 +201,14 @@ def test_publishing_again_makes_a_new_artifact(docker_service: ServiceProcess) -
     a, b = first["files"][0]["artifact"], second["files"][0]["artifact"]
 
     assert a["id"] != b["id"]
-    assert download(docker_service, conversation, a["id"]).content == b"v1\n"
-    assert download(docker_service, conversation, b["id"]).content == b"v2\n"
+    assert download(sandbox_service, conversation, a["id"]).content == b"v1\n"
+    assert download(sandbox_service, conversation, b["id"]).content == b"v2\n"
 
 
 def test_staging_names_are_sanitised_and_collisions_made_unique(
-    docker_service: ServiceProcess,
+    sandbox_service: ServiceProcess,
 ) -> None:
-    client = docker_service.client
+    client = sandbox_service.client
     conversation = new_conversation()
     a = upload(client, conversation, "my data.csv", b"a")
     b = upload(client, conversation, "my_data.csv", b"bb")
@@ -242,12 +243,12 @@ def test_missing_input_fails_before_anything_runs(
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
 
 
-def test_files_of_one_org_are_invisible_to_another(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_files_of_one_org_are_invisible_to_another(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     secret = upload(client, conversation, "secret.txt", b"a's secret", org="org-a")
 
-    assert download(docker_service, conversation, secret["id"], org="org-b").status_code == 404
+    assert download(sandbox_service, conversation, secret["id"], org="org-b").status_code == 404
     listed = client.get(f"/v1/conversations/{conversation}/files", headers=headers(org="org-b"))
     assert listed.json() == {"files": []}
     response = client.post(
@@ -258,20 +259,20 @@ def test_files_of_one_org_are_invisible_to_another(docker_service: ServiceProces
     assert response.json()["error"]["code"] == "missing_input"
 
 
-def test_deleting_the_conversation_deletes_its_files(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_deleting_the_conversation_deletes_its_files(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     uploaded = upload(client, conversation, "a.txt", b"data")
     run_command(client, conversation, "echo out > o.txt")
     call(client, conversation, "publishFiles", {"paths": ["o.txt"]})
-    blobs = list((docker_service.data_dir / "blobs").rglob("*"))
+    blobs = list((sandbox_service.data_dir / "blobs").rglob("*"))
     assert any(path.name == uploaded["id"] for path in blobs)
 
     deleted = client.delete(f"/v1/conversations/{conversation}", headers=headers()).json()
 
     assert deleted["deletedFiles"] == 2
-    assert download(docker_service, conversation, uploaded["id"]).status_code == 404
-    remaining = [p.name for p in (docker_service.data_dir / "blobs").rglob("*") if p.is_file()]
+    assert download(sandbox_service, conversation, uploaded["id"]).status_code == 404
+    remaining = [p.name for p in (sandbox_service.data_dir / "blobs").rglob("*") if p.is_file()]
     assert uploaded["id"] not in remaining
 
 

@@ -1,4 +1,5 @@
-"""runCommand end to end: real HTTP, a real service process, real Docker."""
+"""runCommand end to end: real HTTP, a real service process, real Docker (and, for
+what does not look at containers, Kubernetes on the API server double)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ pytestmark = pytest.mark.docker
 
 
 def test_readme_example_files_persist_within_a_conversation_only(
-    docker_service: ServiceProcess,
+    sandbox_service: ServiceProcess,
 ) -> None:
-    client = docker_service.client
+    client = sandbox_service.client
     first, second = new_conversation(), new_conversation()
 
     written = run_command(client, first, "echo hello > a.txt && cat a.txt")
@@ -58,8 +59,8 @@ def test_first_operation_provisions_lazily_and_later_ones_reuse(
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation})[0] == containers
 
 
-def test_each_call_is_a_fresh_login_shell(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_each_call_is_a_fresh_login_shell(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     run_command(client, conversation, "export FOO=bar; cd /tmp; mkdir -p sub")
     result = run_command(
@@ -69,9 +70,9 @@ def test_each_call_is_a_fresh_login_shell(docker_service: ServiceProcess) -> Non
 
 
 def test_session_keeps_its_image_when_the_agent_changes_it(
-    docker_service: ServiceProcess,
+    sandbox_service: ServiceProcess,
 ) -> None:
-    client = docker_service.client
+    client = sandbox_service.client
     conversation = new_conversation()
     first = run_command(
         client, conversation, "command -v python3 || echo none", image="debian-base"
@@ -125,8 +126,8 @@ def test_exited_container_is_replaced(
     assert replaced["stdout"] == "ok\n"
 
 
-def test_timeout_kills_the_whole_process_group(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_timeout_kills_the_whole_process_group(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     result = run_command(
         client, conversation, "sleep 301 & echo started; sleep 302", timeoutSeconds=2
@@ -152,19 +153,19 @@ def test_timeout_is_capped_by_the_deployment_maximum(
     assert result["timedOut"] is True  # after 1 s: uncapped, `sleep 30` would have ended
 
 
-def test_nonzero_exit_is_a_result_not_an_error(docker_service: ServiceProcess) -> None:
+def test_nonzero_exit_is_a_result_not_an_error(sandbox_service: ServiceProcess) -> None:
     result = run_command(
-        docker_service.client, new_conversation(), "echo out; echo err >&2; exit 7"
+        sandbox_service.client, new_conversation(), "echo out; echo err >&2; exit 7"
     )
     assert (result["exitCode"], result["stdout"], result["stderr"]) == (7, "out\n", "err\n")
     assert result["timedOut"] is False
 
 
-def test_output_flood_is_capped_while_produced(docker_service: ServiceProcess) -> None:
-    client = docker_service.client
+def test_output_flood_is_capped_while_produced(sandbox_service: ServiceProcess) -> None:
+    client = sandbox_service.client
     conversation = new_conversation()
     run_command(client, conversation, "true")  # provision first: measure the flood alone
-    peak_before = docker_service.peak_rss_kb()
+    peak_before = sandbox_service.peak_rss_kb()
 
     one_gb = 1024**3
     result = run_command(
@@ -175,7 +176,7 @@ def test_output_flood_is_capped_while_produced(docker_service: ServiceProcess) -
         timeoutSeconds=120,
     )
 
-    peak_growth_mb = (docker_service.peak_rss_kb() - peak_before) / 1024
+    peak_growth_mb = (sandbox_service.peak_rss_kb() - peak_before) / 1024
     truncated = result["truncated"]
     assert result["exitCode"] == 0
     assert truncated["stdout"] is True and truncated["stderr"] is True

@@ -1,4 +1,5 @@
-"""SessionManager rules, on the fake provider and the SQLite store."""
+"""SessionManager rules, on the SQLite store, with the fake provider and (for the
+rules that take any provider) the Kubernetes one on its API server double."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ from runtime.errors import (
 )
 from runtime.images import CatalogImage, ImageCatalog
 from runtime.leases import Leases
-from runtime.providers.base import SandboxSpec, SandboxState
+from runtime.providers.base import SandboxProvider, SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.sessions import SessionManager
 from runtime.store.base import Stores
 from runtime.store.records import SessionRecord, SessionStatus
 from runtime.store.sqlite import open_sqlite
+from tests.runtime.providers.test_contract import kubernetes_provider
 
 
 def catalog(tmp_path: Path, *, python_enabled: bool = True) -> ImageCatalog:
@@ -49,8 +51,15 @@ class SlowFakeProvider(FakeProvider):
         return super().create(spec)
 
 
-@pytest.fixture
-def provider(tmp_path: Path) -> Iterator[FakeProvider]:
+@pytest.fixture(params=["fake", pytest.param("kubernetes", marks=pytest.mark.docker)])
+def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
+    if request.param == "kubernetes":
+        kubernetes = kubernetes_provider(request.getfixturevalue("kubernetes_api"))
+        yield kubernetes
+        for sandbox in kubernetes.list_sandboxes():  # what a test left running
+            kubernetes.destroy(sandbox.sandbox_id)
+        kubernetes.close()
+        return
     fake = FakeProvider(tmp_path / "sandboxes")
     yield fake
     fake.close()
@@ -65,7 +74,7 @@ def store(tmp_path: Path) -> Iterator[Stores]:
 
 def manager(
     store: Stores,
-    provider: FakeProvider,
+    provider: SandboxProvider,
     images: ImageCatalog,
     clock: Callable[[], float] = time.time,
     capacity: CapacitySettings | None = None,
@@ -111,7 +120,7 @@ def test_concurrent_first_operations_provision_one_session(tmp_path: Path, store
 
 
 def test_replacement_keeps_the_pinned_image(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx("python")) as first:
@@ -126,7 +135,7 @@ def test_replacement_keeps_the_pinned_image(
 
 
 def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_is_withdrawn(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     with manager(store, provider, catalog(tmp_path)).operation(ctx("python")) as first:
         pass
@@ -141,7 +150,7 @@ def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_i
 
 
 def test_disabled_sandbox_refuses_before_anything_is_created(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path), enabled=False)
     with pytest.raises(SandboxDisabled), sessions.operation(ctx()):
@@ -166,7 +175,7 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
 
 
 def test_delete_removes_sandbox_and_record(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx()) as active:
@@ -179,7 +188,7 @@ def test_delete_removes_sandbox_and_record(
 
 
 def test_last_used_is_recorded_at_the_end_of_an_operation(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     now = [1000.0]
     sessions = manager(store, provider, catalog(tmp_path), clock=lambda: now[0])
@@ -195,7 +204,7 @@ def user_ctx(user: str, conversation: str, org: str = "org") -> CallContext:
 
 
 def test_capacity_suspends_the_least_recently_used_idle_session(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     now = [1000.0]
     sessions = manager(
@@ -226,7 +235,7 @@ def test_capacity_suspends_the_least_recently_used_idle_session(
 
 
 def test_capacity_unavailable_names_the_scope_and_limit_when_nothing_is_idle(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(
         store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
@@ -259,7 +268,7 @@ def test_capacity_unavailable_names_the_scope_and_limit_when_nothing_is_idle(
 
 
 def test_other_orgs_do_not_count_against_an_org_limit(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(
         store, provider, catalog(tmp_path), capacity=CapacitySettings(max_active_per_org=1)
@@ -270,7 +279,7 @@ def test_other_orgs_do_not_count_against_an_org_limit(
     assert all(r.status is SessionStatus.ACTIVE for r in store.sessions.list_sessions())
 
 
-def test_delete_frees_the_slot(tmp_path: Path, store: Stores, provider: FakeProvider) -> None:
+def test_delete_frees_the_slot(tmp_path: Path, store: Stores, provider: SandboxProvider) -> None:
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(user_ctx("u", "c")):
         pass
@@ -282,7 +291,7 @@ def test_delete_frees_the_slot(tmp_path: Path, store: Stores, provider: FakeProv
 
 
 def test_a_busy_conversation_waits_then_reports_the_wait_limit(
-    tmp_path: Path, store: Stores, provider: FakeProvider
+    tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
     sessions = manager(store, provider, catalog(tmp_path), lease=LeaseSettings(wait_seconds=0.3))
     with sessions.operation(ctx()):

@@ -1,4 +1,5 @@
-"""The provider contract, run unchanged against Docker and the fake."""
+"""The provider contract, run unchanged against Docker, Kubernetes (the API server
+double of tests/k8s/apiserver.py, its pods on Docker) and the fake."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
 
-from runtime.config import SandboxSettings
+from runtime.config import KubernetesProviderSettings, SandboxSettings
 from runtime.errors import SandboxUnavailable
 from runtime.providers.base import (
     ExecRequest,
@@ -22,7 +24,9 @@ from runtime.providers.base import (
 )
 from runtime.providers.docker import DockerProvider
 from runtime.providers.fake import FakeProvider
+from runtime.providers.kubernetes import KubernetesProvider
 from tests.helpers import TEST_DEPLOYMENT, TEST_RUN_ID, TEST_RUN_LABEL
+from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 
 
 def docker_provider() -> DockerProvider:
@@ -31,16 +35,38 @@ def docker_provider() -> DockerProvider:
     )
 
 
+def kubernetes_provider(api: ApiServerDouble, **sandbox: Any) -> KubernetesProvider:
+    return KubernetesProvider(
+        SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}, **sandbox),
+        KubernetesProviderSettings(api_url=api.url, namespace=KUBERNETES_NAMESPACE),
+        deployment_id=TEST_DEPLOYMENT,
+        resume_timeout_seconds=30,
+    )
+
+
 OUTPUT_LIMIT = 4096
 
 
-@pytest.fixture(params=[pytest.param("docker", marks=pytest.mark.docker), "fake"])
+@pytest.fixture(
+    params=[
+        pytest.param("docker", marks=pytest.mark.docker),
+        pytest.param("kubernetes", marks=pytest.mark.docker),
+        "fake",
+    ]
+)
 def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
     if request.param == "docker":
         request.getfixturevalue("docker_client")  # session clean-up of labelled leftovers
         real = docker_provider()
         yield real
         real.close()
+    elif request.param == "kubernetes":
+        api: ApiServerDouble = request.getfixturevalue("kubernetes_api")
+        rejected_before = len(api.rejected)
+        kubernetes = kubernetes_provider(api)
+        yield kubernetes
+        kubernetes.close()
+        assert api.rejected[rejected_before:] == []  # every body it sent was valid
     else:
         fake = FakeProvider(tmp_path / "fake")
         yield fake
@@ -100,6 +126,36 @@ def test_output_is_capped_head_and_tail(provider: SandboxProvider, sandbox: str)
     assert result.stdout.text.startswith("BEGIN\n1\n2\n")
     assert result.stdout.text.endswith("99999\n100000\nEND\n")
     assert len(result.stdout.text.encode()) <= OUTPUT_LIMIT + 64
+
+
+def test_suspended_sandboxes_resume_with_their_workspace(
+    provider: SandboxProvider, sandbox: str
+) -> None:
+    run(provider, sandbox, "echo kept > notes.txt")
+    provider.pause(sandbox)
+    paused = provider.inspect(sandbox).state
+    provider.unpause(sandbox)
+    after_pause = run(provider, sandbox, "cat notes.txt").stdout.text
+    provider.stop(sandbox)
+    stopped = provider.inspect(sandbox).state
+    listed = {s.sandbox_id: s.state for s in provider.list_sandboxes()}
+    workspaces = [w.name for w in provider.list_workspaces()]
+    provider.start(sandbox)
+    after_stop = run(provider, sandbox, "cat notes.txt").stdout.text
+
+    assert paused is SandboxState.PAUSED
+    assert (stopped, listed[sandbox]) == (SandboxState.STOPPED, SandboxState.STOPPED)
+    assert sandbox in workspaces  # the workspace is listed on its own too
+    assert after_pause == after_stop == "kept\n"
+    assert provider.inspect(sandbox).state is SandboxState.RUNNING
+
+
+def test_a_suspended_sandbox_is_destroyed_whole(provider: SandboxProvider) -> None:
+    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    provider.stop(sandbox_id)
+    provider.destroy(sandbox_id)
+    assert provider.inspect(sandbox_id).state is SandboxState.MISSING
+    assert sandbox_id not in [w.name for w in provider.list_workspaces()]
 
 
 def test_destroy_is_idempotent(provider: SandboxProvider) -> None:

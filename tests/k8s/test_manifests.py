@@ -1,0 +1,188 @@
+"""The Kubernetes manifests: every overlay renders (kubectl kustomize, offline),
+every object validates against the Kubernetes OpenAPI schemas (strict: unknown
+fields are errors), and the invariants the deployment relies on hold."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from runtime.config import KubernetesProviderSettings, RedisStoreSettings, Settings
+from runtime.images import ImageCatalog
+from runtime.providers.kubernetes import COMPONENT_LABELS, RBAC_RULES
+from tests.helpers import REPO
+
+K8S = REPO / "k8s"
+OVERLAYS = sorted(path for path in (K8S / "overlays").iterdir() if path.is_dir())
+SCHEMA_VERSION = "1.32.0"
+
+
+def render(overlay: Path) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl is not installed (scripts/setup.sh installs it)"
+    result = subprocess.run(
+        [kubectl, "kustomize", str(overlay)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in by_kind(objects, kind) if name is None or o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind} {name}: {len(found)} found"
+    return found[0]
+
+
+@pytest.fixture(params=OVERLAYS, ids=[path.name for path in OVERLAYS])
+def objects(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return render(request.param)
+
+
+def test_every_object_validates_against_the_kubernetes_schemas(
+    objects: list[dict[str, Any]],
+) -> None:
+    for obj in objects:
+        kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True)
+
+
+def test_the_examples_validate_too() -> None:
+    for path in sorted((K8S / "examples").glob("*.yaml")):
+        for obj in yaml.safe_load_all(path.read_text()):
+            kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True)
+
+
+def test_the_service_runs_as_several_hardened_replicas(objects: list[dict[str, Any]]) -> None:
+    deployment = one(objects, "Deployment", "siesta-runtime")
+    spec = deployment["spec"]
+    assert spec["replicas"] >= 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert pod["affinity"]["podAntiAffinity"]
+    (container,) = pod["containers"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {"cpu", "memory"} <= container["resources"]["requests"].keys()
+    assert "memory" in container["resources"]["limits"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    secret_env = [e for e in container["env"] if e["name"] == "SIESTA_API_TOKEN"]
+    assert secret_env[0]["valueFrom"]["secretKeyRef"]["key"] == "token"
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    service = one(objects, "Service", "siesta-runtime")
+    assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+
+
+def test_no_pod_is_privileged(objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        pod = _pod_spec(obj)
+        if pod is None:
+            continue
+        assert not pod.get("hostNetwork") and not pod.get("hostPID")
+        for container in pod["containers"]:
+            context = container.get("securityContext", {})
+            assert context.get("privileged") is not True, obj["metadata"]["name"]
+            assert context.get("allowPrivilegeEscalation") is False, obj["metadata"]["name"]
+        for volume in pod.get("volumes", []):
+            assert "hostPath" not in volume, obj["metadata"]["name"]
+
+
+def test_reconciliation_is_a_cronjob_that_never_overlaps(objects: list[dict[str, Any]]) -> None:
+    cronjob = one(objects, "CronJob", "siesta-reconcile")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    assert cronjob["spec"]["successfulJobsHistoryLimit"] >= 1
+    assert cronjob["spec"]["failedJobsHistoryLimit"] >= 1
+    (container,) = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["reconcile"]
+    deployment = one(objects, "Deployment", "siesta-runtime")
+    (service,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == service["image"]
+
+
+def test_the_role_grants_exactly_what_the_provider_uses(objects: list[dict[str, Any]]) -> None:
+    role = one(objects, "Role", "siesta-runtime")
+    granted = {
+        (resource, verb)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    used = {(resource, verb) for resource, verbs in RBAC_RULES.items() for verb in verbs}
+    assert granted == used
+    assert not by_kind(objects, "ClusterRole") and not by_kind(objects, "ClusterRoleBinding")
+    binding = one(objects, "RoleBinding")
+    assert binding["subjects"][0]["name"] == "siesta-runtime"
+
+
+def test_sandbox_pods_receive_only_from_the_service_and_send_nowhere(
+    objects: list[dict[str, Any]],
+) -> None:
+    policy = one(objects, "NetworkPolicy", "siesta-sandboxes")
+    spec = policy["spec"]
+    selector = spec["podSelector"]["matchLabels"]
+    # It selects exactly the pods the provider makes (they carry these labels) ...
+    assert selector.items() <= COMPONENT_LABELS.items()
+    assert selector["app.kubernetes.io/component"] == "sandbox"
+    assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
+    assert spec["egress"] == []
+    # ... and lets in only the service's own pods.
+    (rule,) = spec["ingress"]
+    (source,) = rule["from"]
+    service = one(objects, "Deployment", "siesta-runtime")["spec"]["template"]["metadata"]
+    assert source["podSelector"]["matchLabels"].items() <= service["labels"].items()
+    assert source["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "siesta-runtime"
+
+
+def test_the_shipped_catalog_is_a_catalog(objects: list[dict[str, Any]], tmp_path: Path) -> None:
+    catalog = next(o for o in by_kind(objects, "ConfigMap") if "catalog.yaml" in o["data"])
+    path = tmp_path / "catalog.yaml"
+    path.write_text(catalog["data"]["catalog.yaml"])
+    assert [image.id for image in ImageCatalog.load(path).enabled()] == ["debian-base", "python"]
+
+
+def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    spec = obj.get("spec", {})
+    if obj["kind"] in ("Deployment", "StatefulSet", "DaemonSet"):
+        return dict(spec["template"]["spec"])
+    if obj["kind"] == "CronJob":
+        return dict(spec["jobTemplate"]["spec"]["template"]["spec"])
+    if obj["kind"] == "Pod":
+        return dict(spec)
+    return None
+
+
+def test_the_settings_are_valid_settings_for_the_kubernetes_provider(
+    objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a replica's environment holds (ConfigMap, then the container's own env)
+    loads as Settings: a typo in a SIESTA_* name would stop every replica."""
+    deployment = one(objects, "Deployment", "siesta-runtime")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (source,) = container["envFrom"]
+    settings_map = one(objects, "ConfigMap", source["configMapRef"]["name"])
+    for name in [n for n in os.environ if n.startswith("SIESTA_")]:
+        monkeypatch.delenv(name)
+    for name, value in settings_map["data"].items():
+        monkeypatch.setenv(name, value)
+    for variable in container.get("env", []):
+        value = variable.get("value", "from-the-cluster-0123456789")  # secrets, field refs
+        monkeypatch.setenv(variable["name"], value)
+    settings = Settings()
+    assert isinstance(settings.provider, KubernetesProviderSettings)
+    assert isinstance(settings.store, RedisStoreSettings)
+    assert settings.pool.size == 0

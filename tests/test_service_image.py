@@ -1,0 +1,148 @@
+"""The service image (Dockerfile, scripts/build-image.sh): built here, run next to
+the host's Docker engine with a Redis store, it becomes ready, runs a command in a
+sandbox, checks its own health, and serves as the reconciliation job too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import httpx
+import pytest
+
+from tests.helpers import (
+    REPO,
+    TEST_RUN_ID,
+    TEST_RUN_LABEL,
+    TOKEN,
+    free_port,
+    headers,
+    new_conversation,
+    wait_until,
+)
+from tests.redis_server import RedisServer
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+TAG = f"test-{TEST_RUN_ID}"
+IMAGE = f"siesta/runtime:{TAG}"
+SOCKET = "/var/run/docker.sock"
+
+
+@pytest.fixture(scope="module")
+def service_image(docker_client: docker.DockerClient) -> Iterator[str]:
+    built = subprocess.run(
+        ["scripts/build-image.sh"],
+        cwd=REPO,
+        env={**os.environ, "TAG": TAG},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    yield IMAGE
+    docker_client.images.remove(IMAGE, force=True)
+
+
+def container_environment(redis: RedisServer, port: int) -> dict[str, str]:
+    return {
+        "SIESTA_API_TOKEN": TOKEN,
+        "SIESTA_HTTP__PORT": str(port),
+        "SIESTA_STORE__URL": redis.url,
+        "SIESTA_DEPLOYMENT_ID": f"image-{TEST_RUN_ID}",
+        "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
+        "SIESTA_POOL__SIZE": "0",
+    }
+
+
+# The host's engine through its socket (with the socket's group, not as root); the
+# host's network (to reach the tests' Redis on 127.0.0.1).
+VOLUMES = {SOCKET: {"bind": SOCKET, "mode": "rw"}}
+LABELS = {TEST_RUN_LABEL: TEST_RUN_ID}
+
+
+def socket_group() -> list[str]:
+    return [str(os.stat(SOCKET).st_gid)]
+
+
+def test_the_service_image_serves_sandboxes(
+    service_image: str, docker_client: docker.DockerClient, redis_server: RedisServer
+) -> None:
+    port = free_port()
+    environment = container_environment(redis_server, port)
+    container = docker_client.containers.run(
+        service_image,
+        detach=True,
+        environment=environment,
+        network_mode="host",
+        volumes=VOLUMES,
+        group_add=socket_group(),
+        labels=LABELS,
+    )
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+    try:
+        ready = wait_until(lambda: _status(client, "/readyz") == 200, timeout=60)
+        assert ready, container.logs(tail=50).decode(errors="replace")
+        conversation = new_conversation()
+        response = client.post(
+            f"/v1/conversations/{conversation}/sandbox/runCommand",
+            json={"command": "echo from the image; cat /proc/1/comm"},
+            headers=headers(),
+        )
+        healthy = wait_until(lambda: _health(docker_client, container.name or "") == "healthy", 60)
+        user = docker_client.api.inspect_container(container.name or "")["Config"]["User"]
+        reconcile = docker_client.containers.run(
+            service_image,
+            ["reconcile", "--dry-run"],
+            remove=True,
+            environment={k: v for k, v in environment.items() if k != "SIESTA_API_TOKEN"},
+            network_mode="host",
+            volumes=VOLUMES,
+            group_add=socket_group(),
+            labels=LABELS,
+        )
+        deleted = client.delete(f"/v1/conversations/{conversation}", headers=headers())
+    finally:
+        client.close()
+        container.remove(force=True)
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["exitCode"], body["stdout"]) == (0, "from the image\nsiesta-agent\n")
+    assert healthy  # the image's HEALTHCHECK, on /healthz
+    assert user == "10001"  # not root
+    summary = json.loads(reconcile)
+    assert summary["dryRun"] is True
+    assert summary["found"]["sessions"] >= 1
+    assert deleted.status_code < 300
+
+
+def test_the_image_has_no_compiler_and_runs_as_a_non_root_user(
+    service_image: str, docker_client: docker.DockerClient
+) -> None:
+    output = docker_client.containers.run(
+        service_image,
+        entrypoint=["sh", "-c", "id -u; command -v gcc cc make || echo none"],
+        remove=True,
+        labels=LABELS,
+    )
+    assert output.decode().split() == ["10001", "none"]
+
+
+def _status(client: httpx.Client, path: str) -> int:
+    try:
+        return client.get(path).status_code
+    except httpx.HTTPError:
+        time.sleep(0.2)
+        return 0
+
+
+def _health(client: docker.DockerClient, container_id: str) -> str:
+    state = client.api.inspect_container(container_id)["State"]
+    return str((state.get("Health") or {}).get("Status", ""))
