@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,27 @@ def headers(
 
 def new_conversation() -> str:
     return f"conv-{uuid.uuid4().hex[:10]}"
+
+
+def sandbox_of(service: ServiceProcess, conversation: str) -> str:
+    """The Docker container of the conversation's current session."""
+    response = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
+    return f"siesta-{response.json()['sessionId']}"
+
+
+@contextlib.contextmanager
+def event_stream(
+    service: ServiceProcess, path: str, body: dict[str, Any], timeout: float = 60
+) -> Iterator[httpx.Response]:
+    """A POST that asks for server-sent events (read them with ``iter_lines``)."""
+    with httpx.stream(
+        "POST",
+        f"{service.base_url}{path}",
+        json=body,
+        headers={**headers(), "Accept": "text/event-stream"},
+        timeout=timeout,
+    ) as response:
+        yield response
 
 
 def run_command(

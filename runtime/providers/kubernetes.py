@@ -183,8 +183,7 @@ class KubernetesProvider(agent_ops.HelperFiles):
             raise SandboxUnavailable(msg)
         if not self._until(name, limit, _gone_or_running):
             raise _resume_timeout(limit)
-        labels = {k: v for k, v in (meta.labels or {}).items() if k not in COMPONENT_LABELS}
-        annotations = {k: v for k, v in (meta.annotations or {}).items() if "/" not in k}
+        labels, annotations = self._metadata(_labels(claim))  # as at creation
         with kubernetes_errors():
             try:
                 self._core.create_namespaced_pod(

@@ -7,12 +7,18 @@ import json
 import re
 from typing import Any
 
-import httpx
 import pytest
 from openpyxl import Workbook, load_workbook
 
 from tests.agent_server import AgentServer
-from tests.helpers import ServiceProcess, StartService, headers, new_conversation, upload
+from tests.helpers import (
+    ServiceProcess,
+    StartService,
+    event_stream,
+    headers,
+    new_conversation,
+    upload,
+)
 
 TIMEOUT = 3
 MEMORY_MB = 256
@@ -164,13 +170,8 @@ def test_statuses_in_a_loop_until_the_timeout_cost_the_service_no_memory(
 
 def _stream_kinds(service: ServiceProcess, code: str) -> list[str]:
     kinds = []
-    with httpx.stream(
-        "POST",
-        f"{service.base_url}/v1/conversations/{new_conversation()}/js",
-        json={"code": code},
-        headers={**headers(), "Accept": "text/event-stream"},
-        timeout=30,
-    ) as response:
+    path = f"/v1/conversations/{new_conversation()}/js"
+    with event_stream(service, path, {"code": code}, timeout=30) as response:
         for line in response.iter_lines():
             if line.startswith("event: "):
                 kinds.append(line.removeprefix("event: "))
@@ -358,13 +359,8 @@ def test_status_events_stream_before_the_result(
     code = "logStatus('one'); callAgent('gate', 'x'); logStatus('two'); 'end'"
     agents.gate.clear()
     events: list[str] = []
-    with httpx.stream(
-        "POST",
-        f"{service.base_url}/v1/conversations/{new_conversation()}/js",
-        json={"code": code},
-        headers={**headers(), "Accept": "text/event-stream"},
-        timeout=30,
-    ) as response:
+    path = f"/v1/conversations/{new_conversation()}/js"
+    with event_stream(service, path, {"code": code}, timeout=30) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("event: "):

@@ -31,10 +31,10 @@ from tests.helpers import (
     ServiceProcess,
     StartService,
     deployment_of,
-    headers,
     new_conversation,
     run_command,
     run_reconcile,
+    sandbox_of,
     service_cli_env,
     wait_until,
 )
@@ -137,8 +137,8 @@ def test_reconciliation_and_clean_up_touch_only_what_this_deployment_created(
         kept, lost = new_conversation(), new_conversation()
         run_command(service.client, kept, "true")
         run_command(service.client, lost, "true")
-        lost_sandbox = _sandbox_of(service, lost)
-        kept_sandbox = _sandbox_of(service, kept)
+        lost_sandbox = sandbox_of(service, lost)
+        kept_sandbox = sandbox_of(service, kept)
         # A real orphan: created by the service, its record lost (as after a crash
         # between "container created" and "record written").
         _forget_session(service, lost)
@@ -189,7 +189,7 @@ def test_sandboxes_of_earlier_versions_are_used_but_never_taken_as_orphans(
     # A sandbox made before deployment ids: only the old label, no deployment label.
     conversation = new_conversation()
     run_command(service.client, conversation, "echo kept > note")
-    sandbox = _sandbox_of(service, conversation)
+    sandbox = sandbox_of(service, conversation)
     # Recreate its container as an old version labelled it, on the same volume.
     docker_client.containers.get(sandbox).remove(force=True)
     old_labels = {
@@ -220,11 +220,6 @@ def test_sandboxes_of_earlier_versions_are_used_but_never_taken_as_orphans(
     finally:
         _remove(docker_client, stray)
         _remove(docker_client, sandbox)
-
-
-def _sandbox_of(service: ServiceProcess, conversation: str) -> str:
-    response = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
-    return f"siesta-{response.json()['sessionId']}"
 
 
 def _forget_session(service: ServiceProcess, conversation: str) -> None:

@@ -21,10 +21,10 @@ from tests.helpers import (
     TEST_RUN_LABEL,
     ServiceProcess,
     StartService,
-    headers,
     new_conversation,
     run_command,
     run_reconcile,
+    sandbox_of,
     wait_until,
 )
 from tests.redis_server import RedisServer
@@ -63,11 +63,6 @@ def containers(client: docker.DockerClient, labels: dict[str, str]) -> dict[str,
         "label": [f"{k}={v}" for k, v in labels.items()] + [POOL_LABEL]
     }
     return {str(c.name): str(c.status) for c in client.containers.list(all=True, filters=filters)}
-
-
-def sandbox_of(service: ServiceProcess, conversation: str) -> str:
-    response = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
-    return f"siesta-{response.json()['sessionId']}"
 
 
 def test_a_first_operation_takes_a_ready_sandbox_and_the_pool_fills_again(

@@ -13,15 +13,16 @@ import socket
 from typing import Any
 
 import docker
-import httpx
 import pytest
 
 from tests.helpers import (
     ServiceProcess,
     StartService,
+    event_stream,
     headers,
     new_conversation,
     run_command,
+    sandbox_of,
     wait_until,
 )
 
@@ -37,11 +38,6 @@ def service(start_service: StartService, docker_client: docker.DockerClient) -> 
     return start_service("docker", SIESTA_LEASE__WAIT_SECONDS="1")
 
 
-def sandbox_of(service: ServiceProcess, conversation: str) -> str:
-    response = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
-    return f"siesta-{response.json()['sessionId']}"
-
-
 def processes(container: Any) -> str:
     output = container.exec_run(["ps", "-eo", "args"]).output
     assert isinstance(output, bytes)
@@ -55,13 +51,8 @@ def test_output_streams_before_the_command_ends(
     run_command(service.client, conversation, "true")  # the sandbox exists
     container = docker_client.containers.get(sandbox_of(service, conversation))
     events: list[tuple[str, Any]] = []
-    with httpx.stream(
-        "POST",
-        f"{service.base_url}/v1/conversations/{conversation}/sandbox/runCommand",
-        json={"command": GATED},
-        headers={**headers(), "Accept": "text/event-stream"},
-        timeout=60,
-    ) as response:
+    path = f"/v1/conversations/{conversation}/sandbox/runCommand"
+    with event_stream(service, path, {"command": GATED}) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         kind = ""
         for line in response.iter_lines():
@@ -112,13 +103,9 @@ def test_a_streaming_client_that_disconnects_cancels_its_command(
 ) -> None:
     conversation = new_conversation()
     run_command(service.client, conversation, "true")
-    with httpx.stream(
-        "POST",
-        f"{service.base_url}/v1/conversations/{conversation}/sandbox/runCommand",
-        json={"command": "echo started; sleep 3001", "timeoutSeconds": 600},
-        headers={**headers(), "Accept": "text/event-stream"},
-        timeout=60,
-    ) as response:
+    path = f"/v1/conversations/{conversation}/sandbox/runCommand"
+    body = {"command": "echo started; sleep 3001", "timeoutSeconds": 600}
+    with event_stream(service, path, body) as response:
         for line in response.iter_lines():
             if line.startswith("data: "):
                 break  # got "started": leave with the command still running

@@ -29,6 +29,7 @@ from tests.helpers import (
     headers,
     new_conversation,
     run_command,
+    sandbox_of,
     wait_until,
 )
 
@@ -45,11 +46,6 @@ def service(start_service: StartService, docker_client: docker.DockerClient) -> 
         SIESTA_SANDBOX__MEMORY_LIMIT_MB=str(MEMORY_MB),
         SIESTA_SANDBOX__PIDS_LIMIT=str(PIDS),
     )
-
-
-def sandbox_of(service: ServiceProcess, conversation: str) -> str:
-    response = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
-    return f"siesta-{response.json()['sessionId']}"
 
 
 def assert_agent_answers(service: ServiceProcess, conversation: str) -> None:
