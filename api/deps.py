@@ -46,6 +46,13 @@ def call_context(
     x_siesta_user: Annotated[str | None, Header()] = None,
     x_siesta_agent: Annotated[str | None, Header()] = None,
     x_siesta_base_image: Annotated[str | None, Header()] = None,
+    x_siesta_egress_allow: Annotated[
+        str | None,
+        Header(
+            description="The agent's narrowing of the deployment's egress allowlist: "
+            "comma-separated host names (an empty value: no network at all)"
+        ),
+    ] = None,
 ) -> CallContext:
     missing = [
         name
@@ -62,7 +69,14 @@ def call_context(
         conversation=conversation_id,
         agent=x_siesta_agent or None,
         base_image=x_siesta_base_image or None,
+        egress_allow=_host_list(x_siesta_egress_allow),
     )
+
+
+def _host_list(header: str | None) -> tuple[str, ...] | None:
+    if header is None:
+        return None
+    return tuple(part.strip() for part in header.split(",") if part.strip())
 
 
 ContextDep = Annotated[CallContext, Depends(call_context)]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr, ValidationError
 
 from runtime import logs
-from runtime.config import Settings, describe_invalid_settings
+from runtime.config import DockerProviderSettings, Settings, describe_invalid_settings
 from runtime.errors import ConfigurationError, SiestaError
 from runtime.images import ImageCatalog
 
@@ -93,7 +93,47 @@ def _parser() -> argparse.ArgumentParser:
         "clean", help="remove every container and workspace this deployment created"
     )
     clean.set_defaults(handler=_sandboxes_clean)
+
+    proxy = commands.add_parser(
+        "egress-proxy",
+        help="run the egress proxy on its own (Kubernetes); needs SIESTA_EGRESS__KEY",
+    )
+    proxy.add_argument("--host", default="0.0.0.0", help="default: 0.0.0.0")
+    proxy.add_argument("--port", type=int, help="default: SIESTA_EGRESS__PROXY_PORT (3128)")
+    proxy.set_defaults(handler=_egress_proxy)
     return parser
+
+
+def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
+    """Serves until SIGTERM/SIGINT; decisions are JSON lines on stdout."""
+    import asyncio
+    import signal
+
+    from runtime.egress.server import json_lines, serve
+    from runtime.egress.service import proxy_config
+
+    egress = settings.egress
+    if egress.key is None or not egress.enabled:
+        msg = (
+            "egress-proxy needs SIESTA_EGRESS__ALLOW and the key the service uses "
+            "(SIESTA_EGRESS__KEY)"
+        )
+        raise ConfigurationError(msg)
+    config = proxy_config(
+        egress,
+        egress.key.get_secret_value().encode(),
+        host=args.host,
+        port=args.port or egress.proxy_port,
+    )
+
+    async def run() -> None:
+        stop = asyncio.get_running_loop().create_future()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set_result, None)
+        await serve(config, json_lines(), stop)
+
+    asyncio.run(run())
+    return 0
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -138,6 +178,10 @@ def _sandboxes_clean(_: argparse.Namespace, settings: Settings) -> int:
         owned = _owned_sandboxes(services)
         for name in sorted({*owned["sandboxes"], *owned["workspaces"]}):
             services.provider.destroy(name)
+        if isinstance(settings.provider, DockerProviderSettings):
+            from runtime.egress.docker_network import remove_sandbox_network
+
+            remove_sandbox_network(settings.provider.base_url, services.deployment_id)
         print(json.dumps({**owned, "removed": True}, indent=2))
     return 0
 
@@ -161,7 +205,7 @@ def _services(settings: Settings) -> Iterator[Services]:
     """The runtime's parts for a one-shot command, closed at the end."""
     from runtime.services import Services
 
-    services = Services.build(settings)
+    services = Services.build(settings, serving=False)
     try:
         yield services
     finally:

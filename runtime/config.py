@@ -6,21 +6,25 @@ the service enforces is a field here, so operators can see and change it.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    IPvAnyAddress,
+    IPvAnyNetwork,
     SecretStr,
     ValidationError,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # A valid Kubernetes label value, so the same id can label pods.
@@ -43,11 +47,75 @@ class SandboxSettings(BaseModel):
     pids_limit: int = Field(512, ge=16)
     """Processes/threads one sandbox may have: stops fork bombs."""
     network: str = "none"
-    """Docker network of sandboxes; ``none`` means no network at all."""
+    """Docker network of sandboxes; ``none`` means no network at all. Leave it: with
+    an egress allowlist (``SIESTA_EGRESS__ALLOW``) the service makes and uses its own
+    internal network."""
     extra_labels: dict[str, str] = Field(default_factory=dict)
     """Labels added to everything created, e.g. a deployment name (tests use it)."""
     provision_timeout_seconds: float = Field(60.0, gt=0)
     """How long creating and starting a sandbox may take."""
+
+
+def _entries(value: Any) -> Any:
+    """A comma-separated string (handy in env files), a JSON list, or a list."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        return json.loads(value)
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _checked_allowlist(entries: list[str]) -> list[str]:
+    from runtime.egress.rules import Allowlist
+
+    Allowlist.parse(entries)  # raises ValueError naming the bad entry
+    return entries
+
+
+# NoDecode: the environment gives the raw text (``a.org,b.org``), not JSON.
+HostList = Annotated[
+    list[str], NoDecode, BeforeValidator(_entries), AfterValidator(_checked_allowlist)
+]
+
+
+class EgressSettings(BaseModel):
+    """The only way out of a sandbox: an HTTP(S) proxy that checks every request.
+
+    Empty ``allow`` (the default) means sandboxes have no network at all. With
+    hosts listed, sandboxes join an internal network with no route out, and every
+    command gets ``HTTP_PROXY``/``HTTPS_PROXY`` pointing at the proxy.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow: HostList = Field(default_factory=list)
+    """Hosts sandboxes may reach, e.g. ``deb.debian.org,*.pypi.org,files.pythonhosted.org``
+    (names only; ``*.suffix`` for names below a domain; ``:port`` for other ports than
+    80 and 443). An agent may narrow this list, never widen it."""
+    proxy_port: int = Field(3128, ge=1, le=65535)
+    """Docker: the port the proxy listens on, on the sandbox network's gateway."""
+    proxy_url: str | None = None
+    """An egress proxy run apart from the service (Kubernetes: the siesta-egress
+    Service). The service starts none; its host name is resolved here once, so
+    sandboxes need no DNS."""
+    key: SecretStr | None = Field(None, min_length=32)
+    """Signs sandboxes' proxy credentials; a separately run proxy needs the same one.
+    Default: made once and kept in the store."""
+    hosts: dict[str, IPvAnyAddress] = Field(default_factory=dict)
+    """Names the proxy answers without DNS (like /etc/hosts), still checked like any
+    address, e.g. ``{"mirror.internal": "10.1.2.3"}``."""
+    allowed_private_networks: list[IPvAnyNetwork] = Field(default_factory=list)
+    """Private ranges the proxy may connect to (an internal mirror); the loopback and
+    metadata addresses stay refused unless listed (metadata: always)."""
+    connect_timeout_seconds: float = Field(10.0, gt=0)
+    idle_timeout_seconds: float = Field(300.0, gt=0)
+    """A proxied connection with no traffic either way for this long is closed."""
+    max_connections: int = Field(256, ge=1)
+    """Connections one proxy carries at once; more are answered 503."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.allow)
 
 
 class CommandSettings(BaseModel):
@@ -447,6 +515,7 @@ class Settings(BaseSettings):
     instances sharing a store are one deployment and two deployments sharing one
     engine never reconcile each other's sandboxes."""
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
     files: FileSettings = Field(default_factory=FileSettings)
     store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
@@ -465,6 +534,16 @@ class Settings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     debug: bool = False
     """Log at debug level."""
+
+    @model_validator(mode="after")
+    def _egress_owns_the_network(self) -> Settings:
+        if self.egress.enabled and self.sandbox.network != "none":
+            msg = (
+                "SIESTA_SANDBOX__NETWORK must stay 'none' with an egress allowlist: "
+                "the service puts sandboxes on its own internal network"
+            )
+            raise ValueError(msg)
+        return self
 
     @property
     def sqlite_path(self) -> Path:

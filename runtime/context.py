@@ -25,6 +25,16 @@ def check_id(value: str, what: str, error: type[InvalidRequest]) -> str:
     return value
 
 
+def check_egress_allow(entries: tuple[str, ...]) -> None:
+    from runtime.egress.rules import Allowlist
+
+    try:
+        Allowlist.parse(entries)
+    except ValueError as exc:
+        msg = f"egress allowlist of the agent: {exc}"
+        raise InvalidContext(msg) from exc
+
+
 @dataclass(frozen=True)
 class CallContext:
     """The trusted context the agent backend sends with each call."""
@@ -35,11 +45,15 @@ class CallContext:
     agent: str | None = None
     base_image: str | None = None
     """The agent's catalog image id; used only when a session is provisioned."""
+    egress_allow: tuple[str, ...] | None = None
+    """The agent's narrowing of the deployment's egress allowlist (``None``: none)."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)
         check_id(self.org, "organisation id (X-Siesta-Org)", InvalidContext)
         check_id(self.user, "user id (X-Siesta-User)", InvalidContext)
+        if self.egress_allow is not None:
+            check_egress_allow(self.egress_allow)
 
     @property
     def key(self) -> str:

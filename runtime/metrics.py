@@ -7,9 +7,11 @@ by status is read from the store when scraped.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client import Counter as CounterMetric
@@ -20,6 +22,7 @@ from runtime.errors import SiestaError
 from runtime.store.records import PoolMember, SessionRecord
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+egress_log = logging.getLogger("runtime.egress")
 
 OPERATIONS = CounterMetric(
     "siesta_operations",
@@ -70,6 +73,45 @@ RECONCILE_ERRORS = CounterMetric(
     ["stage"],
     registry=REGISTRY,
 )
+EGRESS_REFUSALS = CounterMetric(
+    "siesta_egress_refusals",
+    "Requests the egress proxy refused, by conversation, host and reason",
+    ["org", "conversation", "host", "reason"],
+    registry=REGISTRY,
+)
+EGRESS_CONNECTIONS = CounterMetric(
+    "siesta_egress_connections",
+    "Connections through the egress proxy by result (allowed, refused, failed)",
+    ["result"],
+    registry=REGISTRY,
+)
+
+
+def record_egress_event(event: dict[str, Any]) -> None:
+    """One line from the egress proxy: counted, and logged unless it was allowed."""
+    kind = str(event.get("event", ""))
+    if kind not in ("allowed", "refused", "failed"):
+        return
+    EGRESS_CONNECTIONS.labels(kind).inc()
+    if kind == "allowed":
+        return
+    if kind == "refused":
+        EGRESS_REFUSALS.labels(
+            event.get("org", ""),
+            event.get("conversation", ""),
+            event.get("host", ""),
+            event.get("reason", ""),
+        ).inc()
+    egress_log.warning(
+        "egress %s for %s/%s: %s:%s (%s) %s",
+        kind,
+        event.get("org") or "?",
+        event.get("conversation") or "?",
+        event.get("host"),
+        event.get("port"),
+        event.get("reason"),
+        event.get("detail", ""),
+    )
 
 
 @contextlib.contextmanager

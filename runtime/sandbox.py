@@ -16,6 +16,7 @@ from typing import Any
 from runtime.cancellation import Cancellation
 from runtime.config import CommandSettings, FileSettings
 from runtime.context import CallContext
+from runtime.egress.service import Egress
 from runtime.errors import (
     Cancelled,
     CommandTooLarge,
@@ -55,7 +56,9 @@ class Sandbox:
         files: ConversationFiles,
         commands: CommandSettings,
         limits: FileSettings,
+        egress: Egress | None = None,
     ) -> None:
+        self._egress = egress or Egress()
         self._sessions = sessions
         self._provider = provider
         self._files = files
@@ -90,6 +93,7 @@ class Sandbox:
             max_output_bytes=self._commands.max_output_bytes,
             kill_grace_seconds=self._commands.kill_grace_seconds,
             on_output=on_output,
+            environment=self._egress.environment(ctx),
         )
         cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:

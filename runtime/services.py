@@ -13,6 +13,7 @@ from runtime.agents import AgentGateway, build_gateway
 from runtime.config import Settings
 from runtime.context import CallContext
 from runtime.deployment import resolve_deployment_id
+from runtime.egress.service import Egress, build_egress
 from runtime.errors import SessionBusy
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
@@ -88,24 +89,33 @@ class Services:
     files: ConversationFiles
     sandbox: Sandbox
     upstreams: Upstreams
+    egress: Egress
     pool: WarmPool = field(init=False)
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
     tools: ToolExecutor = field(init=False)
 
     @classmethod
-    def build(cls, settings: Settings, transport: httpx.BaseTransport | None = None) -> Services:
+    def build(
+        cls,
+        settings: Settings,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        serving: bool = True,
+    ) -> Services:
         """Everything, from settings; ``transport`` carries every upstream HTTP call
-        (tests may pass their own)."""
+        (tests may pass their own). ``serving=False`` (one-shot commands) starts no
+        egress proxy."""
         catalog = ImageCatalog.load(settings.images.catalog_path)
         stores = open_stores(settings)
         deployment_id = resolve_deployment_id(settings, stores.deployment)
-        provider = build_provider(settings, deployment_id)
+        egress = build_egress(settings, stores.deployment, deployment_id, start_proxy=serving)
+        provider = build_provider(settings, deployment_id, network=egress.network)
         sessions, leases, lifecycle, pool = assemble_sessions(stores, provider, catalog, settings)
         files = ConversationFiles(
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
-        sandbox = Sandbox(sessions, provider, files, settings.command, settings.files)
+        sandbox = Sandbox(sessions, provider, files, settings.command, settings.files, egress)
         services = cls(
             settings,
             deployment_id,
@@ -117,6 +127,7 @@ class Services:
             files,
             sandbox,
             Upstreams(settings.tools.http_timeout_seconds, transport),
+            egress,
         )
         services.pool = pool
         services.reconciler = Reconciler(
@@ -199,3 +210,4 @@ class Services:
         self.sessions.close()
         self.stores.close()
         self.provider.close()
+        self.egress.close()

@@ -23,14 +23,16 @@ class Upstreams:
         self._clients: dict[str, httpx.Client] = {}
         self._lock = threading.Lock()
 
-    def client(self, name: str) -> httpx.Client:
+    def client(self, name: str, transport: httpx.BaseTransport | None = None) -> httpx.Client:
         """The client for the upstream ``name`` (made on first use). Redirects are
-        never followed on their own: a caller that follows them checks each hop."""
+        never followed on their own: a caller that follows them checks each hop.
+        ``transport``: this client's own (the page fetches' address check), which
+        a test transport given to all does not replace."""
         with self._lock:
             if name not in self._clients:
                 self._clients[name] = httpx.Client(
                     timeout=self._timeout,
-                    transport=self._transport,
+                    transport=transport or self._transport,
                     follow_redirects=False,
                     headers={"User-Agent": USER_AGENT},
                 )

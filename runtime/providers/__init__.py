@@ -6,8 +6,11 @@ from runtime.config import FakeProviderSettings, KubernetesProviderSettings, Set
 from runtime.providers.base import SandboxProvider
 
 
-def build_provider(settings: Settings, deployment_id: str) -> SandboxProvider:
-    """The configured provider; what it creates is labelled with ``deployment_id``."""
+def build_provider(
+    settings: Settings, deployment_id: str, network: str | None = None
+) -> SandboxProvider:
+    """The configured provider; what it creates is labelled with ``deployment_id``.
+    ``network``: the Docker network sandboxes join (the egress network)."""
     provider = settings.provider
     if isinstance(provider, FakeProviderSettings):
         from runtime.providers.fake import FakeProvider
@@ -24,4 +27,6 @@ def build_provider(settings: Settings, deployment_id: str) -> SandboxProvider:
         )
     from runtime.providers.docker import DockerProvider
 
-    return DockerProvider(settings.sandbox, deployment_id=deployment_id, base_url=provider.base_url)
+    return DockerProvider(
+        settings.sandbox, deployment_id=deployment_id, base_url=provider.base_url, network=network
+    )

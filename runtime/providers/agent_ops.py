@@ -16,6 +16,7 @@ from runtime.providers.agent_protocol import SpawnFlag
 from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult
 
 BASH = "bash"  # found on PATH, and what $0 says (as it always said)
+ENV = "/usr/bin/env"
 HOST_SLACK_SECONDS = 10.0
 """How long past the command's timeout and grace this side waits on its own."""
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
@@ -36,7 +37,7 @@ def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
     grace_ms = request.kill_grace_seconds * 1000
     try:
         outcome = channel.spawn(
-            [BASH, "-lc", request.command],
+            _with_environment(request.environment, [BASH, "-lc", request.command]),
             timeout_ms=timeout_ms,
             grace_ms=grace_ms,
             cap_bytes=request.max_output_bytes,
@@ -87,6 +88,14 @@ def run_helper(
 
 HelperIO = Callable[[list[str], Iterable[bytes] | None, ByteSink | None], tuple[int, str]]
 """Runs a file helper: (argv, stdin chunks, stdout sink) -> (exit code, stderr)."""
+
+
+def _with_environment(environment: dict[str, str], argv: list[str]) -> list[str]:
+    """The agent starts commands with the sandbox's environment; ``env`` adds to it
+    and replaces itself with the command (same process, same group)."""
+    if not environment:
+        return argv
+    return [ENV, *(f"{name}={value}" for name, value in environment.items()), *argv]
 
 
 def command(channel: AgentChannel, request: ExecRequest) -> ExecResult:

@@ -88,6 +88,8 @@ class ExecRequest:
     on_output: OutputListener | None = None
     """Called with output as it is produced (up to ``max_output_bytes`` per stream);
     the result keeps head and tail as always."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Variables added to the sandbox's own for this command (the egress proxy)."""
 
 
 @dataclass(frozen=True)

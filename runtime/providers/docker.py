@@ -67,8 +67,10 @@ class DockerProvider(agent_ops.HelperFiles):
         deployment_id: str,
         base_url: str | None = None,
         client: docker.DockerClient | None = None,
+        network: str | None = None,
     ) -> None:
         self._settings = settings
+        self._network = network or settings.network
         self._deployment_id = deployment_id
         with docker_errors():
             self._client = client or (
@@ -118,7 +120,7 @@ class DockerProvider(agent_ops.HelperFiles):
             cap_drop=["ALL"],
             cap_add=PACKAGE_INSTALL_CAPABILITIES,
             security_opt=["no-new-privileges"],
-            network_mode=s.network,
+            network_mode=self._network,
             # The image's agent is PID 1 (it reaps orphans); Docker's --init would
             # put another init above it, out of the agent's reach.
             init=False,

@@ -71,6 +71,7 @@ class EngineExec:
                 stdin=False,
                 tty=False,
                 workdir=WORKSPACE,
+                environment=request.environment or None,
             )["Id"]
             stream = self._api.exec_start(exec_id, stream=True, demux=True)
             watchdog = _Watchdog(

@@ -114,6 +114,7 @@ class FakeProvider:
         proc = subprocess.Popen(
             ["bash", "-c", request.command],
             cwd=self._root / sandbox_id,
+            env={**os.environ, **request.environment},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -171,6 +171,10 @@ class DeploymentStore(Protocol):
         """The deployment id kept in this store; ``candidate`` becomes it if none is
         kept yet (set-if-absent, so concurrent first starts agree)."""
 
+    def claim_egress_key(self, candidate: str) -> str:
+        """The deployment's egress-proxy signing key (hex), set once like the id: every
+        instance signs and checks sandbox credentials with the same key."""
+
 
 @dataclass(frozen=True)
 class Stores:

@@ -14,6 +14,8 @@ DELETED = PREFIX + "deleted"
 """Set of conversation keys deleted while busy, waiting for their teardown."""
 DEPLOYMENT_ID = PREFIX + "deployment-id"
 """String: the id that labels everything this deployment creates (set once, NX)."""
+EGRESS_KEY = PREFIX + "egress-key"
+"""String: hex key that signs sandboxes' egress-proxy credentials (set once, NX)."""
 FENCE_COUNTER = PREFIX + "fence"
 """One counter for every lease's fence: it only grows, across all conversations."""
 

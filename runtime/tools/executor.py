@@ -55,7 +55,14 @@ class ToolExecutor:
         function: str,
         arguments: dict[str, Any],
     ) -> dict[str, Any]:
-        ctx = CallContext(org, user.id, conversation, agent=agent.id, base_image=agent.base_image)
+        ctx = CallContext(
+            org,
+            user.id,
+            conversation,
+            agent=agent.id,
+            base_image=agent.base_image,
+            egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
+        )
         catalog = self._catalog_for(agent, user)
         entry = catalog.find(function)
         execution = ToolExecution(
@@ -109,7 +116,7 @@ class ToolExecutor:
                 error=ApprovalDenied(f"{execution.function} was denied by {by}").to_dict(),
                 status=ExecutionStatus.DENIED,
             )
-        ctx = CallContext(**pending["ctx"])
+        ctx = _ctx_from_data(pending["ctx"])
         entry = CatalogFunction(execution.function, "", {}, "", execution.source, "confirm")
         return self._run(execution, entry, ctx, pending.get("arguments") or {})
 
@@ -192,4 +199,10 @@ def _ctx_data(ctx: CallContext) -> dict[str, Any]:
         "conversation": ctx.conversation,
         "agent": ctx.agent,
         "base_image": ctx.base_image,
+        "egress_allow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
     }
+
+
+def _ctx_from_data(data: dict[str, Any]) -> CallContext:
+    allow = data.get("egress_allow")
+    return CallContext(**{**data, "egress_allow": tuple(allow) if allow is not None else None})

@@ -49,6 +49,9 @@ class AgentConfig(_Wire):
     id: str = Field(min_length=1)
     system_tool_ids: list[SystemToolId] = Field(default_factory=list, alias="systemToolIds")
     base_image: str | None = Field(None, alias="baseImage")
+    egress_allow: list[str] | None = Field(None, alias="egressAllow")
+    """The agent's narrowing of the deployment's sandbox egress allowlist (host names,
+    ``*.suffix``); it can only take hosts away. ``[]``: no network for this agent."""
     model: ModelRef | None = None
     task_workspace_id: str | None = Field(None, alias="taskWorkspaceId")
     sub_agents: list[str] = Field(default_factory=list, alias="subAgents")

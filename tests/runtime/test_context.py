@@ -25,5 +25,5 @@ def test_valid_ids(conversation: str) -> None:
 def test_invalid_ids(field: str, value: str, code: str) -> None:
     values = {"org": "org", "user": "user", "conversation": "conv", field: value}
     with pytest.raises(InvalidRequest) as caught:
-        CallContext(**values)
+        CallContext(values["org"], values["user"], values["conversation"])
     assert caught.value.code == code

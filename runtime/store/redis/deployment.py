@@ -1,4 +1,4 @@
-"""The deployment id, set once in Redis (SET NX)."""
+"""The deployment id and egress key, each set once in Redis (SET NX)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ class RedisDeployment:
         self._redis = client
 
     def claim_deployment_id(self, candidate: str) -> str:
+        return self._claim(keys.DEPLOYMENT_ID, candidate)
+
+    def claim_egress_key(self, candidate: str) -> str:
+        return self._claim(keys.EGRESS_KEY, candidate)
+
+    def _claim(self, key: str, candidate: str) -> str:
         with redis_errors():
-            self._redis.set(keys.DEPLOYMENT_ID, candidate, nx=True)
-            return str(self._redis.get(keys.DEPLOYMENT_ID))
+            self._redis.set(key, candidate, nx=True)
+            return str(self._redis.get(key))

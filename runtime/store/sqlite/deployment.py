@@ -1,4 +1,4 @@
-"""The deployment id, kept once in SQLite."""
+"""The deployment id and egress key, each kept once in SQLite."""
 
 from __future__ import annotations
 
@@ -10,10 +10,15 @@ class SqliteDeployment:
         self._db = db
 
     def claim_deployment_id(self, candidate: str) -> str:
+        return self._claim("deployment_id", candidate)
+
+    def claim_egress_key(self, candidate: str) -> str:
+        return self._claim("egress_key", candidate)
+
+    def _claim(self, name: str, candidate: str) -> str:
         with self._db.transaction() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO meta (name, value) VALUES ('deployment_id', ?)",
-                (candidate,),
+                "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, candidate)
             )
-            row = conn.execute("SELECT value FROM meta WHERE name = 'deployment_id'").fetchone()
+            row = conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
         return str(row[0])

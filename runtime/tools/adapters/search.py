@@ -12,7 +12,7 @@ from runtime.context import CallContext
 from runtime.errors import CrawlTimeout, FetchFailed, ProviderFailed, ToolNotConfigured
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
-from runtime.tools.adapters.web import fetch_page
+from runtime.tools.adapters.web import fetch_page, page_client
 from runtime.tools.executor import Adapter
 from runtime.upstreams import Upstreams
 
@@ -40,7 +40,7 @@ def call_api(client: httpx.Client, method: str, url: str, what: str, **kwargs: A
 
 def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapter:
     client = upstreams.client("google")
-    pages = upstreams.client("web")
+    pages = page_client(settings, upstreams)
 
     def run(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
         args = parse(SearchArgs, "GoogleSearch.Search", arguments)

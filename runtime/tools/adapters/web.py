@@ -2,13 +2,13 @@
 
 Shared by ``web_fetch`` and ``GoogleSearch.Search`` (which reads each result).
 Unless the deployment allows it, pages on loopback, private, link-local or
-reserved addresses are refused, before the request and at every redirect.
+metadata addresses are refused: every connection, redirects included, goes to an
+address that was checked (``runtime/egress/outbound.py``), never to a second
+resolution of the name.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -18,6 +18,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from runtime.config import ToolSettings
 from runtime.context import CallContext
+from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
 from runtime.errors import FetchFailed, UrlNotAllowed
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import WebFetchArgs
@@ -58,7 +59,7 @@ def fetch_page(url: str, settings: ToolSettings, client: httpx.Client) -> Page:
 
 def _get(url: str, settings: ToolSettings, client: httpx.Client) -> tuple[str, str]:
     for _ in range(MAX_REDIRECTS + 1):
-        _check_address(url, settings)
+        _check_url(url)
         try:
             with client.stream("GET", url) as r:
                 if r.is_redirect and "location" in r.headers:
@@ -75,6 +76,8 @@ def _get(url: str, settings: ToolSettings, client: httpx.Client) -> tuple[str, s
                 return body[: settings.fetch_max_bytes].decode(
                     r.encoding or "utf-8", errors="replace"
                 ), url
+        except AddressRefused as exc:
+            raise UrlNotAllowed(str(exc), url=url) from exc
         except httpx.HTTPError as exc:
             msg = f"{url} could not be fetched: {type(exc).__name__}"
             raise FetchFailed(msg, url=url) from exc
@@ -82,28 +85,24 @@ def _get(url: str, settings: ToolSettings, client: httpx.Client) -> tuple[str, s
     raise FetchFailed(msg, url=url)
 
 
-def _check_address(url: str, settings: ToolSettings) -> None:
+def _check_url(url: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         msg = f"only http and https URLs can be fetched, not {url[:200]!r}"
         raise UrlNotAllowed(msg, url=url)
-    if settings.allow_private_networks:
-        return
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        msg = f"{parts.hostname} does not resolve"
-        raise FetchFailed(msg, url=url) from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            msg = f"{parts.hostname} is on a private or local network ({address}): not allowed"
-            raise UrlNotAllowed(msg, url=url)
+
+
+def page_client(settings: ToolSettings, upstreams: Upstreams) -> httpx.Client:
+    """The client for pages a model names: every connection passes the address check."""
+    allow_private = settings.allow_private_networks
+    backend = CheckedBackend(allow_private=allow_private)
+    name = "pages-any-address" if allow_private else "pages"
+    return upstreams.client(name, transport=checked_transport(backend))
 
 
 def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Any:
     """``web_fetch(url)``: URL, Title (≤200), Description (≤300), Content — one text block."""
-    client = upstreams.client("web")
+    client = page_client(settings, upstreams)
 
     def run(_: CallContext, arguments: dict[str, Any]) -> str:
         page = fetch_page(parse(WebFetchArgs, "web_fetch", arguments).url, settings, client)

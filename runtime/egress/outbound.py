@@ -1,0 +1,86 @@
+"""The service's own fetches of pages a model names (``web_fetch``, search results),
+under the same address policy as the egress proxy.
+
+The check happens where the connection is made: the name is resolved once, every
+address it gives is checked, and the socket connects to a checked address. A
+resolver that answers differently the second time (DNS rebinding) gets no second
+question. TLS still verifies the certificate for the name, not the address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from runtime.egress.rules import IpAddress, refusal
+
+Resolver = Callable[[str, int], list[IpAddress]]
+
+
+class AddressRefused(Exception):
+    """The name resolves to an address the policy refuses."""
+
+
+def system_resolver(host: str, port: int) -> list[IpAddress]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+class CheckedBackend(httpcore.NetworkBackend):
+    def __init__(self, *, allow_private: bool, resolve: Resolver = system_resolver) -> None:
+        self._allow_private = allow_private
+        self._resolve = resolve
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = self._resolve(host, port)
+        except OSError as exc:
+            msg = f"{host} does not resolve ({exc})"
+            raise httpcore.ConnectError(msg) from exc
+        if not self._allow_private:
+            for address in addresses:
+                reason = refusal(address)
+                if reason is not None:
+                    msg = f"{host} is on a {reason} address ({address}): not allowed"
+                    raise AddressRefused(msg)
+        failure: Exception = httpcore.ConnectError(f"{host} has no address")
+        for address in addresses:
+            try:
+                return self._inner.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError as exc:
+                failure = exc
+        raise failure
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        msg = "pages are never fetched over a Unix socket"
+        raise AddressRefused(msg)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def checked_transport(backend: CheckedBackend) -> httpx.HTTPTransport:
+    transport = httpx.HTTPTransport()
+    # httpx exposes no network-backend option; its transport is a thin shell over
+    # this pool, so we give it a pool whose every connection passes the check.
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=httpx.create_ssl_context(), network_backend=backend
+    )
+    return transport

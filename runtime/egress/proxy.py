@@ -1,0 +1,330 @@
+"""The egress proxy: the one way out of a sandbox network.
+
+A small asyncio HTTP proxy of our own, not tinyproxy or squid, because what it
+must decide is ours: whose request this is (signed credentials, not a source
+address), the deployment's allowlist narrowed per agent, and the address policy
+checked on the very address it connects to. Off-the-shelf proxies resolve a name
+once to check it and again to connect, and know nothing of conversations.
+
+It serves ``CONNECT host:port`` (HTTPS and anything else over TLS) and plain HTTP
+requests in absolute form (``GET http://host/path``), one request per client
+connection for plain HTTP (``Connection: close``), so every request is checked.
+Names are resolved here (sandboxes have no DNS); IP literals are refused; every
+address a name resolves to must pass the address policy, and the connection goes
+to one of those checked addresses, never to a second resolution.
+
+Each decision is reported through ``emit`` (the service counts refusals in its
+metrics and logs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from runtime.egress.credentials import EgressClaims, basic_credentials, verify
+from runtime.egress.rules import (
+    Allowlist,
+    EgressPolicy,
+    IpAddress,
+    IpNetwork,
+    is_ip_literal,
+    normalise_host,
+    refusal,
+)
+
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+}
+COPY_CHUNK = 64 * 1024
+Emit = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    key: bytes
+    allow: Allowlist
+    host: str = "127.0.0.1"
+    port: int = 3128
+    hosts: dict[str, str] = field(default_factory=dict)
+    """Names answered without DNS (like /etc/hosts); still checked like any address."""
+    allowed_private_networks: tuple[IpNetwork, ...] = ()
+    connect_timeout_seconds: float = 10.0
+    idle_timeout_seconds: float = 300.0
+    max_connections: int = 256
+    max_header_bytes: int = 64 * 1024
+
+
+class Refused(Exception):
+    """A request the proxy will not carry: ``status`` and ``reason`` go back to the
+    client and into the refusal event."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class _Request:
+    method: str
+    host: str
+    port: int
+    head: bytes
+    """What to send upstream first (plain HTTP), empty for CONNECT."""
+    claims: EgressClaims | None = None
+
+
+class EgressProxy:
+    def __init__(self, config: ProxyConfig, emit: Emit) -> None:
+        self._config = config
+        self._emit = emit
+        self._slots = asyncio.Semaphore(config.max_connections)
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen; returns the port (useful with port 0)."""
+        self._server = await asyncio.start_server(
+            self._serve,
+            self._config.host,
+            self._config.port,
+            limit=self._config.max_header_bytes,
+            reuse_port=True,  # instances of one deployment on one host share the port
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        """Stop listening and end every open connection."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in self._connections:
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve_one(reader, writer)
+        finally:
+            self._connections.discard(task)
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request: _Request | None = None
+        try:
+            if self._slots.locked():
+                limit = self._config.max_connections
+                raise Refused(503, "busy", f"all {limit} connections are in use")
+            async with self._slots:
+                request = await self._read_request(reader)
+                await self._carry(request, reader, writer)
+        except Refused as refused:
+            # Policy refusals (403, 407) are what operators watch; the rest failed.
+            event = "refused" if refused.status in (403, 407) else "failed"
+            self._report(event, request, reason=refused.reason, detail=refused.detail)
+            await _answer(writer, refused.status, refused.reason, refused.detail)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    async def _carry(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if request.claims is None:
+            raise Refused(407, "unauthenticated", "missing or invalid sandbox credentials")
+        address = await self._checked_address(request, request.claims)
+        try:
+            up_reader, up_writer = await asyncio.wait_for(
+                asyncio.open_connection(str(address), request.port),
+                self._config.connect_timeout_seconds,
+            )
+        except (OSError, TimeoutError) as exc:
+            detail = f"{request.host}:{request.port} ({address}): {exc or 'connect timed out'}"
+            raise Refused(502, "connect_failed", detail) from exc
+        self._report("allowed", request, address=str(address))
+        if request.method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        else:
+            up_writer.write(request.head)
+        await self._splice(reader, writer, up_reader, up_writer)
+
+    async def _read_request(self, reader: asyncio.StreamReader) -> _Request:
+        try:
+            head = await asyncio.wait_for(
+                reader.readuntil(b"\r\n\r\n"), self._config.idle_timeout_seconds
+            )
+        except asyncio.LimitOverrunError as exc:
+            limit = self._config.max_header_bytes
+            msg = f"request head over {limit} bytes"
+            raise Refused(431, "head_too_large", msg) from exc
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            method, target, _version = lines[0].split(" ", 2)
+        except ValueError as exc:
+            raise Refused(400, "bad_request", "malformed request line") from exc
+        headers = [line.split(":", 1) for line in lines[1:] if ":" in line]
+        auth = next((v for k, v in headers if k.strip().lower() == "proxy-authorization"), "")
+        if method.upper() == "CONNECT":
+            host, port = _authority(target, default_port=443)
+            request = _Request("CONNECT", host, port, b"")
+        else:
+            url = urlsplit(target)
+            if url.scheme != "http" or not url.hostname:
+                msg = "plain requests must be http://host/... (use CONNECT for https)"
+                raise Refused(400, "bad_request", msg)
+            host, port = normalise_host(url.hostname), url.port or 80
+            request = _Request(method, host, port, _upstream_head(method, url, headers))
+        pair = basic_credentials(auth) if auth else None
+        request.claims = verify(self._config.key, *pair) if pair else None
+        return request
+
+    async def _checked_address(self, request: _Request, claims: EgressClaims) -> IpAddress:
+        host, port = request.host, request.port
+        if is_ip_literal(host):
+            raise Refused(403, "ip_literal", f"{host}: addresses are refused, use a host name")
+        narrowed = claims.narrowed_to
+        policy = EgressPolicy(
+            self._config.allow, Allowlist.parse(narrowed) if narrowed is not None else None
+        )
+        if not policy.allows(host, port):
+            msg = f"{host}:{port} is not in the egress allowlist ({policy.describe()})"
+            raise Refused(403, "host_not_allowed", msg)
+        addresses = await self._resolve(host, port)
+        for address in addresses:
+            reason = refusal(address, self._config.allowed_private_networks)
+            if reason is not None:
+                msg = f"{host} resolves to {address}, a {reason} address"
+                raise Refused(403, "address_not_allowed", msg)
+        return addresses[0]
+
+    async def _resolve(self, host: str, port: int) -> list[IpAddress]:
+        pinned = self._config.hosts.get(host)
+        if pinned is not None:
+            return [ipaddress.ip_address(pinned)]
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise Refused(502, "dns_failed", f"{host} does not resolve ({exc})") from exc
+        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+        if not addresses:
+            raise Refused(502, "dns_failed", f"{host} has no address")
+        return addresses
+
+    async def _splice(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+    ) -> None:
+        try:
+            await asyncio.gather(self._copy(reader, up_writer), self._copy(up_reader, writer))
+        finally:
+            up_writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await up_writer.wait_closed()
+
+    async def _copy(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        idle = self._config.idle_timeout_seconds
+        try:
+            while chunk := await asyncio.wait_for(source.read(COPY_CHUNK), idle):
+                sink.write(chunk)
+                await sink.drain()
+            if sink.can_write_eof():
+                sink.write_eof()
+        except (ConnectionError, TimeoutError, OSError):
+            sink.close()
+
+    def _report(self, event: str, request: _Request | None, **fields: str) -> None:
+        claims = request.claims if request else None
+        self._emit(
+            {
+                "event": event,
+                "org": claims.org if claims else "",
+                "conversation": claims.conversation if claims else "",
+                "host": request.host if request else "",
+                "port": request.port if request else 0,
+                **fields,
+            }
+        )
+
+
+def _authority(target: str, default_port: int) -> tuple[str, int]:
+    host, port = target, default_port
+    if target.startswith("["):
+        host, _, rest = target[1:].partition("]")
+        if rest.startswith(":"):
+            port = _port(rest[1:])
+    elif ":" in target:
+        host, _, port_text = target.rpartition(":")
+        port = _port(port_text)
+    if not host:
+        raise Refused(400, "bad_request", f"no host in {target!r}")
+    return normalise_host(host), port
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise Refused(400, "bad_request", f"bad port {text!r}")
+    return int(text)
+
+
+def _upstream_head(method: str, url: Any, headers: list[list[str]]) -> bytes:
+    """The request as the origin server gets it: origin-form target, the Host the
+    URL names (a different Host header would reach another site on that address),
+    no hop-by-hop or proxy headers, and ``Connection: close``."""
+    path = url.path or "/"
+    if url.query:
+        path += "?" + url.query
+    kept = [
+        f"{name}:{value}"
+        for name, value in headers
+        if name.strip().lower() not in HOP_BY_HOP and name.strip().lower() != "host"
+    ]
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {url.netloc.rpartition('@')[2]}", *kept]
+    return ("\r\n".join([*lines, "Connection: close", "", ""])).encode("latin-1")
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, detail: str) -> None:
+    body = f"siesta egress proxy: {detail}\n".encode()
+    titles = {
+        400: "Bad Request",
+        403: "Forbidden",
+        407: "Proxy Authentication Required",
+        431: "Request Header Fields Too Large",
+        502: "Bad Gateway",
+        503: "Service Unavailable",
+    }
+    head = [
+        f"HTTP/1.1 {status} {titles.get(status, 'Error')}",
+        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Length: {len(body)}",
+        f"X-Siesta-Egress-Refusal: {reason}",
+        "Connection: close",
+    ]
+    if status == 407:
+        head.append('Proxy-Authenticate: Basic realm="siesta-egress"')
+    with contextlib.suppress(ConnectionError, OSError):
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        await writer.drain()

@@ -1,0 +1,185 @@
+"""What a sandbox may reach: the host allowlist and the address policy.
+
+Both the egress proxy and the service's own outbound fetches (``web_fetch``) use
+these rules, so one table decides what "a private address" means everywhere.
+
+Allowlist entries are host names, never addresses: ``deb.debian.org`` (ports 80
+and 443), ``*.pypi.org`` (any name below ``pypi.org``, not ``pypi.org`` itself),
+``git.example.com:8443`` (that port only). A request is allowed when its host
+matches the deployment's list and, when the agent narrows it, the agent's list too:
+an agent can take hosts away, never add one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+DEFAULT_PORTS = (80, 443)
+_LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
+_NAME = re.compile(rf"^({_LABEL}\.)*{_LABEL}$")
+_NUMERIC_LOOKING = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# Why each range is refused. Order matters: the first match names the reason, so
+# the metadata addresses come before the link-local and private ranges they sit in.
+_REFUSED: list[tuple[IpNetwork, str]] = [
+    (ipaddress.ip_network(net), reason)
+    for net, reason in [
+        ("169.254.169.254/32", "cloud metadata"),
+        ("169.254.170.2/32", "cloud metadata"),  # ECS task metadata
+        ("100.100.100.200/32", "cloud metadata"),  # Alibaba Cloud
+        ("fd00:ec2::254/128", "cloud metadata"),  # EC2 over IPv6
+        ("0.0.0.0/8", "unspecified"),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "shared (carrier-grade NAT)"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "IETF protocol assignments"),
+        ("192.168.0.0/16", "private"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("fe80::/10", "link-local"),
+        ("fc00::/7", "private"),
+        ("ff00::/8", "multicast"),
+    ]
+]
+
+
+def refusal(address: IpAddress, allowed: Sequence[IpNetwork] = ()) -> str | None:
+    """Why connecting to ``address`` is refused (``None``: it is not).
+
+    IPv6 forms that carry an IPv4 address (mapped, NAT64, 6to4) are judged by the
+    address they carry. ``allowed`` opens ranges an operator vouches for, such as
+    an internal package mirror (the metadata addresses stay closed).
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            return refusal(embedded, allowed)
+    for network, reason in _REFUSED:
+        if address.version == network.version and address in network:
+            if reason != "cloud metadata" and any(
+                address.version == net.version and address in net for net in allowed
+            ):
+                return None
+            return reason
+    return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in ipaddress.ip_network("64:ff9b::/96"):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def is_ip_literal(host: str) -> bool:
+    """An address written as a host (``10.0.0.1``, ``[::1]``, ``2130706433``, ``0x7f.1``):
+    the forms resolvers turn into addresses without asking DNS."""
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        labels = host.rstrip(".").split(".")
+        return bool(labels) and all(_NUMERIC_LOOKING.match(label) for label in labels)
+    return True
+
+
+def normalise_host(host: str) -> str:
+    return host.strip().lower().rstrip(".")
+
+
+@dataclass(frozen=True)
+class HostRule:
+    """One allowlist entry: a name or ``*.suffix``, with its ports."""
+
+    pattern: str
+    ports: tuple[int, ...] = DEFAULT_PORTS
+
+    @property
+    def wildcard(self) -> bool:
+        return self.pattern.startswith("*.")
+
+    def matches(self, host: str, port: int) -> bool:
+        if port not in self.ports:
+            return False
+        if self.wildcard:
+            return host.endswith(self.pattern[1:])  # ".pypi.org": names below it only
+        return host == self.pattern
+
+    def __str__(self) -> str:
+        if self.ports == DEFAULT_PORTS:
+            return self.pattern
+        return f"{self.pattern}:{','.join(map(str, self.ports))}"
+
+
+def parse_rule(entry: str) -> HostRule:
+    """``name``, ``*.suffix``, either with ``:port`` (several: ``:80,8080``)."""
+    text = normalise_host(entry)
+    name, _, ports_text = text.partition(":")
+    bare = name[2:] if name.startswith("*.") else name
+    if not bare or not _NAME.match(bare) or (name.startswith("*.") and "." not in bare):
+        msg = f"{entry!r} is not a host name or *.suffix"
+        raise ValueError(msg)
+    if is_ip_literal(bare) or bare.rsplit(".", 1)[-1].isdigit():
+        msg = f"{entry!r} is an address; the allowlist takes host names only"
+        raise ValueError(msg)
+    if not ports_text:
+        return HostRule(name)
+    try:
+        ports = tuple(sorted({int(p) for p in ports_text.split(",")}))
+    except ValueError:
+        msg = f"{entry!r}: ports must be numbers, e.g. example.com:443"
+        raise ValueError(msg) from None
+    if not all(0 < p < 65536 for p in ports):
+        msg = f"{entry!r}: ports must be 1 to 65535"
+        raise ValueError(msg)
+    return HostRule(name, ports)
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    rules: tuple[HostRule, ...] = ()
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> Allowlist:
+        return cls(tuple(parse_rule(entry) for entry in entries))
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def allows(self, host: str, port: int) -> bool:
+        host = normalise_host(host)
+        return any(rule.matches(host, port) for rule in self.rules)
+
+    def __str__(self) -> str:
+        return ", ".join(map(str, self.rules)) or "(nothing)"
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """The deployment's list, narrowed by the agent's (``None``: not narrowed)."""
+
+    deployment: Allowlist
+    agent: Allowlist | None = None
+
+    def allows(self, host: str, port: int) -> bool:
+        if not self.deployment.allows(host, port):
+            return False
+        return self.agent is None or self.agent.allows(host, port)
+
+    def describe(self) -> str:
+        if self.agent is None:
+            return str(self.deployment)
+        return f"{self.deployment}, narrowed by the agent to {self.agent}"

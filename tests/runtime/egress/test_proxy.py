@@ -1,0 +1,252 @@
+"""The egress proxy over real sockets: what it carries, what it refuses and why."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.server
+import ipaddress
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from runtime.egress.credentials import EgressClaims, sign
+from runtime.egress.proxy import EgressProxy, ProxyConfig
+from runtime.egress.rules import Allowlist
+
+KEY = b"test-key-" * 4
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """Answers with what it received: the request line's path and the Host header."""
+
+    def do_GET(self) -> None:
+        auth = self.headers["Proxy-Authorization"]
+        data = f"path={self.path} host={self.headers['Host']} auth={auth}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+
+
+class RunningProxy:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._loop = asyncio.new_event_loop()
+        self._proxy = EgressProxy(config, self.events.append)
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self.port = asyncio.run_coroutine_threadsafe(self._proxy.start(), self._loop).result(5)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._proxy.close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        while self._loop.is_running():
+            threading.Event().wait(0.01)
+        self._loop.close()
+
+    def exchange(self, head: str, *, claims: EgressClaims | None = None) -> tuple[int, str, str]:
+        """Sends one request head; returns (status, response head, body)."""
+        lines = head.rstrip("\r\n").split("\r\n")
+        if claims is not None:
+            token = base64.b64encode(":".join(sign(KEY, claims)).encode()).decode()
+            lines.append(f"Proxy-Authorization: Basic {token}")
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+            return _response(conn)
+
+
+def _response(conn: socket.socket) -> tuple[int, str, str]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        while chunk := conn.recv(65536):
+            body += chunk
+    except (TimeoutError, ConnectionResetError):  # a refusal may close before we read all
+        pass
+    status = int(head.split(b" ", 2)[1])
+    return status, head.decode(), body.decode()
+
+
+CLAIMS = EgressClaims("org-a", "conv-a")
+
+
+@pytest.fixture
+def proxy(origin: int) -> Iterator[RunningProxy]:
+    config = ProxyConfig(
+        key=KEY,
+        allow=Allowlist.parse(
+            [f"origin.test:{origin}", f"*.pinned.test:{origin}", "metadata.test", "closed.test:1"]
+        ),
+        port=0,
+        hosts={
+            "origin.test": "127.0.0.1",
+            "a.pinned.test": "127.0.0.1",
+            "private.pinned.test": "10.0.0.7",
+            "metadata.test": "169.254.169.254",
+            "closed.test": "127.0.0.1",
+        },
+        allowed_private_networks=LOOPBACK,
+        connect_timeout_seconds=2,
+        idle_timeout_seconds=2,
+    )
+    running = RunningProxy(config)
+    yield running
+    running.close()
+
+
+def test_plain_http_reaches_the_named_site_only(proxy: RunningProxy, origin: int) -> None:
+    status, _, body = proxy.exchange(
+        f"GET http://origin.test:{origin}/a?b=1 HTTP/1.1\r\nHost: other.site", claims=CLAIMS
+    )
+    assert status == 200
+    # Origin-form target; the Host the URL names, not the one sent; no credentials passed on.
+    assert body == f"path=/a?b=1 host=origin.test:{origin} auth=None"
+    assert proxy.events[-1] | {"address": "127.0.0.1"} == {
+        "event": "allowed",
+        "org": "org-a",
+        "conversation": "conv-a",
+        "host": "origin.test",
+        "port": origin,
+        "address": "127.0.0.1",
+    }
+
+
+def test_connect_tunnels_to_an_allowed_host(proxy: RunningProxy, origin: int) -> None:
+    token = base64.b64encode(":".join(sign(KEY, CLAIMS)).encode()).decode()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as conn:
+        conn.sendall(
+            f"CONNECT a.pinned.test:{origin} HTTP/1.1\r\n"
+            f"Proxy-Authorization: Basic {token}\r\n\r\n".encode()
+        )
+        assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        conn.sendall(b"GET /through HTTP/1.1\r\nHost: a.pinned.test\r\nConnection: close\r\n\r\n")
+        status, _, body = _response(conn)
+    assert status == 200 and body.startswith("path=/through host=a.pinned.test")
+
+
+@pytest.mark.parametrize(
+    ("request_head", "status", "reason", "says"),
+    [
+        (
+            "GET http://elsewhere.test/ HTTP/1.1",
+            403,
+            "host_not_allowed",
+            "not in the egress allowlist",
+        ),
+        ("CONNECT elsewhere.test:443 HTTP/1.1", 403, "host_not_allowed", "elsewhere.test:443"),
+        ("CONNECT 127.0.0.1:{origin} HTTP/1.1", 403, "ip_literal", "addresses are refused"),
+        ("CONNECT [::1]:443 HTTP/1.1", 403, "ip_literal", "addresses are refused"),
+        ("GET http://2130706433:{origin}/ HTTP/1.1", 403, "ip_literal", "addresses are refused"),
+        (
+            "CONNECT private.pinned.test:{origin} HTTP/1.1",
+            403,
+            "address_not_allowed",
+            "a private address",
+        ),
+        ("GET http://metadata.test/latest/ HTTP/1.1", 403, "address_not_allowed", "cloud metadata"),
+        ("CONNECT origin.test:22 HTTP/1.1", 403, "host_not_allowed", "origin.test:22"),
+        ("GET https://origin.test:{origin}/ HTTP/1.1", 400, "bad_request", "use CONNECT"),
+        ("CONNECT closed.test:1 HTTP/1.1", 502, "connect_failed", "closed.test:1"),
+    ],
+)
+def test_refusals_say_why(
+    proxy: RunningProxy, origin: int, request_head: str, status: int, reason: str, says: str
+) -> None:
+    got, head, body = proxy.exchange(request_head.format(origin=origin), claims=CLAIMS)
+    assert (got, f"X-Siesta-Egress-Refusal: {reason}" in head) == (status, True)
+    assert says in body
+    event = proxy.events[-1]
+    assert event["event"] == ("refused" if status == 403 else "failed")
+    assert event["reason"] == reason
+    if status != 400:  # a request that could not be read is nobody's
+        assert (event["org"], event["conversation"]) == ("org-a", "conv-a")
+
+
+def test_a_private_name_is_refused_even_when_allowed_by_name(origin: int) -> None:
+    """Without the operator's loopback range, a listed name that resolves to loopback is out."""
+    config = ProxyConfig(
+        key=KEY,
+        allow=Allowlist.parse([f"origin.test:{origin}"]),
+        port=0,
+        hosts={"origin.test": "127.0.0.1"},
+    )
+    running = RunningProxy(config)
+    try:
+        status, _, body = running.exchange(
+            f"GET http://origin.test:{origin}/ HTTP/1.1", claims=CLAIMS
+        )
+    finally:
+        running.close()
+    assert status == 403 and "resolves to 127.0.0.1, a loopback address" in body
+
+
+@pytest.mark.parametrize("claims", [None, "forged"])
+def test_requests_without_valid_credentials_are_refused(
+    proxy: RunningProxy, origin: int, claims: str | None
+) -> None:
+    head = f"GET http://origin.test:{origin}/ HTTP/1.1"
+    if claims == "forged":
+        forged = base64.b64encode(f"{sign(KEY, CLAIMS)[0]}:{'0' * 64}".encode()).decode()
+        head += f"\r\nProxy-Authorization: Basic {forged}"
+    status, response_head, _ = proxy.exchange(head)
+    assert status == 407 and "Proxy-Authenticate: Basic" in response_head
+    assert proxy.events[-1]["reason"] == "unauthenticated"
+
+
+def test_the_agents_narrowing_travels_in_the_credentials(proxy: RunningProxy, origin: int) -> None:
+    narrowed = replace(CLAIMS, narrowed_to=(f"a.pinned.test:{origin}",))
+    status, _, body = proxy.exchange(f"GET http://origin.test:{origin}/ HTTP/1.1", claims=narrowed)
+    assert status == 403 and "narrowed by the agent" in body
+    status, _, _ = proxy.exchange(f"GET http://a.pinned.test:{origin}/ HTTP/1.1", claims=narrowed)
+    assert status == 200
+
+
+def test_limits_on_heads_and_connections(origin: int) -> None:
+    config = ProxyConfig(
+        key=KEY, allow=Allowlist(), port=0, max_connections=2, max_header_bytes=1024
+    )
+    running = RunningProxy(config)
+    try:
+        status, _, body = running.exchange("GET http://x.test/ HTTP/1.1\r\nX-Big: " + "a" * 2000)
+        assert status == 431 and "over 1024 bytes" in body
+        idle = [socket.create_connection(("127.0.0.1", running.port)) for _ in range(2)]
+        try:
+            # Both slots are taken by connections that have sent nothing yet.
+            assert wait_for(lambda: running.exchange("GET http://x.test/ HTTP/1.1")[0] == 503)
+        finally:
+            for conn in idle:
+                conn.close()
+    finally:
+        running.close()
+
+
+def wait_for(predicate: Any, attempts: int = 50) -> bool:
+    import time
+
+    for _ in range(attempts):
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False

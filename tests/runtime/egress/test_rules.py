@@ -1,0 +1,145 @@
+"""The allowlist and the address policy, rule by rule."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from runtime.egress.credentials import EgressClaims, basic_credentials, sign, verify
+from runtime.egress.rules import Allowlist, EgressPolicy, is_ip_literal, parse_rule, refusal
+
+DEPLOYMENT = Allowlist.parse(["deb.debian.org", "*.pypi.org", "git.example.com:8443,9418"])
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "allowed"),
+    [
+        ("deb.debian.org", 80, True),
+        ("deb.debian.org", 443, True),
+        ("DEB.Debian.ORG.", 443, True),  # case and a trailing dot do not matter
+        ("deb.debian.org", 8080, False),  # no port given: 80 and 443 only
+        ("security.debian.org", 80, False),
+        ("debian.org", 80, False),
+        ("deb.debian.org.evil.com", 80, False),
+        ("files.pypi.org", 443, True),
+        ("a.b.pypi.org", 443, True),
+        ("pypi.org", 443, False),  # *.suffix: names below it, not the suffix itself
+        ("evilpypi.org", 443, False),
+        ("git.example.com", 8443, True),
+        ("git.example.com", 9418, True),
+        ("git.example.com", 443, False),  # explicit ports replace the defaults
+    ],
+)
+def test_deployment_allowlist(host: str, port: int, allowed: bool) -> None:
+    assert DEPLOYMENT.allows(host, port) is allowed
+
+
+@pytest.mark.parametrize(
+    ("agent", "host", "allowed"),
+    [
+        (None, "files.pypi.org", True),  # not narrowed: the deployment's list
+        (["*.pypi.org"], "files.pypi.org", True),
+        (["files.pypi.org"], "files.pypi.org", True),
+        (["files.pypi.org"], "upload.pypi.org", False),  # narrowed away
+        (["deb.debian.org"], "files.pypi.org", False),
+        ([], "deb.debian.org", False),  # an empty list: no network for this agent
+        (["example.com"], "example.com", False),  # cannot widen
+        (["*.debian.org"], "security.debian.org", False),  # nor with a wildcard
+    ],
+)
+def test_an_agent_narrows_never_widens(agent: list[str] | None, host: str, allowed: bool) -> None:
+    policy = EgressPolicy(DEPLOYMENT, Allowlist.parse(agent) if agent is not None else None)
+    assert policy.allows(host, 443) is allowed
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["", "*", "*.com", "10.0.0.1", "[::1]", "exa mple.com", "a..b", "host:0", "host:x", "h:70000"],
+)
+def test_bad_entries_are_refused(entry: str) -> None:
+    with pytest.raises(ValueError, match=r"host name|address|ports"):
+        parse_rule(entry)
+
+
+@pytest.mark.parametrize(
+    ("host", "literal"),
+    [
+        ("10.0.0.1", True),
+        ("[::1]", True),
+        ("::ffff:127.0.0.1", True),
+        ("2130706433", True),  # 127.0.0.1 as one number
+        ("0x7f.1", True),
+        ("127.1", True),
+        ("deb.debian.org", False),
+        ("1password.com", False),
+    ],
+)
+def test_ip_literals(host: str, literal: bool) -> None:
+    assert is_ip_literal(host) is literal
+
+
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("169.254.169.254", "cloud metadata"),
+        ("fd00:ec2::254", "cloud metadata"),
+        ("100.100.100.200", "cloud metadata"),
+        ("127.0.0.1", "loopback"),
+        ("::1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.20.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("fd12::1", "private"),
+        ("169.254.1.1", "link-local"),
+        ("fe80::1", "link-local"),
+        ("100.64.0.1", "shared (carrier-grade NAT)"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("::ffff:127.0.0.1", "loopback"),  # mapped IPv4 judged as IPv4
+        ("64:ff9b::a00:1", "private"),  # NAT64 of 10.0.0.1
+        ("2002:a9fe:a9fe::1", "cloud metadata"),  # 6to4 of 169.254.169.254
+        ("203.0.113.80", None),  # documentation range: reachable mirrors live there
+        ("151.101.2.132", None),
+        ("2a04:4e42::644", None),
+    ],
+)
+def test_address_policy(address: str, reason: str | None) -> None:
+    assert refusal(ipaddress.ip_address(address)) == reason
+
+
+def test_operator_ranges_open_private_addresses_but_never_metadata() -> None:
+    allowed = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("169.254.0.0/16")]
+    assert refusal(ipaddress.ip_address("10.1.2.3"), allowed) is None
+    assert refusal(ipaddress.ip_address("169.254.1.1"), allowed) is None
+    assert refusal(ipaddress.ip_address("169.254.169.254"), allowed) == "cloud metadata"
+    assert refusal(ipaddress.ip_address("192.168.1.1"), allowed) == "private"
+
+
+def test_credentials_round_trip_and_tampering() -> None:
+    key = b"k" * 32
+    claims = EgressClaims("org-1", "conv-1", ("files.pypi.org",))
+    user, password = sign(key, claims)
+    assert verify(key, user, password) == claims
+    assert verify(b"x" * 32, user, password) is None  # another deployment's key
+    other_user, _ = sign(key, EgressClaims("org-2", "conv-1"))
+    assert verify(key, other_user, password) is None  # a signature for other claims
+    flipped = password[:-1] + ("1" if password[-1] == "0" else "0")
+    assert verify(key, user, flipped) is None
+    assert verify(key, user + "x", password) is None
+    unnarrowed = EgressClaims("org-1", "conv-1")
+    assert verify(key, *sign(key, unnarrowed)) == unnarrowed
+
+
+@pytest.mark.parametrize(
+    ("header", "pair"),
+    [
+        ("Basic dXNlcjpwYXNz", ("user", "pass")),
+        ("basic dXNlcjpwYTpzcw==", ("user", "pa:ss")),
+        ("Bearer dXNlcjpwYXNz", None),
+        ("Basic not-base64!", None),
+        ("Basic dXNlcg==", None),  # no colon
+    ],
+)
+def test_basic_credentials(header: str, pair: tuple[str, str] | None) -> None:
+    assert basic_credentials(header) == pair
