@@ -17,7 +17,7 @@ from runtime.egress.rules import IpAddress
 
 class _Hello(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        data = f"hello from {self.server.server_address[0]}".encode()
+        data = f"hello from {self.connection.getsockname()[0]}".encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
