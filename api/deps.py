@@ -9,6 +9,7 @@ from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runtime.context import CallContext
+from runtime.egress.rules import HEADER_PATTERN
 from runtime.errors import MissingContext, Unauthorized
 from runtime.services import Services
 
@@ -50,7 +51,8 @@ def call_context(
         str | None,
         Header(
             description="The agent's narrowing of the deployment's egress allowlist: "
-            "comma-separated host names (an empty value: no network at all)"
+            "comma-separated host names (an empty value: no network at all)",
+            pattern=HEADER_PATTERN,
         ),
     ] = None,
 ) -> CallContext:

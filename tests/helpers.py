@@ -19,6 +19,9 @@ import docker
 import docker.errors
 import httpx
 
+from runtime.egress.docker_network import HostFirewall
+from runtime.providers.base import DEPLOYMENT_LABEL
+
 TEST_RUN_ID = uuid.uuid4().hex[:12]
 TEST_RUN_LABEL = "siesta.test-run"
 TEST_DEPLOYMENT = f"test-{TEST_RUN_ID}"
@@ -234,6 +237,12 @@ def remove_run_resources(client: docker.DockerClient) -> None:
     for volume in client.volumes.list(filters={"label": label}):
         with contextlib.suppress(docker.errors.APIError):
             volume.remove(force=True)
+    for network in client.networks.list(filters={"label": label}):
+        deployment = (network.attrs.get("Labels") or {}).get(DEPLOYMENT_LABEL)
+        with contextlib.suppress(docker.errors.APIError):
+            network.remove()
+        if deployment:
+            HostFirewall(deployment).remove()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

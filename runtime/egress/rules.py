@@ -5,9 +5,9 @@ these rules, so one table decides what "a private address" means everywhere.
 
 Allowlist entries are host names, never addresses: ``deb.debian.org`` (ports 80
 and 443), ``*.pypi.org`` (any name below ``pypi.org``, not ``pypi.org`` itself),
-``git.example.com:8443`` (that port only). A request is allowed when its host
-matches the deployment's list and, when the agent narrows it, the agent's list too:
-an agent can take hosts away, never add one.
+``git.example.com:8443`` (that port only; list a host again for another port). A
+request is allowed when its host matches the deployment's list and, when the agent
+narrows it, the agent's list too: an agent can take hosts away, never add one.
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 DEFAULT_PORTS = (80, 443)
-_LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
-_NAME = re.compile(rf"^({_LABEL}\.)*{_LABEL}$")
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
+# The last label has a letter: no address (10.0.0.1) is ever a name here.
+_TOP = r"([A-Za-z0-9_][A-Za-z0-9_-]*)?[A-Za-z_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
+_PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+ENTRY_PATTERN = rf"(\*\.({_LABEL}\.)+|({_LABEL}\.)*){_TOP}(:{_PORT})?"
+"""One allowlist entry: ``name``, ``*.suffix`` (two labels at least), ``:port``."""
+HEADER_PATTERN = rf"^\s*({ENTRY_PATTERN}(\s*,\s*{ENTRY_PATTERN})*)?\s*$"
+"""Entries separated by commas, as the ``X-Siesta-Egress-Allow`` header carries them."""
+_ENTRY = re.compile(ENTRY_PATTERN)
 _NUMERIC_LOOKING = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -121,31 +128,20 @@ class HostRule:
     def __str__(self) -> str:
         if self.ports == DEFAULT_PORTS:
             return self.pattern
-        return f"{self.pattern}:{','.join(map(str, self.ports))}"
+        return ", ".join(f"{self.pattern}:{port}" for port in self.ports)
 
 
 def parse_rule(entry: str) -> HostRule:
-    """``name``, ``*.suffix``, either with ``:port`` (several: ``:80,8080``)."""
-    text = normalise_host(entry)
-    name, _, ports_text = text.partition(":")
-    bare = name[2:] if name.startswith("*.") else name
-    if not bare or not _NAME.match(bare) or (name.startswith("*.") and "." not in bare):
-        msg = f"{entry!r} is not a host name or *.suffix"
+    """``name`` or ``*.suffix``, either with one ``:port`` (list a host once per port)."""
+    text = entry.strip()
+    if not _ENTRY.fullmatch(text):
+        msg = (
+            f"{entry!r} is not an allowlist entry: a host name (never an address), "
+            "*.suffix with at least two labels, either with one :port from 1 to 65535"
+        )
         raise ValueError(msg)
-    if is_ip_literal(bare) or bare.rsplit(".", 1)[-1].isdigit():
-        msg = f"{entry!r} is an address; the allowlist takes host names only"
-        raise ValueError(msg)
-    if not ports_text:
-        return HostRule(name)
-    try:
-        ports = tuple(sorted({int(p) for p in ports_text.split(",")}))
-    except ValueError:
-        msg = f"{entry!r}: ports must be numbers, e.g. example.com:443"
-        raise ValueError(msg) from None
-    if not all(0 < p < 65536 for p in ports):
-        msg = f"{entry!r}: ports must be 1 to 65535"
-        raise ValueError(msg)
-    return HostRule(name, ports)
+    name, _, port = normalise_host(text).partition(":")
+    return HostRule(name, (int(port),)) if port else HostRule(name)
 
 
 @dataclass(frozen=True)

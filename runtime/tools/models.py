@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.context import ID_MAX_CHARS, ID_PATTERN
+from runtime.egress.rules import ENTRY_PATTERN
 
 SystemToolId = Literal[
     "task_management",
@@ -49,7 +50,9 @@ class AgentConfig(_Wire):
     id: str = Field(min_length=1)
     system_tool_ids: list[SystemToolId] = Field(default_factory=list, alias="systemToolIds")
     base_image: str | None = Field(None, alias="baseImage")
-    egress_allow: list[str] | None = Field(None, alias="egressAllow")
+    egress_allow: list[Annotated[str, Field(pattern=f"^{ENTRY_PATTERN}$")]] | None = Field(
+        None, alias="egressAllow"
+    )
     """The agent's narrowing of the deployment's sandbox egress allowlist (host names,
     ``*.suffix``); it can only take hosts away. ``[]``: no network for this agent."""
     model: ModelRef | None = None
