@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from runtime.services import Services
 
 TOKEN_FILE_NAME = "api-token"
+log = logging.getLogger(__name__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,12 +114,11 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
     from runtime.egress.service import proxy_config
 
     egress = settings.egress
-    if egress.key is None or not egress.enabled:
-        msg = (
-            "egress-proxy needs SIESTA_EGRESS__ALLOW and the key the service uses "
-            "(SIESTA_EGRESS__KEY)"
-        )
+    if egress.key is None:
+        msg = "egress-proxy needs the key the service signs with (SIESTA_EGRESS__KEY)"
         raise ConfigurationError(msg)
+    if not egress.enabled:
+        log.warning("SIESTA_EGRESS__ALLOW is empty: every request will be refused")
     config = proxy_config(
         egress,
         egress.key.get_secret_value().encode(),

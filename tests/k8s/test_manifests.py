@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
@@ -129,7 +130,7 @@ def test_the_role_grants_exactly_what_the_provider_uses(objects: list[dict[str, 
     assert binding["subjects"][0]["name"] == "siesta-runtime"
 
 
-def test_sandbox_pods_receive_only_from_the_service_and_send_nowhere(
+def test_sandbox_pods_receive_only_from_the_service_and_send_only_to_the_proxy(
     objects: list[dict[str, Any]],
 ) -> None:
     policy = one(objects, "NetworkPolicy", "siesta-sandboxes")
@@ -139,13 +140,52 @@ def test_sandbox_pods_receive_only_from_the_service_and_send_nowhere(
     assert selector.items() <= COMPONENT_LABELS.items()
     assert selector["app.kubernetes.io/component"] == "sandbox"
     assert sorted(spec["policyTypes"]) == ["Egress", "Ingress"]
-    assert spec["egress"] == []
-    # ... and lets in only the service's own pods.
+    # ... lets in only the service's own pods ...
     (rule,) = spec["ingress"]
     (source,) = rule["from"]
     service = one(objects, "Deployment", "siesta-runtime")["spec"]["template"]["metadata"]
     assert source["podSelector"]["matchLabels"].items() <= service["labels"].items()
     assert source["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "siesta-runtime"
+    # ... and lets out only to the egress proxy's port (no DNS, nothing else).
+    (out,) = spec["egress"]
+    (target,) = out["to"]
+    proxy_pods = one(objects, "Deployment", "siesta-egress")["spec"]["template"]["metadata"]
+    assert target.keys() == {"podSelector"}
+    assert target["podSelector"]["matchLabels"].items() <= proxy_pods["labels"].items()
+    assert out["ports"] == [{"protocol": "TCP", "port": 3128}]
+
+
+def test_the_egress_proxy_is_the_service_image_with_the_services_key(
+    objects: list[dict[str, Any]],
+) -> None:
+    proxy = one(objects, "Deployment", "siesta-egress")["spec"]["template"]
+    (container,) = proxy["spec"]["containers"]
+    (service,) = one(objects, "Deployment", "siesta-runtime")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["args"] == ["egress-proxy"]
+    assert container["image"] == service["image"]
+    assert container["envFrom"] == service["envFrom"]  # the same allowlist
+
+    def key_source(c: dict[str, Any]) -> Any:
+        return next(e for e in c["env"] if e["name"] == "SIESTA_EGRESS__KEY")["valueFrom"]
+
+    assert key_source(container) == key_source(service)
+    # The service points sandboxes at the proxy's Service, which selects the proxy pods.
+    settings_map = one(objects, "ConfigMap", service["envFrom"][0]["configMapRef"]["name"])
+    proxy_url = urlsplit(settings_map["data"]["SIESTA_EGRESS__PROXY_URL"])
+    proxy_service = one(objects, "Service", proxy_url.hostname)
+    assert proxy_service["spec"]["selector"].items() <= proxy["metadata"]["labels"].items()
+    assert [p["port"] for p in proxy_service["spec"]["ports"]] == [proxy_url.port]
+    # Only sandboxes may connect to it; it reaches no private range itself.
+    policy = one(objects, "NetworkPolicy", "siesta-egress")["spec"]
+    (ingress,) = policy["ingress"]
+    (source,) = ingress["from"]
+    assert source["podSelector"]["matchLabels"].items() <= COMPONENT_LABELS.items()
+    assert source["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "sandbox"
+    blocks = [t["ipBlock"] for rule in policy["egress"] for t in rule["to"] if "ipBlock" in t]
+    refused = {net for block in blocks for net in block.get("except", [])}
+    assert {"10.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"} <= refused
 
 
 def test_the_shipped_catalog_is_a_catalog(objects: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -173,6 +213,20 @@ def test_the_settings_are_valid_settings_for_the_kubernetes_provider(
     loads as Settings: a typo in a SIESTA_* name would stop every replica."""
     deployment = one(objects, "Deployment", "siesta-runtime")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    settings = _settings_of(objects, container, monkeypatch)
+    assert isinstance(settings.provider, KubernetesProviderSettings)
+    assert isinstance(settings.store, RedisStoreSettings)
+    assert settings.pool.size == 0
+    assert settings.egress.key is not None and settings.egress.proxy_url
+    proxy = one(objects, "Deployment", "siesta-egress")
+    (proxy_container,) = proxy["spec"]["template"]["spec"]["containers"]
+    proxy_settings = _settings_of(objects, proxy_container, monkeypatch)
+    assert proxy_settings.egress == settings.egress
+
+
+def _settings_of(
+    objects: list[dict[str, Any]], container: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Settings:
     (source,) = container["envFrom"]
     settings_map = one(objects, "ConfigMap", source["configMapRef"]["name"])
     for name in [n for n in os.environ if n.startswith("SIESTA_")]:
@@ -180,9 +234,8 @@ def test_the_settings_are_valid_settings_for_the_kubernetes_provider(
     for name, value in settings_map["data"].items():
         monkeypatch.setenv(name, value)
     for variable in container.get("env", []):
-        value = variable.get("value", "from-the-cluster-0123456789")  # secrets, field refs
+        value = variable.get(
+            "value", "from-the-cluster-0123456789-0123456789"
+        )  # secrets, field refs
         monkeypatch.setenv(variable["name"], value)
-    settings = Settings()
-    assert isinstance(settings.provider, KubernetesProviderSettings)
-    assert isinstance(settings.store, RedisStoreSettings)
-    assert settings.pool.size == 0
+    return Settings()

@@ -1,0 +1,94 @@
+"""The proxy as Kubernetes runs it (``siesta-runtime egress-proxy``), and the service's
+side of that arrangement (``SIESTA_EGRESS__PROXY_URL``)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.config import Settings
+from runtime.context import CallContext
+from runtime.egress.credentials import verify
+from runtime.egress.service import ProxiedEgress, build_egress
+from runtime.store import open_stores
+from tests.helpers import REPO, free_port
+
+KEY = "standalone-key-0123456789abcdef-xyz"
+
+
+def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SIESTA_")},
+        "SIESTA_EGRESS__KEY": KEY,
+        "SIESTA_EGRESS__ALLOW": "allowed.example",
+        "SIESTA_EGRESS__PROXY_URL": f"http://localhost:{port}",
+        "SIESTA_DATA_DIR": str(tmp_path),
+    }
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runtime.cli",
+            "egress-proxy",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proxy.stdout is not None
+        ready = json.loads(proxy.stdout.readline())
+        assert ready == {"event": "ready", "host": "127.0.0.1", "port": port}
+        # The service side: the proxy URL's name resolved once, credentials signed with the key.
+        for name in [n for n in os.environ if n.startswith("SIESTA_")]:
+            monkeypatch.delenv(name)
+        for name, value in env.items():
+            if name.startswith("SIESTA_"):
+                monkeypatch.setenv(name, value)
+        settings = Settings()
+        stores = open_stores(settings)
+        egress = build_egress(settings, stores.deployment, "dep")
+        stores.close()
+        assert isinstance(egress, ProxiedEgress) and egress.network is None
+        environment = egress.environment(CallContext("org-k", "user", "conv-k"))
+        url = environment["HTTPS_PROXY"]
+        assert url.endswith(f"@127.0.0.1:{port}") and environment["https_proxy"] == url
+        user, password = url.removeprefix("http://").split("@")[0].split(":")
+        assert verify(KEY.encode(), user, password) is not None
+
+        def ask(host: str) -> str:
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                auth = f"Proxy-Authorization: Basic {token}"
+                conn.sendall(f"CONNECT {host}:443 HTTP/1.1\r\n{auth}\r\n\r\n".encode())
+                return conn.recv(4096).decode()
+
+        assert "not in the egress allowlist" in ask("other.example")
+        event = json.loads(proxy.stdout.readline())
+        assert (event["event"], event["org"], event["conversation"], event["host"]) == (
+            "refused",
+            "org-k",
+            "conv-k",
+            "other.example",
+        )
+    finally:
+        proxy.send_signal(signal.SIGTERM)
+        assert proxy.wait(timeout=10) == 0
+        if proxy.stdout:
+            proxy.stdout.close()
