@@ -234,8 +234,7 @@ def _settings_of(
     for name, value in settings_map["data"].items():
         monkeypatch.setenv(name, value)
     for variable in container.get("env", []):
-        value = variable.get(
-            "value", "from-the-cluster-0123456789-0123456789"
-        )  # secrets, field refs
+        # Secrets and field references: any value long enough for a key.
+        value = variable.get("value", "from-the-cluster-0123456789-0123456789")
         monkeypatch.setenv(variable["name"], value)
     return Settings()
