@@ -54,6 +54,13 @@ class SandboxSettings(BaseModel):
     """Labels added to everything created, e.g. a deployment name (tests use it)."""
     provision_timeout_seconds: float = Field(60.0, gt=0)
     """How long creating and starting a sandbox may take."""
+    workspace_size_mb: int = Field(10240, ge=0)
+    """Size of a sandbox's ``/mnt/work`` (Docker: its own ext4 file system; writing
+    past it is ``ENOSPC``); 0: no limit (the workspace shares the engine's disk). A
+    catalog image may set its own (``workspace_size_mb``)."""
+    disk_dir: Path | None = None
+    """Docker: where workspace images live (default ``/var/lib/siesta/disks/<deployment
+    id>``); every instance of a deployment must see the same folder."""
 
 
 def _entries(value: Any) -> Any:

@@ -28,6 +28,9 @@ class CatalogImage(BaseModel):
     enabled: bool = True
     build: str | None = None
     """Build context folder, relative to the catalog file (for ``images build``)."""
+    workspace_size_mb: int | None = Field(None, ge=0)
+    """This image's ``/mnt/work`` size, instead of ``SIESTA_SANDBOX__WORKSPACE_SIZE_MB``
+    (0: no limit)."""
 
 
 class _CatalogFile(BaseModel):

@@ -148,7 +148,9 @@ class WarmPool:
             return False  # the pool, or the host, is full
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
-            self._provider.create(SandboxSpec(session_id, image.image, labels))
+            self._provider.create(
+                SandboxSpec(session_id, image.image, labels, image.workspace_size_mb)
+            )
             self._provider.warm(sandbox_id)
             self._provider.pause(sandbox_id)
         except SiestaError as error:

@@ -14,7 +14,7 @@ import posixpath
 from typing import Any
 
 from runtime.cancellation import Cancellation
-from runtime.config import CommandSettings, FileSettings
+from runtime.config import CommandSettings, FileSettings, SandboxSettings
 from runtime.context import CallContext
 from runtime.egress.service import Egress
 from runtime.errors import (
@@ -41,6 +41,7 @@ from runtime.functions.sandbox import (
     StagedFile,
     WriteFileResult,
 )
+from runtime.limits_reached import limits_reached
 from runtime.output import CapturedStream
 from runtime.providers.base import ExecRequest, OutputListener, SandboxProvider
 from runtime.sessions import ActiveSession, SessionManager
@@ -57,8 +58,10 @@ class Sandbox:
         commands: CommandSettings,
         limits: FileSettings,
         egress: Egress | None = None,
+        sandbox_settings: SandboxSettings | None = None,
     ) -> None:
         self._egress = egress or Egress()
+        self._sandbox_settings = sandbox_settings or SandboxSettings()
         self._sessions = sessions
         self._provider = provider
         self._files = files
@@ -113,6 +116,13 @@ class Sandbox:
             truncated=_truncation(result.stdout, result.stderr, request.max_output_bytes),
             durationMs=result.duration_ms,
             stagedFiles=staged,
+            limitsReached=limits_reached(
+                result,
+                timeout_seconds=timeout,
+                max_output_bytes=request.max_output_bytes,
+                sandbox=self._sandbox_settings,
+                workspace_limit_mb=self._sandbox_settings.workspace_size_mb or None,
+            ),
             **_session_fields(session),
         )
 

@@ -115,7 +115,9 @@ class Services:
         files = ConversationFiles(
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
-        sandbox = Sandbox(sessions, provider, files, settings.command, settings.files, egress)
+        sandbox = Sandbox(
+            sessions, provider, files, settings.command, settings.files, egress, settings.sandbox
+        )
         services = cls(
             settings,
             deployment_id,

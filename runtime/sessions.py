@@ -284,7 +284,9 @@ class SessionManager:
             SESSION_LABEL: session_id,
             IMAGE_LABEL: image.id,
         }
-        return session_id, self._create_within_limit(SandboxSpec(session_id, image.image, labels))
+        return session_id, self._create_within_limit(
+            SandboxSpec(session_id, image.image, labels, image.workspace_size_mb)
+        )
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
         sandbox_id = self._provider.sandbox_id_for(spec.session_id)

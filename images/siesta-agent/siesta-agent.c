@@ -51,6 +51,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,9 +62,9 @@
 #define HEADER 13                         /* u32 length, u8 type, u64 id */
 #define MAX_LENGTH (1048576u + 9)         /* largest value of the length field */
 #define MAX_PAYLOAD (MAX_LENGTH - 9)
-/* EXIT carries 41 bytes of fields plus both streams' head and tail; with full
+/* EXIT carries 65 bytes of fields plus both streams' head and tail; with full
  * buffers it must still fit in one frame. */
-#define EXIT_FIXED 41
+#define EXIT_FIXED 65
 #define MAX_CAP ((MAX_PAYLOAD - EXIT_FIXED) / 2)
 #define CHUNK 65536                       /* one read of a command's output */
 #define MAX_LIVE 64                       /* requests not yet killed */
@@ -113,6 +114,7 @@ struct request {
     int timed_out;               /* SIGTERM sent at the deadline */
     int killed;                  /* SIGKILL sent: timeout grace, CANCEL, KILL_RUNNING */
     int64_t started, term_at, kill_at, abandon_at;   /* 0: not set */
+    uint64_t oom_kills_at_start, pids_refusals_at_start;
     struct capture out[2];       /* stdout, stderr */
     unsigned char *buffer;       /* head + tail of both streams, 2 * cap bytes */
     int in_fd;                   /* write end of the command's stdin; -1: none or closed */
@@ -322,6 +324,36 @@ static unsigned char *put_tail(unsigned char *p, const struct capture *c) {
     return p + c->tail_len;
 }
 
+/* Limits the sandbox hit, read from its cgroup (v2 files first, then v1): how
+ * often the kernel killed for memory, how often a fork met the pids limit. */
+static const char *const OOM_FILES[] = {"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control", 0};
+static const char *const PIDS_FILES[] = {"/sys/fs/cgroup/pids.events", "/sys/fs/cgroup/pids/pids.events", 0};
+
+static uint64_t cgroup_counter(const char *const files[], const char *key) {
+    char text[4096];
+    size_t key_len = strlen(key);
+    for (int i = 0; files[i]; i++) {
+        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, text, sizeof text - 1);
+        close(fd);
+        if (n <= 0) continue;
+        text[n] = 0;
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : 0)
+            if (!strncmp(line, key, key_len) && line[key_len] == ' ')
+                return strtoull(line + key_len + 1, 0, 10);
+    }
+    return 0;
+}
+
+/* Room left for writing: 0 when either the blocks or the inodes are used up. */
+static uint64_t free_bytes(const char *path) {
+    struct statvfs st;
+    if (statvfs(path, &st) != 0) return UINT64_MAX;
+    if (st.f_files && !st.f_favail) return 0;
+    return (uint64_t)st.f_bavail * st.f_frsize;
+}
+
 static int exit_code(const struct request *r) {
     if (r->killed) return 137;
     if (r->timed_out) return 124;
@@ -354,7 +386,13 @@ static void finish(struct request *r) {
         if (c->head_len) memcpy(p + 12, c->head, c->head_len);
         p = put_tail(p + 12 + c->head_len, c);
     }
-    keep_frame(r->id, frame_send(p));
+    uint64_t oom = cgroup_counter(OOM_FILES, "oom_kill");
+    uint64_t pids = cgroup_counter(PIDS_FILES, "max");
+    put32(p, (uint32_t)(oom - r->oom_kills_at_start));
+    put32(p + 4, (uint32_t)(pids - r->pids_refusals_at_start));
+    put64(p + 8, free_bytes(WORKSPACE));
+    put64(p + 16, free_bytes("/"));
+    keep_frame(r->id, frame_send(p + 24));
     release(r);
 }
 
@@ -553,6 +591,9 @@ static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t 
         send_error(id, e, "pipe: %s", strerror(e));
         goto cleanup;
     }
+    /* Before the fork: a fork refused for the pids limit counts for this request. */
+    uint64_t oom_at_spawn = cgroup_counter(OOM_FILES, "oom_kill");
+    uint64_t pids_at_spawn = cgroup_counter(PIDS_FILES, "max");
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -569,6 +610,7 @@ static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t 
         .used = 1, .gen = r->gen, .id = id, .pid = pid, .starting = 1, .status_fd = statp[0],
         .cap = cap, .flags = flags, .grace_ms = grace_ms, .started = now,
         .term_at = timeout_ms ? now + timeout_ms : 0,
+        .oom_kills_at_start = oom_at_spawn, .pids_refusals_at_start = pids_at_spawn,
         .buffer = buffer, .in_fd = inp[1], .in_accept = inp[1] >= 0,
     };
     set_nonblock(r->status_fd);

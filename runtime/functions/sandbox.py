@@ -79,6 +79,15 @@ class StagedFile(Result):
     size: int
 
 
+class LimitReached(Result):
+    """A sandbox limit the command ran into, with the value in force."""
+
+    limit: Literal["timeout", "output", "memory", "processes", "workspace_disk", "container_disk"]
+    value: int
+    unit: Literal["seconds", "bytes", "MiB", "processes"]
+    message: str
+
+
 class RunCommandResult(SessionFields):
     exitCode: int
     stdout: str
@@ -88,6 +97,9 @@ class RunCommandResult(SessionFields):
     truncated: OutputTruncation
     durationMs: int
     stagedFiles: list[StagedFile]
+    limitsReached: list[LimitReached] = Field(default_factory=list)
+    """Limits the command ran into (memory, processes, disk, timeout, output): what
+    explains an exit code such as 137, or a ``No space left on device``."""
 
 
 class WriteFileResult(SessionFields):

@@ -26,7 +26,13 @@ def build_provider(
             resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
         )
     from runtime.providers.docker import DockerProvider
+    from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
 
+    disks = LoopDisks(settings.sandbox.disk_dir or DEFAULT_DISK_ROOT / deployment_id)
     return DockerProvider(
-        settings.sandbox, deployment_id=deployment_id, base_url=provider.base_url, network=network
+        settings.sandbox,
+        deployment_id=deployment_id,
+        base_url=provider.base_url,
+        network=network,
+        disks=disks,
     )

@@ -13,7 +13,7 @@ from runtime.output import HeadTailBuffer, captured
 from runtime.providers import fshelper
 from runtime.providers.agent_channel import AgentChannel, ChannelClosed, SpawnFailed
 from runtime.providers.agent_protocol import SpawnFlag
-from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult
+from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult, LimitPressure
 
 BASH = "bash"  # found on PATH, and what $0 says (as it always said)
 ENV = "/usr/bin/env"
@@ -59,6 +59,12 @@ def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
         stderr=captured(outcome.stderr.head, outcome.stderr.tail, outcome.stderr.total_bytes),
         timed_out=outcome.timed_out,
         duration_ms=outcome.duration_ms,
+        pressure=LimitPressure(
+            outcome.oom_kills,
+            outcome.pids_refusals,
+            outcome.workspace_free_bytes,
+            outcome.root_free_bytes,
+        ),
     )
 
 

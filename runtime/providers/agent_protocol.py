@@ -60,6 +60,17 @@ class Exit:
     duration_ms: int
     stdout: StreamPart
     stderr: StreamPart
+    oom_kills: int = 0
+    pids_refusals: int = 0
+    workspace_free_bytes: int | None = None
+    root_free_bytes: int | None = None
+    """``None``: unknown (the agent could not tell, or an agent older than these fields)."""
+
+
+LIMITS = struct.Struct("<IIQQ")
+"""EXIT's tail: OOM kills and pids-limit refusals during the request, then the free
+bytes of the workspace and of the root file system at its end."""
+UNKNOWN_SIZE = 2**64 - 1
 
 
 def encode(frame_type: FrameType, request_id: int, payload: bytes = b"") -> bytes:
@@ -87,10 +98,24 @@ def parse_exit(payload: bytes) -> Exit:
             head, offset = _string(payload, offset)
             tail, offset = _string(payload, offset)
             streams.append(StreamPart(total, head, tail))
+        pressure: tuple[int, ...] = (0, 0, UNKNOWN_SIZE, UNKNOWN_SIZE)
+        if len(payload) - offset >= LIMITS.size:  # agents before these fields send none
+            pressure = LIMITS.unpack_from(payload, offset)
     except struct.error as exc:
         msg = "malformed EXIT frame"
         raise ProtocolError(msg) from exc
-    return Exit(exit_code, bool(timed_out), duration_ms, streams[0], streams[1])
+    oom, pids, work_free, root_free = pressure
+    return Exit(
+        exit_code,
+        bool(timed_out),
+        duration_ms,
+        streams[0],
+        streams[1],
+        oom,
+        pids,
+        None if work_free == UNKNOWN_SIZE else work_free,
+        None if root_free == UNKNOWN_SIZE else root_free,
+    )
 
 
 def parse_error(payload: bytes) -> tuple[int, str]:

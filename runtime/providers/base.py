@@ -55,6 +55,8 @@ class SandboxSpec:
     session_id: str
     image: str
     labels: dict[str, str]
+    workspace_size_mb: int | None = None
+    """The catalog image's workspace size, over the deployment's (``None``: that one)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,21 @@ class ExecResult:
     stderr: CapturedStream
     timed_out: bool
     duration_ms: int
+    pressure: LimitPressure = field(default_factory=lambda: LimitPressure())
+    """What the sandbox's limits did while the command ran (when the agent can say)."""
+
+
+@dataclass(frozen=True)
+class LimitPressure:
+    """Read from the sandbox's cgroup and file systems when a command ends."""
+
+    oom_kills: int = 0
+    """Processes the kernel killed at the memory limit while the command ran."""
+    pids_refusals: int = 0
+    """Forks refused at the process limit while the command ran."""
+    workspace_free_bytes: int | None = None
+    root_free_bytes: int | None = None
+    """Space left in /mnt/work and in the container's own file system (None: unknown)."""
 
 
 @dataclass(frozen=True)

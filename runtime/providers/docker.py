@@ -43,10 +43,12 @@ from runtime.providers.base import (
 from runtime.providers.docker_channels import docker_channels
 from runtime.providers.docker_errors import docker_errors, explain
 from runtime.providers.docker_exec import EngineExec
+from runtime.providers.loop_disks import MOUNT_OPTIONS, LoopDisks
 
 # If the agent (PID 1) ever dies, the container starts again with its disk: the
 # conversation keeps its files; its processes are gone, as after a reboot.
 RESTART_RETRIES = 3
+WORKSPACE_SIZE_LABEL = "siesta.workspace-size-mb"
 
 _STATES = {
     "running": SandboxState.RUNNING,
@@ -68,9 +70,13 @@ class DockerProvider(agent_ops.HelperFiles):
         base_url: str | None = None,
         client: docker.DockerClient | None = None,
         network: str | None = None,
+        disks: LoopDisks | None = None,
     ) -> None:
         self._settings = settings
         self._network = network or settings.network
+        self._disks = disks
+        if disks is not None and settings.workspace_size_mb:
+            disks.check()
         self._deployment_id = deployment_id
         with docker_errors():
             self._client = client or (
@@ -100,7 +106,7 @@ class DockerProvider(agent_ops.HelperFiles):
         }
         try:
             with docker_errors(), _provisioning_errors(spec.image):
-                self._client.volumes.create(name=name, labels=labels)
+                self._create_workspace(name, labels, spec.workspace_size_mb)
                 config = self._container_config(spec.image, name, labels)
                 self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
                 self._api.start(name)
@@ -108,6 +114,19 @@ class DockerProvider(agent_ops.HelperFiles):
             self.destroy(name)
             raise
         return name
+
+    def _create_workspace(self, name: str, labels: dict[str, str], size_mb: int | None) -> None:
+        size = self._settings.workspace_size_mb if size_mb is None else size_mb
+        if not size or self._disks is None:
+            self._client.volumes.create(name=name, labels=labels)
+            return
+        device = self._disks.create(name, size)
+        self._client.volumes.create(
+            name=name,
+            driver="local",
+            driver_opts={"type": "ext4", "device": device, "o": MOUNT_OPTIONS},
+            labels={**labels, WORKSPACE_SIZE_LABEL: str(size)},
+        )
 
     def _container_config(self, image: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
         s = self._settings
@@ -194,6 +213,8 @@ class DockerProvider(agent_ops.HelperFiles):
             self._api.stop(sandbox_id, timeout=STOP_GRACE_SECONDS)
 
     def start(self, sandbox_id: str) -> None:
+        if self._disks is not None and self._disks.image(sandbox_id).exists():
+            self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
         with docker_errors():
             self._api.start(sandbox_id)
 
@@ -211,6 +232,8 @@ class DockerProvider(agent_ops.HelperFiles):
                 self._api.remove_container(sandbox_id, force=True, v=True)
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_volume(sandbox_id, force=True)
+        if self._disks is not None:
+            self._disks.remove(sandbox_id)
 
     def _label_filters(self) -> dict[str, Any]:
         extra = [f"{k}={v}" for k, v in self._settings.extra_labels.items()]
@@ -246,12 +269,22 @@ class DockerProvider(agent_ops.HelperFiles):
         return claiming
 
     def list_workspaces(self) -> list[WorkspaceInfo]:
+        """Volumes, and workspace images whose volume is gone (a crash between the two):
+        reconciliation removes what no session owns."""
         with docker_errors():
             volumes = self._api.volumes(filters=self._label_filters()).get("Volumes") or []
-        return [
+        listed = [
             WorkspaceInfo(str(v["Name"]), dict(v.get("Labels") or {}), _timestamp(v))
             for v in volumes
         ]
+        if self._disks is not None:
+            known = {workspace.name for workspace in listed}
+            listed += [
+                WorkspaceInfo(name, {DEPLOYMENT_LABEL: self._deployment_id}, created)
+                for name, created in self._disks.images().items()
+                if name not in known
+            ]
+        return listed
 
 
 @contextlib.contextmanager
