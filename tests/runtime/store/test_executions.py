@@ -59,7 +59,7 @@ def test_a_decision_is_taken_once_even_when_raced(log: ExecutionStore) -> None:
 
     def approve() -> None:
         decided = log.decide(
-            "o", "e1", {"decision": "approved", "by": "x"}, ExecutionStatus.RUNNING
+            "o", "e1", {"decision": "approved", "by": "x"}, ExecutionStatus.RUNNING, 1001.0
         )
         if decided is not None:
             winners.append(decided)
@@ -71,7 +71,7 @@ def test_a_decision_is_taken_once_even_when_raced(log: ExecutionStore) -> None:
         thread.join()
     assert len(winners) == 1
     assert winners[0].approval == {"decision": "approved", "by": "x"}
-    assert log.decide("o", "e1", {"decision": "denied"}, ExecutionStatus.DENIED) is None
+    assert log.decide("o", "e1", {"decision": "denied"}, ExecutionStatus.DENIED, 1001.0) is None
 
 
 def test_find_filters_newest_first(log: ExecutionStore) -> None:
