@@ -63,7 +63,7 @@ def app_routes(app: FastAPI) -> set[tuple[str, str]]:
     """Every (method, path) the app serves, included routers flattened (HEAD left out:
     it is GET's)."""
     return {
-        (method, context.path)
+        (method, str(context.path))
         for context in iter_route_contexts(app.routes)
         for method in context.methods or ()
         if method != "HEAD"

@@ -43,12 +43,12 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("POST", "/v1/admin/reconcile"): "admin",
 }
 ROUTES = sorted(SCOPE_OF)
-TOKEN_OF = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
+TOKEN_OF: dict[str, str] = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
-    tokens = tokens_setting(*((f"{s}-only", TOKEN_OF[s], [s]) for s in SCOPES))
+    tokens = tokens_setting(*((f"{s}-only", TOKEN_OF[s], [str(s)]) for s in SCOPES))
     env = {"SIESTA_PROVIDER__TYPE": "fake", "SIESTA_TOKENS": tokens}
     with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
         yield running
