@@ -14,7 +14,17 @@ from fastapi import FastAPI
 from api import errors, openapi
 from api.context import RequestContext
 from api.limits import BodySizeLimit
-from api.routes import conversations, files, health, images, js, sandbox, tools
+from api.routes import (
+    admin,
+    approvals,
+    conversations,
+    files,
+    health,
+    images,
+    js,
+    sandbox,
+    tools,
+)
 from runtime import metrics
 from runtime.config import Settings, SqliteStoreSettings
 from runtime.pool import refill_forever
@@ -69,7 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(RequestContext)
     errors.install(app)
     openapi.install(app)
-    for module in (health, images, sandbox, files, js, conversations, tools):
+    for module in (health, images, sandbox, files, js, conversations, tools, approvals, admin):
         app.include_router(module.router)
     return app
 

@@ -26,6 +26,7 @@ class RequestContext:
         given = dict(scope.get("headers") or []).get(HEADER, b"").decode("latin-1")
         request_id = (given or uuid.uuid4().hex)[:64]
         logs.REQUEST_ID.set(request_id)
+        logs.CALLER.set(None)  # set by authentication
         parts = str(scope.get("path", "")).split("/")
         logs.CONVERSATION.set(parts[3] if len(parts) > 3 and parts[2] == "conversations" else None)
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import hmac
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from runtime import logs
+from runtime.auth import Caller
+from runtime.config import Scope
 from runtime.context import CallContext
 from runtime.egress.rules import HEADER_PATTERN
-from runtime.errors import MissingContext, Unauthorized
+from runtime.errors import ForbiddenScope, MissingContext, Unauthorized
 from runtime.services import Services
 
 
@@ -23,22 +25,39 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 
 # Declares the bearer scheme in OpenAPI; the check (and its error body) is ours.
-bearer = HTTPBearer(auto_error=False, description="The agent backend's API token")
+bearer = HTTPBearer(auto_error=False, description="A token the deployment configured")
 
 
-def require_token(
-    services: ServicesDep,
+async def authenticate(
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-) -> None:
-    configured = services.settings.api_token
-    if configured is None:  # serve refuses to start so; this guards other embeddings
+) -> Caller:
+    """The caller whose token this is (401 when none is). ``async`` so that the
+    caller's name set for the logs reaches the handler's context."""
+    services: Services = request.app.state.services
+    if not services.tokens:  # serve refuses to start so; this guards other embeddings
         msg = "this service has no API token configured"
         raise Unauthorized(msg)
-    expected = configured.get_secret_value()
-    token = credentials.credentials if credentials else ""
-    if not hmac.compare_digest(token.encode(), expected.encode()):
+    caller = services.tokens.identify(credentials.credentials if credentials else "")
+    if caller is None:
         msg = "a valid bearer token is required (Authorization: Bearer <token>)"
         raise Unauthorized(msg)
+    logs.CALLER.set(caller.name)
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(authenticate)]
+
+
+def requires(scope: Scope) -> list[Any]:
+    """Router dependencies: a valid token that has ``scope`` (else 403 naming it)."""
+
+    async def check(caller: CallerDep) -> None:
+        if not caller.may(scope):
+            msg = f"this route needs a token with the {scope!r} scope; {caller.name!r} lacks it"
+            raise ForbiddenScope(msg, scope=scope, token=caller.name)
+
+    return [Depends(check)]
 
 
 def call_context(
@@ -82,4 +101,5 @@ def _host_list(header: str | None) -> tuple[str, ...] | None:
 
 
 ContextDep = Annotated[CallContext, Depends(call_context)]
-Authenticated = [Depends(require_token)]
+Authenticated = [Depends(authenticate)]
+"""Any valid token, whatever its scopes."""

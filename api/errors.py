@@ -17,6 +17,7 @@ from starlette.routing import Match
 
 from api.limits import BodyTooLarge, too_large_body
 from runtime.errors import (
+    Forbidden,
     HttpError,
     InvalidJson,
     InvalidRequest,
@@ -37,6 +38,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "missing_context": 400,
     "request_too_large": 413,
     "unauthorized": 401,
+    "forbidden": 403,
+    "forbidden_scope": 403,
+    "self_approval_not_allowed": 403,
     "not_found": 404,
     "method_not_allowed": 405,
     "invalid_file_name": 422,
@@ -62,12 +66,14 @@ STATUS_BY_CODE: dict[str, int] = {
     "state_unavailable": 503,
     "js_unavailable": 503,
     "approval_already_decided": 409,
+    "approval_expired": 410,
     "cancelled": 499,  # nginx's "client closed request": logged, never read
 }
 # Codes not listed take the status of their class.
 STATUS_BY_CLASS: tuple[tuple[type[SiestaError], int], ...] = (
     (InvalidRequest, 422),
     (NotFound, 404),
+    (Forbidden, 403),
 )
 
 

@@ -15,10 +15,12 @@ from api.errors import STATUS_BY_CODE
 REASONS = {
     400: "Bad context headers or JSON",
     401: "Missing or wrong bearer token",
-    403: "Not allowed in this deployment",
+    403: "Not allowed: the token lacks the route's scope (`scope` names it), or the "
+    "deployment does not allow it",
     404: "No such resource (or another org's)",
     405: "Method not allowed (the Allow header lists the methods)",
     409: "The conversation or the approval is busy or decided",
+    410: "The approval expired before it was decided (`limit`: the approval TTL)",
     413: "Over a size limit (the error says which, with `limit`)",
     422: "Invalid arguments (the error's `problems` or `code` says which)",
     500: "Internal error (a bug; the body never carries a traceback)",
@@ -53,9 +55,10 @@ def _describe(status: int) -> str:
     return f"{reason}. Codes: {', '.join(codes)}" if codes else reason
 
 
-COMMON = (400, 401, 413, 422, 500, 503)
-"""What any authenticated route can answer: bad JSON or context, auth, body size,
-validation, bugs, and the state store being unavailable."""
+COMMON = (400, 401, 403, 413, 422, 500, 503)
+"""What any authenticated route can answer: bad JSON or context, auth (a token
+without the route's scope is 403), body size, validation, bugs, and the state
+store being unavailable."""
 CONVERSATION = COMMON
-SANDBOX = (*CONVERSATION, 403, 404, 409, 504)
+SANDBOX = (*CONVERSATION, 404, 409, 504)
 """Sandbox functions add everything a sandbox operation can meet."""

@@ -1,4 +1,4 @@
-"""``siesta-runtime serve | reconcile | images build|list | sandboxes list|clean``."""
+"""``siesta-runtime serve | reconcile | images build|list | sandboxes list|clean | tokens hash``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr, ValidationError
 
 from runtime import logs
+from runtime.auth import MIN_TOKEN_CHARS, token_digest
 from runtime.config import DockerProviderSettings, Settings, describe_invalid_settings
 from runtime.errors import ConfigurationError, SiestaError
 from runtime.images import ImageCatalog
@@ -33,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     be reached); 2 invalid settings or a missing required one."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.handler is _tokens_hash:  # needs no settings: it helps to write them
+        code: int = _tokens_hash(args)
+        return code
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -102,6 +106,13 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--host", default="0.0.0.0", help="default: 0.0.0.0")
     proxy.add_argument("--port", type=int, help="default: SIESTA_EGRESS__PROXY_PORT (3128)")
     proxy.set_defaults(handler=_egress_proxy)
+
+    tokens = commands.add_parser("tokens", help="API tokens")
+    token_commands = tokens.add_subparsers(required=True, metavar="ACTION")
+    hash_token = token_commands.add_parser(
+        "hash", help="print the SHA-256 digest of the token read from stdin (for SIESTA_TOKENS)"
+    )
+    hash_token.set_defaults(handler=_tokens_hash)
     return parser
 
 
@@ -142,8 +153,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.create_token and settings.api_token is None:
         token = SecretStr(_token_from_file(settings.data_dir))
         settings = settings.model_copy(update={"api_token": token})
-    if settings.api_token is None:
-        msg = "SIESTA_API_TOKEN (api_token) is required to serve; or use --create-token"
+    if settings.api_token is None and not settings.tokens:
+        msg = "SIESTA_API_TOKEN or SIESTA_TOKENS is required to serve; or use --create-token"
         raise ConfigurationError(msg)
     # By name, so that runtime/ does not import api/.
     create_app = importlib.import_module("api.app").create_app
@@ -225,6 +236,20 @@ def _token_from_file(data_dir: Path) -> str:
         handle.write(token + "\n")
     print(f"API token (new, saved in {path}): {token}", flush=True)
     return token
+
+
+def _tokens_hash(_: argparse.Namespace) -> int:
+    """The token is read from stdin, so it stays out of the shell history and ``ps``."""
+    token = sys.stdin.readline().rstrip("\r\n")
+    if len(token) < MIN_TOKEN_CHARS:
+        print(
+            f"error: a token needs at least {MIN_TOKEN_CHARS} characters (got {len(token)}); "
+            "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'",
+            file=sys.stderr,
+        )
+        return 2
+    print(token_digest(token))
+    return 0
 
 
 def _images_build(args: argparse.Namespace, settings: Settings) -> int:

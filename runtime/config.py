@@ -31,6 +31,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENT_ID_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
 DNS_LABEL_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+TOKEN_NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
+SHA256_HEX_PATTERN = r"^[0-9a-f]{64}$"
+LEGACY_TOKEN_NAME = "api-token"
+"""The name ``SIESTA_API_TOKEN`` goes by (in logs and approvals)."""
+
+Scope = Literal["sandbox", "tools", "approve", "admin"]
+"""What a token may do: ``sandbox`` the conversation routes (sandbox, files, js,
+delete), ``tools`` the tool catalog, execute and executions log, ``approve``
+deciding approvals, ``admin`` the operators' routes (``/v1/admin/...``)."""
+SCOPES: tuple[Scope, ...] = ("sandbox", "tools", "approve", "admin")
 
 
 class SandboxSettings(BaseModel):
@@ -426,6 +436,29 @@ class ToolSettings(BaseModel):
     connections_url: str | None = None
     """Where connection functions (Gmail.Send, ...) are executed (the agent backend)."""
     connections_token: SecretStr | None = None
+    approval_ttl_seconds: float = Field(3600.0, gt=0)
+    """A call waiting for approval expires after this long: deciding it then answers
+    ``approval_expired`` and the log shows it ``expired``."""
+    allow_self_approval: bool = False
+    """Let the token that asked for a call also decide it (off: a second caller, with
+    the ``approve`` scope, must decide; single-token development setups turn it on)."""
+    executions_retention_days: int = Field(30, ge=1)
+    """Executions log entries older than this are removed by the reconciliation pass."""
+
+
+class TokenSettings(BaseModel):
+    """One caller's bearer token, kept as the SHA-256 digest of the token
+    (``siesta-runtime tokens hash``), never the token itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOKEN_NAME_PATTERN)
+    """Who the caller is, in logs and in approvals (``backend``, ``approver-ui``)."""
+    sha256: Annotated[str, BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v)] = (
+        Field(pattern=SHA256_HEX_PATTERN)
+    )
+    """Hex SHA-256 of the token's UTF-8 bytes."""
+    scopes: list[Scope] = Field(min_length=1)
 
 
 class DockerProviderSettings(BaseModel):
@@ -512,8 +545,11 @@ class Settings(BaseSettings):
     )
 
     api_token: SecretStr | None = Field(None, min_length=16)
-    """Bearer token the agent backend presents (service-to-service). No default:
-    ``serve`` refuses to start without one; other commands do not need it."""
+    """Bearer token the agent backend presents (service-to-service), with every scope;
+    named ``api-token``. ``serve`` refuses to start without it or ``tokens``; other
+    commands do not need either."""
+    tokens: list[TokenSettings] = Field(default_factory=list)
+    """Scoped tokens, as JSON: ``[{"name", "sha256", "scopes"}, ...]``."""
     data_dir: Path = Path(".siesta")
     """Embedded state (SQLite) and files."""
     deployment_id: str | None = Field(None, pattern=DEPLOYMENT_ID_PATTERN)
@@ -550,6 +586,19 @@ class Settings(BaseSettings):
                 "the service puts sandboxes on its own internal network"
             )
             raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> Settings:
+        names = [token.name for token in self.tokens]
+        if self.api_token is not None:
+            names.append(LEGACY_TOKEN_NAME)
+        digests = [token.sha256 for token in self.tokens]
+        for what, values in (("name", names), ("sha256", digests)):
+            repeated = sorted({value for value in values if values.count(value) > 1})
+            if repeated:
+                msg = f"each token needs its own {what}; repeated: {', '.join(repeated)}"
+                raise ValueError(msg)
         return self
 
     @property

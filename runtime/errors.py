@@ -20,6 +20,9 @@ trust that value.
     │   └── InvalidArguments           invalid_arguments (a tool call's arguments)
     ├── RequestTooLarge                request_too_large (limit)
     ├── Unauthorized                   unauthorized
+    ├── Forbidden                      forbidden
+    │   ├── ForbiddenScope             forbidden_scope (scope, token)
+    │   └── SelfApprovalNotAllowed     self_approval_not_allowed (token)
     ├── NotFound                       not_found
     ├── MethodNotAllowed               method_not_allowed (allow)
     ├── HttpError                      http_error
@@ -55,6 +58,7 @@ trust that value.
         ├── ApprovalRequired           approval_required (approvalId)
         ├── ApprovalDenied             approval_denied
         ├── ApprovalAlreadyDecided     approval_already_decided (execution)
+        ├── ApprovalExpired            approval_expired (limit: the approval TTL)
         ├── ToolNotConfigured          tool_not_configured
         ├── ToolFailed                 tool_failed
         ├── ProviderFailed             provider_failed (status, limit)
@@ -142,6 +146,20 @@ class RequestTooLarge(SiestaError):
 
 class Unauthorized(SiestaError):
     code = "unauthorized"
+
+
+class Forbidden(SiestaError, PermissionError):
+    """The token is valid but may not do this."""
+
+    code = "forbidden"
+
+
+class ForbiddenScope(Forbidden):
+    code = "forbidden_scope"
+
+
+class SelfApprovalNotAllowed(Forbidden):
+    code = "self_approval_not_allowed"
 
 
 class NotFound(SiestaError, LookupError):
@@ -284,6 +302,10 @@ class ApprovalDenied(ToolError):
 
 class ApprovalAlreadyDecided(ToolError):
     code = "approval_already_decided"
+
+
+class ApprovalExpired(ToolError):
+    code = "approval_expired"
 
 
 class ToolNotConfigured(ToolError):

@@ -17,6 +17,8 @@ CONVERSATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "conversation", default=None
 )
 SESSION_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("session_id", default=None)
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("caller", default=None)
+"""The name of the token the request came with."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -32,6 +34,7 @@ class JsonFormatter(logging.Formatter):
             ("requestId", REQUEST_ID),
             ("conversation", CONVERSATION),
             ("sessionId", SESSION_ID),
+            ("caller", CALLER),
         ):
             value = variable.get()
             if value is not None:

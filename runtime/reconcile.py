@@ -8,7 +8,9 @@ background loop):
 * records whose sandbox vanished are marked lost; sandboxes that failed
   (exited while the record says active) are retired;
 * idle sessions are paused, stopped or retired per the lifecycle settings;
-* conversations deleted while busy are torn down; expired leases are cleared.
+* conversations deleted while busy are torn down; expired leases are cleared;
+* approvals past their deadline expire, and executions log entries past the
+  retention are removed (not in a dry run).
 
 It never touches a session whose lease is held (it takes the lease itself) and
 never anything without this deployment's label. Passes take their own lease,
@@ -41,6 +43,7 @@ from runtime.providers.base import (
 )
 from runtime.store.base import DeletionStore, SessionStore
 from runtime.store.records import SessionRecord, SessionStatus, conversation_key
+from runtime.tools.executions import ExecutionsSweep
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ class Reconciler:
         delete_conversation: Callable[[str, Lease], None],
         clock: Callable[[], float] = time.time,
         pool: WarmPool | None = None,
+        executions: ExecutionsSweep | None = None,
     ) -> None:
         self._sessions = sessions
         self._deletions = deletions
@@ -96,6 +100,7 @@ class Reconciler:
         self._delete_conversation = delete_conversation
         self._clock = clock
         self._pool = pool
+        self._executions = executions
 
     def run(self, *, dry_run: bool = False) -> Report:
         """One pass. Unreachable store or provider raise; everything else is reported."""
@@ -108,6 +113,8 @@ class Reconciler:
         return report
 
     def _pass(self, report: Report) -> None:
+        if self._executions is not None and not report.dry_run:
+            self._guarded("executions log", report, functools.partial(self._sweep, report))
         sandboxes = self._provider.list_sandboxes()
         workspaces = self._provider.list_workspaces()
         records = self._sessions.list_sessions()
@@ -152,6 +159,14 @@ class Reconciler:
         cleared = 0 if report.dry_run else self._leases.clear_expired()
         if cleared:
             report.act("expired_leases_cleared", str(cleared))
+
+    def _sweep(self, report: Report) -> None:
+        assert self._executions is not None
+        result = self._executions.run()
+        for execution_id in result.expired:
+            report.act("approvals_expired", execution_id)
+        if result.removed:
+            report.act("executions_removed", str(result.removed))
 
     def _remove_orphan(self, name: str, labels: dict[str, str], report: Report) -> None:
         key = conversation_key(labels.get(ORG_LABEL, "?"), labels.get(CONVERSATION_LABEL, "?"))

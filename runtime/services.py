@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from runtime.agents import AgentGateway, build_gateway
+from runtime.auth import TokenRegistry
 from runtime.config import Settings
 from runtime.context import CallContext
 from runtime.deployment import resolve_deployment_id
@@ -37,7 +38,8 @@ from runtime.tools.adapters.search import firecrawl_adapters, google_search_adap
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
-from runtime.tools.executor import ToolExecutor
+from runtime.tools.executions import ExecutionsSweep
+from runtime.tools.executor import ApprovalRules, ToolExecutor
 from runtime.tools.models import AgentConfig, UserInfo
 from runtime.upstreams import Upstreams
 
@@ -90,6 +92,7 @@ class Services:
     sandbox: Sandbox
     upstreams: Upstreams
     egress: Egress
+    tokens: TokenRegistry = field(init=False)
     pool: WarmPool = field(init=False)
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
@@ -131,6 +134,7 @@ class Services:
             Upstreams(settings.tools.http_timeout_seconds, transport),
             egress,
         )
+        services.tokens = TokenRegistry.from_settings(settings)
         services.pool = pool
         services.reconciler = Reconciler(
             stores.sessions,
@@ -142,6 +146,7 @@ class Services:
             settings.reconcile,
             services.teardown_conversation,
             pool=pool,
+            executions=ExecutionsSweep(stores.executions, settings.tools),
         )
         gateway = build_gateway(settings.agents, services.upstreams.client("agents"))
         services.js = JsExecutor(
@@ -174,7 +179,10 @@ class Services:
             "siesta_help_resolve": help_adapter(),
         }
         connections = connection_adapter(tools, upstreams)
-        return ToolExecutor(self.tool_catalog, adapters, self.stores.executions, connections)
+        rules = ApprovalRules(tools.approval_ttl_seconds, tools.allow_self_approval)
+        return ToolExecutor(
+            self.tool_catalog, adapters, self.stores.executions, connections, approvals=rules
+        )
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
         """Tear down the conversation's sandbox, then delete its files.

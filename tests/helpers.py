@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -28,6 +29,18 @@ TEST_DEPLOYMENT = f"test-{TEST_RUN_ID}"
 """The deployment id of providers that tests build directly (services make their own)."""
 TOKEN = "test-token-" + uuid.uuid4().hex
 REPO = Path(__file__).resolve().parent.parent
+APPROVER_TOKEN = "approver-token-" + uuid.uuid4().hex
+"""A token with only the ``approve`` scope (see ``tokens_setting``)."""
+
+
+def tokens_setting(*tokens: tuple[str, str, list[str]]) -> str:
+    """``SIESTA_TOKENS`` for (name, token, scopes) entries: digests, never the tokens."""
+    return json.dumps(
+        [
+            {"name": name, "sha256": hashlib.sha256(token.encode()).hexdigest(), "scopes": scopes}
+            for name, token, scopes in tokens
+        ]
+    )
 
 
 @dataclass

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fastapi import FastAPI
+from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -55,3 +57,14 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def app_routes(app: FastAPI) -> set[tuple[str, str]]:
+    """Every (method, path) the app serves, included routers flattened (HEAD left out:
+    it is GET's)."""
+    return {
+        (method, str(context.path))
+        for context in iter_route_contexts(app.routes)
+        for method in context.methods or ()
+        if method != "HEAD"
+    }

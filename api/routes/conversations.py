@@ -7,14 +7,14 @@ from typing import Literal
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from api.deps import Authenticated, ContextDep, ServicesDep
+from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.errors import NotFound
 
 router = APIRouter(
     prefix="/v1/conversations",
     tags=["conversations"],
-    dependencies=Authenticated,
+    dependencies=requires("sandbox"),
     responses=error_responses(*CONVERSATION, 404),
 )
 

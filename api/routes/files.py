@@ -9,7 +9,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import StreamingResponse
 
-from api.deps import Authenticated, ContextDep, ServicesDep
+from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.files import CHUNK
 from runtime.functions.constraints import FILE_NAME, MAX_FILE_NAME_CHARS
@@ -18,7 +18,7 @@ from runtime.functions.files import FilePublic, FilesPublic
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/files",
     tags=["files"],
-    dependencies=Authenticated,
+    dependencies=requires("sandbox"),
     responses=error_responses(*CONVERSATION, 404),
 )
 

@@ -1,4 +1,9 @@
-"""Base-image catalog: what the agent-configuration form offers, and validation."""
+"""Base-image catalog: what the agent-configuration form offers, and validation.
+
+Any valid token, whatever its scopes: the enabled images are the same for every
+org, read-only and no secret, and both the backend's agent form and an approver's
+view show them. Changing the catalog is the operators' (the catalog file).
+"""
 
 from __future__ import annotations
 

@@ -18,14 +18,14 @@ from anyio import to_thread
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from api.deps import Authenticated, ContextDep, ServicesDep
+from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.errors import SiestaError
 from runtime.functions.js import JsResult, RunScriptBody
 from runtime.metrics import measured
 
 router = APIRouter(
-    prefix="/v1/conversations/{conversation_id}", tags=["js"], dependencies=Authenticated
+    prefix="/v1/conversations/{conversation_id}", tags=["js"], dependencies=requires("sandbox")
 )
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 
-from api.deps import Authenticated, ContextDep, ServicesDep
+from api.deps import ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
 from api.streaming import streamed_command, until_disconnected
 from runtime.cancellation import Cancellation
@@ -34,7 +34,7 @@ from runtime.metrics import measured
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/sandbox",
     tags=["sandbox"],
-    dependencies=Authenticated,
+    dependencies=requires("sandbox"),
     responses=error_responses(*SANDBOX),
 )
 

@@ -1,6 +1,7 @@
-"""The tool-catalog layer over HTTP: catalog, execute, approvals, executions log.
+"""The tool-catalog layer over HTTP: catalog, execute, executions log (``tools`` scope).
 
-``/execute`` and ``/approvals`` answer tool-style (``{"ok": false, "error"}`` with
+Deciding approvals is ``approvals.py`` (``approve`` scope). ``/execute`` and
+``/approvals`` answer tool-style (``{"ok": false, "error"}`` with
 status 200) for anything the function itself did wrong, so the agent's turn goes
 on; malformed requests are ordinary 4xx errors.
 """
@@ -13,15 +14,13 @@ from anyio import to_thread
 from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import Authenticated, ServicesDep
+from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, ErrorBody, error_responses
 from runtime.context import ID_MAX_CHARS, ID_PATTERN, check_id
 from runtime.errors import (
-    ApprovalAlreadyDecided,
     InvalidContext,
     InvalidConversationId,
     MissingContext,
-    NotFound,
 )
 from runtime.store.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.models import AgentConfig, Policy, UserInfo
@@ -29,7 +28,7 @@ from runtime.tools.models import AgentConfig, Policy, UserInfo
 router = APIRouter(
     prefix="/v1/tools",
     tags=["tools"],
-    dependencies=Authenticated,
+    dependencies=requires("tools"),
     responses=error_responses(*COMMON, 400),
 )
 
@@ -80,14 +79,6 @@ class ExecutionOutcome(BaseModel):
     error: ErrorBody | None = None
 
 
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    decision: Literal["approve", "deny"]
-    by: str = Field(min_length=1)
-    """The person who decided (recorded with the execution)."""
-
-
 class ExecutionPublic(BaseModel):
     id: str
     conversationId: str
@@ -96,12 +87,19 @@ class ExecutionPublic(BaseModel):
     function: str
     source: str
     arguments: dict[str, Any]
-    """Redacted: values of secret-looking keys are replaced."""
+    """Redacted: values of secret-looking keys are replaced. Empty once an approval
+    was decided or expired (``argumentsDeleted``)."""
+    argumentsDeleted: bool
     status: ExecutionStatus
     result: Any
     error: dict[str, Any] | None
     durationMs: int | None
     approval: dict[str, Any] | None
+    """``{"decision": "approved" | "denied" | "expired", "by", "token", "at"}``."""
+    requestedBy: str | None
+    """The name of the token that made the call."""
+    expiresAt: float | None
+    """When a call waiting for approval expires."""
     createdAt: float
 
 
@@ -109,7 +107,7 @@ class ExecutionsPublic(BaseModel):
     executions: list[ExecutionPublic]
 
 
-def _org(x_siesta_org: str | None) -> str:
+def org_of(x_siesta_org: str | None) -> str:
     if not x_siesta_org:
         msg = "tool routes need the X-Siesta-Org header"
         raise MissingContext(msg, headers=["X-Siesta-Org"])
@@ -129,40 +127,22 @@ def catalog(body: CatalogRequest, services: ServicesDep) -> CatalogPublic:
 
 @router.post("/execute", response_model_exclude_unset=True)
 async def execute(
-    body: ExecuteRequest, services: ServicesDep, x_siesta_org: OrgHeader = None
+    body: ExecuteRequest, services: ServicesDep, caller: CallerDep, x_siesta_org: OrgHeader = None
 ) -> ExecutionOutcome:
-    org = _org(x_siesta_org)
+    org = org_of(x_siesta_org)
     check_id(body.conversationId, "conversationId", InvalidConversationId)
     result: dict[str, Any] = await to_thread.run_sync(
         lambda: services.tools.execute(
-            org, body.conversationId, body.agent, body.user, body.function, body.arguments
+            org,
+            body.conversationId,
+            body.agent,
+            body.user,
+            body.function,
+            body.arguments,
+            requested_by=caller.name,
         )
     )
     return ExecutionOutcome.model_validate(result)
-
-
-@router.post(
-    "/approvals/{approval_id}",
-    response_model_exclude_unset=True,
-    responses=error_responses(404, 409),
-)
-async def decide(
-    approval_id: str, body: Decision, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> ExecutionOutcome:
-    """Approve (the call runs, once) or deny a call that waits for approval."""
-    org = _org(x_siesta_org)
-    result = await to_thread.run_sync(
-        lambda: services.tools.decide(org, approval_id, body.decision == "approve", body.by)
-    )
-    if result is not None:
-        return ExecutionOutcome.model_validate(result)
-    execution = services.tools.get(org, approval_id)
-    if execution is None:
-        msg = f"no approval {approval_id!r}"
-        raise NotFound(msg)
-    # A replay: the decision was made already and nothing runs again.
-    msg = f"approval {approval_id} was decided already ({execution.status.value})"
-    raise ApprovalAlreadyDecided(msg, execution=execution.public())
 
 
 @router.get("/executions")
@@ -178,7 +158,7 @@ def executions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ExecutionsPublic:
     where = ExecutionFilter(conversation_id, agent_id, function, status, since, until, limit)
-    found = services.tools.find(_org(x_siesta_org), where)
+    found = services.tools.find(org_of(x_siesta_org), where)
     return ExecutionsPublic.model_validate(
         {"executions": [execution.public() for execution in found]}
     )

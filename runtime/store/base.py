@@ -140,10 +140,26 @@ class ExecutionStore(Protocol):
         """Write the execution's current state."""
 
     def decide(
-        self, org: str, execution_id: str, approval: dict[str, Any], status: ExecutionStatus
+        self,
+        org: str,
+        execution_id: str,
+        approval: dict[str, Any],
+        status: ExecutionStatus,
+        now: float,
     ) -> ToolExecution | None:
-        """Move a pending execution to ``status`` with its approval, once: a second
-        decision (a replay) finds nothing pending and returns ``None``."""
+        """Move a pending execution whose deadline is after ``now`` to ``status`` with
+        its approval, once, and return it settled (``ToolExecution.settled``). A second
+        decision (a replay), or one at or past the deadline, finds nothing: ``None``."""
+
+    def expire(self, org: str, execution_id: str, now: float) -> ToolExecution | None:
+        """Move a pending execution whose deadline is at or before ``now`` to
+        ``expired``, settled, and return it; ``None`` when it is not such."""
+
+    def expire_pending(self, now: float) -> list[ToolExecution]:
+        """Expire every org's pending executions whose deadline has passed."""
+
+    def remove_older_than(self, cutoff: float) -> int:
+        """Delete every org's executions created before ``cutoff``; how many."""
 
     def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
         """The org's executions matching ``where``, newest first."""

@@ -62,3 +62,11 @@ def execution(org: str, execution_id: str) -> str:
 def executions(org: str) -> str:
     """Sorted set: an org's execution ids, scored by creation time."""
     return f"{PREFIX}executions:{org}"
+
+
+EXECUTIONS_BY_TIME = PREFIX + "executions-by-time"
+"""Sorted set: every org's executions (``org/id``), scored by creation time (retention)."""
+EXECUTIONS_INDEXED = PREFIX + "executions-indexed"
+"""String: set once the executions an earlier version wrote are in ``EXECUTIONS_BY_TIME``."""
+APPROVALS_PENDING = PREFIX + "approvals-pending"
+"""Sorted set: executions waiting for approval (``org/id``), scored by their deadline."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -103,6 +103,8 @@ class ExecutionStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     DENIED = "denied"
+    EXPIRED = "expired"
+    """Waited for approval past its deadline; never runs."""
 
 
 @dataclass
@@ -122,9 +124,36 @@ class ToolExecution:
     error: dict[str, Any] | None = None
     duration_ms: int | None = None
     approval: dict[str, Any] | None = None
-    """``{"decision": "approved" | "denied", "by": user id, "at": time}``."""
+    """``{"decision": "approved" | "denied" | "expired", "by": person, "token":
+    deciding token's name, "at": time}``."""
     pending: dict[str, Any] | None = field(default=None, repr=False)
     """While waiting for approval: the exact request to run once approved."""
+    requested_by: str | None = None
+    """The name of the token that made the call."""
+    expires_at: float | None = None
+    """While waiting for approval: when it expires."""
+    arguments_deleted: bool = False
+    """The call waited for approval, which was decided or expired: its arguments are gone."""
+
+    def expired(self, now: float) -> bool:
+        """Still waiting for approval, past its deadline."""
+        return (
+            self.status is ExecutionStatus.PENDING_APPROVAL
+            and self.expires_at is not None
+            and self.expires_at <= now
+        )
+
+    def settled(self, status: ExecutionStatus, approval: dict[str, Any]) -> ToolExecution:
+        """The record once its approval is decided or expired: the request and its
+        arguments are deleted; the log keeps the call, its status and who decided."""
+        return replace(
+            self,
+            status=status,
+            approval=dict(approval),
+            pending=None,
+            arguments={},
+            arguments_deleted=True,
+        )
 
     def to_json(self) -> str:
         """The whole record as stored (the pending request included)."""
@@ -147,11 +176,14 @@ class ToolExecution:
             "function": self.function,
             "source": self.source,
             "arguments": self.arguments,
+            "argumentsDeleted": self.arguments_deleted,
             "status": self.status.value,
             "result": self.result,
             "error": self.error,
             "durationMs": self.duration_ms,
             "approval": self.approval,
+            "requestedBy": self.requested_by,
+            "expiresAt": self.expires_at,
             "createdAt": self.created_at,
         }
 

@@ -1,14 +1,23 @@
-"""Tool Executions: what the log shows of a call's arguments.
+"""Tool Executions: what the log shows of a call's arguments, and how long it keeps them.
 
 The log itself is a store concern (``runtime/store/``: ``ExecutionStore``). The
 arguments are stored redacted for the log; the exact arguments of a call that
-waits for approval are kept apart, only until it is decided.
+waits for approval are kept apart, only until it is decided or expires, and then
+both are deleted. Entries older than the retention are removed by the sweep.
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from runtime.config import ToolSettings
+from runtime.store.base import ExecutionStore
+
+DAY_SECONDS = 24 * 3600
 
 SECRET_KEY = re.compile(
     r"pass(word)?|secret|token|api[_-]?key|authori[sz]ation|credential|"
@@ -28,3 +37,29 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(item) for item in value]
     return value
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    expired: list[str]
+    """Ids of the approvals that expired in this sweep."""
+    removed: int
+    """Entries removed for being older than the retention."""
+
+
+class ExecutionsSweep:
+    """Expires approvals past their deadline (they also expire lazily, when read or
+    decided) and removes entries past the retention; run by each reconciliation pass."""
+
+    def __init__(
+        self, log: ExecutionStore, settings: ToolSettings, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._log = log
+        self._settings = settings
+        self._clock = clock
+
+    def run(self) -> SweepResult:
+        now = self._clock()
+        expired = [execution.id for execution in self._log.expire_pending(now)]
+        cutoff = now - self._settings.executions_retention_days * DAY_SECONDS
+        return SweepResult(expired, self._log.remove_older_than(cutoff))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.agent_server import AgentServer
-from tests.helpers import TOKEN, new_conversation
+from tests.helpers import APPROVER_TOKEN, TOKEN, new_conversation, tokens_setting
 from tests.inprocess import InProcessService, in_process_service
 
 AGENT: dict[str, Any] = {
@@ -28,6 +28,8 @@ AGENT: dict[str, Any] = {
 }
 USER = {"id": "user-1", "role": "User"}
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": "org-tools"}
+APPROVER = {**HEADERS, "Authorization": f"Bearer {APPROVER_TOKEN}"}
+"""Another caller than the one that executes: the token that asks may not decide."""
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +47,7 @@ def service(
         "SIESTA_PROVIDER__TYPE": "fake",
         "SIESTA_AGENTS__GATEWAY__TYPE": "http",
         "SIESTA_AGENTS__GATEWAY__BACKEND_URL": f"{agents.url}/subagents",
+        "SIESTA_TOKENS": tokens_setting(("approver", APPROVER_TOKEN, ["approve"])),
     }
     with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
         yield running
@@ -76,7 +79,7 @@ def execute(
 def decide(service: InProcessService, approval_id: str, decision: str) -> Any:
     return service.client.post(
         f"/v1/tools/approvals/{approval_id}",
-        headers=HEADERS,
+        headers=APPROVER,
         json={"decision": decision, "by": "admin-7"},
     )
 
@@ -124,6 +127,7 @@ def test_approval_round_trip_runs_once_and_records_the_approver(service: InProce
     entry = log[0]
     assert entry["status"] == "succeeded" and entry["function"] == "runCommand"
     assert entry["approval"]["decision"] == "approved" and entry["approval"]["by"] == "admin-7"
+    assert entry["approval"]["token"] == "approver" and entry["requestedBy"] == "api-token"
     assert entry["result"]["exitCode"] == 0 and entry["durationMs"] >= 0
     again = execute(service, conversation, "readFile", {"path": "count.txt"})
     assert again["result"]["content"] == "ran\n"  # it ran exactly once

@@ -1,12 +1,16 @@
-"""``siesta-runtime serve``: the token on first run, and refusing to run without one."""
+"""``siesta-runtime serve``: the token on first run, and refusing to run without one;
+``tokens hash``, and serving with scoped tokens alone."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.helpers import ServiceProcess, free_port, run_cli, spawn_service
+from tests.helpers import REPO, ServiceProcess, free_port, run_cli, spawn_service, tokens_setting
 
 
 def environment(data_dir: Path) -> dict[str, str]:
@@ -45,7 +49,7 @@ def test_first_run_creates_a_private_random_token_and_later_runs_reuse_it(tmp_pa
 def test_serve_without_a_token_refuses_to_start(tmp_path: Path) -> None:
     result = run_cli("serve", "--port", str(free_port()), env=environment(tmp_path))
     assert result.returncode == 2
-    assert "api_token" in result.stderr
+    assert "SIESTA_API_TOKEN or SIESTA_TOKENS is required" in result.stderr
     assert not (tmp_path / "api-token").exists()
 
 
@@ -78,3 +82,57 @@ def test_serve_names_the_missing_setting_of_an_incomplete_gateway(tmp_path: Path
     result = run_cli("serve", "--port", str(free_port()), env=env)
     assert result.returncode == 2
     assert "SIESTA_AGENTS__GATEWAY__BACKEND_URL: Field required" in result.stderr
+
+
+def hash_from_stdin(text: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "tokens", "hash"],
+        cwd=REPO,
+        env={"PATH": os.environ["PATH"], "SIESTA_TOKENS": "not json"},  # settings not needed
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_tokens_hash_prints_the_digest_of_the_token_on_stdin() -> None:
+    token = "a-long-random-token-\u00e9"
+    result = hash_from_stdin(token + "\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == hashlib.sha256(token.encode()).hexdigest()
+    assert token not in result.stdout + result.stderr
+
+
+def test_tokens_hash_refuses_a_short_token_and_names_the_limit() -> None:
+    result = hash_from_stdin("short\n")
+    assert result.returncode == 2
+    assert "at least 16 characters (got 5)" in result.stderr and result.stdout == ""
+
+
+def test_serve_with_scoped_tokens_only(tmp_path: Path) -> None:
+    token = "backend-token-" + "x" * 20
+    env = {**environment(tmp_path), "SIESTA_TOKENS": tokens_setting(("backend", token, ["tools"]))}
+    service = spawn_service(tmp_path, env)
+    try:
+        allowed = service.client.get(
+            "/v1/tools/executions",
+            headers={"Authorization": f"Bearer {token}", "X-Siesta-Org": "o"},
+        )
+        refused = service.client.get(
+            "/v1/conversations/c/files",
+            headers={"Authorization": f"Bearer {token}", "X-Siesta-Org": "o", "X-Siesta-User": "u"},
+        )
+        assert allowed.status_code == 200, allowed.text
+        assert refused.status_code == 403
+        assert refused.json()["error"] == {
+            "code": "forbidden_scope",
+            "message": "this route needs a token with the 'sandbox' scope; 'backend' lacks it",
+            "scope": "sandbox",
+            "token": "backend",
+        }
+        assert '"caller": "backend"' in service.log()
+        assert token not in service.log()
+    finally:
+        service.stop()

@@ -43,6 +43,9 @@ CREATE TABLE IF NOT EXISTS tool_executions (
     created_at REAL NOT NULL, body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tool_executions_by_org ON tool_executions (org, created_at);
+CREATE INDEX IF NOT EXISTS tool_executions_pending ON tool_executions (status)
+    WHERE status = 'pending_approval';
+CREATE INDEX IF NOT EXISTS tool_executions_by_time ON tool_executions (created_at);
 CREATE TABLE IF NOT EXISTS slots (scope TEXT NOT NULL, member TEXT NOT NULL,
                                   PRIMARY KEY (scope, member));
 """

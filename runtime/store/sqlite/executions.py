@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
@@ -41,21 +42,58 @@ class SqliteExecutions:
         return ToolExecution.from_json(row[0]) if row else None
 
     def decide(
-        self, org: str, execution_id: str, approval: dict[str, object], status: ExecutionStatus
+        self,
+        org: str,
+        execution_id: str,
+        approval: dict[str, object],
+        status: ExecutionStatus,
+        now: float,
     ) -> ToolExecution | None:
+        return self._settle(org, execution_id, status, approval, lambda e: not e.expired(now))
+
+    def expire(self, org: str, execution_id: str, now: float) -> ToolExecution | None:
+        approval = {"decision": "expired", "at": now}
+        return self._settle(
+            org, execution_id, ExecutionStatus.EXPIRED, approval, lambda e: e.expired(now)
+        )
+
+    def expire_pending(self, now: float) -> list[ToolExecution]:
+        with self._db.lock:
+            # A literal, so that the partial index of pending rows is used.
+            rows = self._db.conn.execute(
+                "SELECT org, id FROM tool_executions WHERE status = 'pending_approval'"
+            ).fetchall()
+        expired = (self.expire(org, execution_id, now) for org, execution_id in rows)
+        return [execution for execution in expired if execution is not None]
+
+    def remove_older_than(self, cutoff: float) -> int:
+        with self._db.lock:
+            cursor = self._db.conn.execute(
+                "DELETE FROM tool_executions WHERE created_at < ?", (cutoff,)
+            )
+        return cursor.rowcount
+
+    def _settle(
+        self,
+        org: str,
+        execution_id: str,
+        status: ExecutionStatus,
+        approval: dict[str, object],
+        allowed: Callable[[ToolExecution], bool],
+    ) -> ToolExecution | None:
+        """Pending → ``status``, settled, if ``allowed``: one transaction, so a
+        decision and an expiry (or two decisions) never both happen."""
         with self._db.transaction() as conn:
             row = conn.execute(
                 "SELECT body FROM tool_executions WHERE id = ? AND org = ? AND status = ?",
                 (execution_id, org, ExecutionStatus.PENDING_APPROVAL.value),
             ).fetchone()
-            if row is None:
+            if row is None or not allowed(pending := ToolExecution.from_json(row[0])):
                 return None
-            execution = ToolExecution.from_json(row[0])
-            execution.approval = dict(approval)
-            execution.status = status
+            execution = pending.settled(status, approval)
             conn.execute(
-                "UPDATE tool_executions SET status = ?, body = ? WHERE id = ?",
-                (status.value, execution.to_json(), execution_id),
+                "UPDATE tool_executions SET status = ?, body = ? WHERE id = ? AND org = ?",
+                (status.value, execution.to_json(), execution_id, org),
             )
         return execution
 

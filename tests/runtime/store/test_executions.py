@@ -59,7 +59,7 @@ def test_a_decision_is_taken_once_even_when_raced(log: ExecutionStore) -> None:
 
     def approve() -> None:
         decided = log.decide(
-            "o", "e1", {"decision": "approved", "by": "x"}, ExecutionStatus.RUNNING
+            "o", "e1", {"decision": "approved", "by": "x"}, ExecutionStatus.RUNNING, 1001.0
         )
         if decided is not None:
             winners.append(decided)
@@ -71,7 +71,7 @@ def test_a_decision_is_taken_once_even_when_raced(log: ExecutionStore) -> None:
         thread.join()
     assert len(winners) == 1
     assert winners[0].approval == {"decision": "approved", "by": "x"}
-    assert log.decide("o", "e1", {"decision": "denied"}, ExecutionStatus.DENIED) is None
+    assert log.decide("o", "e1", {"decision": "denied"}, ExecutionStatus.DENIED, 1001.0) is None
 
 
 def test_find_filters_newest_first(log: ExecutionStore) -> None:
@@ -126,3 +126,87 @@ def test_a_log_kept_by_an_earlier_version_in_its_own_file_is_imported_once(
     again = open_sqlite(tmp_path / "siesta.db")  # nothing to import twice
     assert [e.id for e in again.executions.find("o", ExecutionFilter())] == ["e7"]
     again.close()
+
+
+def pending(i: int, org: str = "o", expires_at: float = 2000.0) -> ToolExecution:
+    waiting = execution(i, ExecutionStatus.PENDING_APPROVAL, org=org)
+    waiting.arguments = {"to": "a@b.c"}
+    waiting.expires_at = expires_at
+    return waiting
+
+
+APPROVED = {"decision": "approved", "by": "p", "token": "t", "at": 0}
+
+
+@pytest.mark.parametrize(
+    ("now", "decided", "expired"),
+    [(1999.0, True, False), (2000.0, False, True), (2500.0, False, True)],
+    ids=["before-deadline", "at-deadline", "past-deadline"],
+)
+def test_an_approval_is_decided_before_its_deadline_and_expires_at_it(
+    log: ExecutionStore, now: float, decided: bool, expired: bool
+) -> None:
+    log.add(pending(1))
+    log.add(pending(2))
+    decision = log.decide("o", "e1", APPROVED, ExecutionStatus.RUNNING, now)
+    expiry = log.expire("o", "e2", now)
+    assert (decision is not None) is decided
+    assert (expiry is not None) is expired
+    first, second = log.get("o", "e1"), log.get("o", "e2")
+    assert first is not None and second is not None
+    assert first.status is (
+        ExecutionStatus.RUNNING if decided else ExecutionStatus.PENDING_APPROVAL
+    )
+    assert second.status is (
+        ExecutionStatus.EXPIRED if expired else ExecutionStatus.PENDING_APPROVAL
+    )
+
+
+def test_a_settled_approval_keeps_the_call_but_not_its_arguments(log: ExecutionStore) -> None:
+    log.add(pending(1))
+    log.add(pending(2))
+    log.decide("o", "e1", APPROVED, ExecutionStatus.RUNNING, 1500.0)
+    log.expire("o", "e2", 2000.0)
+    for stored in (log.get("o", "e1"), log.get("o", "e2")):
+        assert stored is not None
+        assert stored.pending is None and stored.arguments == {} and stored.arguments_deleted
+        assert "a@b.c" not in stored.to_json() and stored.function == "runCommand"
+    decided, expired = log.get("o", "e1"), log.get("o", "e2")
+    assert decided is not None and decided.approval == APPROVED
+    assert expired is not None and expired.approval == {"decision": "expired", "at": 2000.0}
+
+
+def test_an_approval_settles_once_whichever_comes_first(log: ExecutionStore) -> None:
+    log.add(pending(1))
+    assert log.expire("o", "e1", 2000.0) is not None
+    assert log.decide("o", "e1", APPROVED, ExecutionStatus.RUNNING, 1500.0) is None  # stale clock
+    assert log.expire("o", "e1", 3000.0) is None
+
+
+def test_expire_pending_reaches_every_org_and_only_past_deadlines(log: ExecutionStore) -> None:
+    log.add(pending(1, org="o", expires_at=2000.0))
+    log.add(pending(2, org="p", expires_at=2000.0))
+    log.add(pending(3, org="o", expires_at=2600.0))
+    log.add(execution(4))
+    expired = log.expire_pending(2500.0)
+    assert sorted((e.org, e.id) for e in expired) == [("o", "e1"), ("p", "e2")]
+    assert all(e.status is ExecutionStatus.EXPIRED for e in expired)
+    later = log.get("o", "e3")
+    assert later is not None and later.status is ExecutionStatus.PENDING_APPROVAL
+    assert log.expire_pending(2500.0) == []
+
+
+def test_remove_older_than_reaches_every_org_and_keeps_newer_entries(log: ExecutionStore) -> None:
+    for i in range(4):
+        log.add(execution(i, org="o"))
+        log.add(execution(10 + i, org="p"))
+    log.add(pending(20, org="p", expires_at=5000.0))  # created at 1020
+    assert log.remove_older_than(1002.0) == 2  # e0, e1: created at 1000 and 1001
+    assert log.remove_older_than(1011.0) == 3  # e2, e3, and p's e10 (created at 1010)
+    assert log.find("o", ExecutionFilter()) == []
+    assert [e.id for e in log.find("p", ExecutionFilter())] == ["e20", "e13", "e12", "e11"]
+    assert log.get("o", "e0") is None and log.get("p", "e10") is None
+    assert log.get("p", "e11") is not None
+    assert log.remove_older_than(1021.0) == 4
+    assert log.find("o", ExecutionFilter()) == [] and log.find("p", ExecutionFilter()) == []
+    assert log.expire_pending(9000.0) == []  # the removed approval is gone for the sweep too

@@ -1,0 +1,104 @@
+"""Every route's scope, as a table: a token without it gets 403 naming it, one with it
+gets past authorisation; no token or a wrong one is 401. The table must list every
+route the app has, so a new route cannot be left out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from runtime.config import SCOPES
+from tests.helpers import TOKEN, tokens_setting
+from tests.inprocess import InProcessService, app_routes, in_process_service
+
+PUBLIC, ANY_TOKEN = "public", "any token"
+CONVERSATION = "/v1/conversations/{conversation_id}"
+SCOPE_OF: dict[tuple[str, str], str] = {
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/v1/images"): ANY_TOKEN,
+    ("POST", "/v1/images/validate"): ANY_TOKEN,
+    ("GET", f"{CONVERSATION}/sandbox"): "sandbox",
+    ("DELETE", CONVERSATION): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/runCommand"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/writeFile"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/readFile"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/listFiles"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/publishFiles"): "sandbox",
+    ("POST", f"{CONVERSATION}/files"): "sandbox",
+    ("GET", f"{CONVERSATION}/files"): "sandbox",
+    ("GET", f"{CONVERSATION}/files/{{file_id}}/content"): "sandbox",
+    ("POST", f"{CONVERSATION}/js"): "sandbox",
+    ("POST", "/v1/tools/catalog"): "tools",
+    ("POST", "/v1/tools/execute"): "tools",
+    ("GET", "/v1/tools/executions"): "tools",
+    ("POST", "/v1/tools/approvals/{approval_id}"): "approve",
+    ("POST", "/v1/admin/reconcile"): "admin",
+}
+ROUTES = sorted(SCOPE_OF)
+TOKEN_OF: dict[str, str] = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
+    tokens = tokens_setting(*((f"{s}-only", TOKEN_OF[s], [str(s)]) for s in SCOPES))
+    env = {"SIESTA_PROVIDER__TYPE": "fake", "SIESTA_TOKENS": tokens}
+    with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
+        yield running
+
+
+def call(
+    service: InProcessService, route: tuple[str, str], token: str | None
+) -> tuple[int, dict[str, Any]]:
+    method, path = route
+    url = path.replace("{conversation_id}", "c").replace("{file_id}", "f")
+    url = url.replace("{approval_id}", "a")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    # No body and no context headers: authorisation is decided before either is read.
+    response = service.client.request(method, url, headers=headers)
+    body = response.json() if "json" in response.headers.get("content-type", "") else {}
+    return response.status_code, body
+
+
+def test_the_table_lists_every_route_of_the_app(service: InProcessService) -> None:
+    assert app_routes(service.client.app) == set(SCOPE_OF)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]} {r[1]}")
+@pytest.mark.parametrize("scope", SCOPES)
+def test_a_token_gets_past_a_route_only_with_its_scope(
+    service: InProcessService, route: tuple[str, str], scope: str
+) -> None:
+    required = SCOPE_OF[route]
+    status, body = call(service, route, TOKEN_OF[scope])
+    if required in (PUBLIC, ANY_TOKEN) or required == scope:
+        assert status not in (401, 403), body
+    else:
+        assert status == 403, body
+        assert body["error"]["code"] == "forbidden_scope"
+        assert body["error"]["scope"] == required and body["error"]["token"] == f"{scope}-only"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]} {r[1]}")
+def test_the_api_token_has_every_scope(service: InProcessService, route: tuple[str, str]) -> None:
+    status, body = call(service, route, TOKEN)
+    assert status not in (401, 403), body
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]} {r[1]}")
+@pytest.mark.parametrize("token", [None, "wrong-token-0123456789", TOKEN_OF["admin"] + "x"])
+def test_without_a_valid_token_only_public_routes_answer(
+    service: InProcessService, route: tuple[str, str], token: str | None
+) -> None:
+    status, body = call(service, route, token)
+    if SCOPE_OF[route] == PUBLIC:
+        assert status == 200
+    else:
+        assert status == 401 and body["error"]["code"] == "unauthorized"

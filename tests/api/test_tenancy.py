@@ -1,0 +1,239 @@
+"""One org can never reach another's data: every route is called as org B with org A's
+conversation, file, execution and approval ids.
+
+Routes that name a resource by id (a sandbox session, a file, an approval) answer 404.
+Conversation routes make the conversation on first use, so org B naming org A's
+conversation id gets its own, empty conversation: those answer for B, and the test
+asserts that nothing of A is in the answer and that A's data is unchanged after all
+probes. Routes that hold no org data say why. The table must list every route.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers import APPROVER_TOKEN, TOKEN, tokens_setting
+from tests.inprocess import InProcessService, app_routes, in_process_service
+
+MARKER = f"org-a-secret-{uuid.uuid4().hex}"
+"""What org A wrote: file content, command arguments. Never in an answer to org B."""
+NAME = f"note-{uuid.uuid4().hex[:8]}.txt"
+"""The name of A's files; B's probes name it too, so answers may echo it."""
+CONVERSATION = "/v1/conversations/{conversation_id}"
+AGENT = {
+    "id": "agent-a",
+    "systemToolIds": ["sandbox", "js_executor"],
+    "baseImage": "debian-base",
+    "functionPolicies": {"runCommand": "confirm"},
+}
+USER = {"id": "user-1", "role": "User"}
+
+
+@dataclass
+class OrgA:
+    conversation: str
+    session_id: str
+    file_id: str
+    execution_id: str
+    approval_id: str
+
+
+def headers(org: str, token: str = TOKEN) -> dict[str, str]:
+    return {
+        "Authorization": f"Bearer {token}",
+        "X-Siesta-Org": org,
+        "X-Siesta-User": "user-1",
+        "X-Siesta-Base-Image": "debian-base",
+    }
+
+
+A, B = headers("org-a"), headers("org-b")
+B_APPROVER = headers("org-b", APPROVER_TOKEN)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
+    env = {
+        "SIESTA_PROVIDER__TYPE": "fake",
+        "SIESTA_TOKENS": tokens_setting(("approver", APPROVER_TOKEN, ["approve"])),
+    }
+    with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
+        yield running
+
+
+def execute(client: Any, conversation: str, function: str, arguments: dict[str, Any]) -> Any:
+    body = {"conversationId": conversation, "agent": AGENT, "user": USER}
+    response = client.post(
+        "/v1/tools/execute", headers=A, json={**body, "function": function, "arguments": arguments}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.fixture(scope="module")
+def org_a(service: InProcessService) -> OrgA:
+    client, conversation = service.client, f"conv-{uuid.uuid4().hex[:8]}"
+    base = f"/v1/conversations/{conversation}"
+    written = client.post(
+        f"{base}/sandbox/writeFile", headers=A, json={"path": NAME, "content": MARKER}
+    )
+    assert written.status_code == 200, written.text
+    uploaded = client.post(
+        f"{base}/files", headers=A, files={"file": (NAME, MARKER.encode(), "text/plain")}
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    session = client.get(f"{base}/sandbox", headers=A).json()["sessionId"]
+    ran = execute(client, conversation, "readFile", {"path": NAME})
+    waiting = execute(client, conversation, "runCommand", {"command": f"echo {MARKER}"})
+    assert ran["ok"] is True and waiting["status"] == "pending_approval"
+    return OrgA(
+        conversation, session, uploaded.json()["id"], ran["executionId"], waiting["executionId"]
+    )
+
+
+Probe = Callable[[httpx.Client, OrgA], httpx.Response]
+NOT_FOUND, OWN_EMPTY, NO_ORG_DATA = "404", "B's own empty conversation", "holds no org data"
+
+
+def conv(a: OrgA, tail: str = "") -> str:
+    return f"/v1/conversations/{a.conversation}{tail}"
+
+
+PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
+    ("GET", f"{CONVERSATION}/sandbox"): (
+        NOT_FOUND,
+        lambda c, a: c.get(conv(a, "/sandbox"), headers=B),
+    ),
+    ("GET", f"{CONVERSATION}/files/{{file_id}}/content"): (
+        NOT_FOUND,
+        lambda c, a: c.get(conv(a, f"/files/{a.file_id}/content"), headers=B),
+    ),
+    ("POST", "/v1/tools/approvals/{approval_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.post(
+            f"/v1/tools/approvals/{a.approval_id}",
+            headers=B_APPROVER,
+            json={"decision": "approve", "by": "mallory"},
+        ),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/readFile"): (
+        NOT_FOUND,
+        lambda c, a: c.post(conv(a, "/sandbox/readFile"), headers=B, json={"path": NAME}),
+    ),
+    ("GET", f"{CONVERSATION}/files"): (OWN_EMPTY, lambda c, a: c.get(conv(a, "/files"), headers=B)),
+    ("POST", f"{CONVERSATION}/files"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(
+            conv(a, "/files"), headers=B, files={"file": ("b.txt", b"b", "text/plain")}
+        ),
+    ),
+    ("DELETE", CONVERSATION): (OWN_EMPTY, lambda c, a: c.delete(conv(a), headers=B)),
+    ("POST", f"{CONVERSATION}/sandbox/listFiles"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(conv(a, "/sandbox/listFiles"), headers=B, json={}),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/runCommand"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(
+            conv(a, "/sandbox/runCommand"), headers=B, json={"command": "cat *.txt; ls -la"}
+        ),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/writeFile"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(
+            conv(a, "/sandbox/writeFile"), headers=B, json={"path": NAME, "content": "b"}
+        ),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/publishFiles"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(conv(a, "/sandbox/publishFiles"), headers=B, json={"paths": ["x.txt"]}),
+    ),
+    ("POST", f"{CONVERSATION}/js"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(
+            conv(a, "/js"), headers=B, json={"code": f'editArtifactFile("{a.file_id}", "b")'}
+        ),
+    ),
+    ("POST", "/v1/tools/execute"): (
+        OWN_EMPTY,
+        lambda c, a: c.post(
+            "/v1/tools/execute",
+            headers=B,
+            json={
+                "conversationId": a.conversation,
+                "agent": AGENT,
+                "user": USER,
+                "function": "readFile",
+                "arguments": {"path": NAME},
+            },
+        ),
+    ),
+    ("GET", "/v1/tools/executions"): (
+        OWN_EMPTY,
+        lambda c, a: c.get(
+            "/v1/tools/executions", headers=B, params={"conversationId": a.conversation}
+        ),
+    ),
+    ("POST", "/v1/tools/catalog"): (
+        NO_ORG_DATA,  # built from the request's agent and user alone
+        lambda c, a: c.post("/v1/tools/catalog", headers=B, json={"agent": AGENT, "user": USER}),
+    ),
+    ("GET", "/v1/images"): (NO_ORG_DATA, lambda c, a: c.get("/v1/images", headers=B)),
+    ("POST", "/v1/images/validate"): (
+        NO_ORG_DATA,
+        lambda c, a: c.post("/v1/images/validate", headers=B, json={"baseImage": "debian-base"}),
+    ),
+    ("POST", "/v1/admin/reconcile"): (
+        NO_ORG_DATA,  # deployment-wide, for operators (ids of sessions, never content)
+        lambda c, a: c.post("/v1/admin/reconcile", headers=B, params={"dryRun": "true"}),
+    ),
+    ("GET", "/healthz"): (NO_ORG_DATA, lambda c, a: c.get("/healthz")),
+    ("GET", "/readyz"): (NO_ORG_DATA, lambda c, a: c.get("/readyz")),
+    ("GET", "/metrics"): (NO_ORG_DATA, lambda c, a: c.get("/metrics")),
+    ("GET", "/openapi.json"): (NO_ORG_DATA, lambda c, a: c.get("/openapi.json")),
+    ("GET", "/docs"): (NO_ORG_DATA, lambda c, a: c.get("/docs")),
+    ("GET", "/docs/oauth2-redirect"): (NO_ORG_DATA, lambda c, a: c.get("/docs/oauth2-redirect")),
+    ("GET", "/redoc"): (NO_ORG_DATA, lambda c, a: c.get("/redoc")),
+}
+
+
+def test_every_route_has_a_cross_org_probe(service: InProcessService) -> None:
+    assert app_routes(service.client.app) == set(PROBES)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("route", sorted(PROBES), ids=lambda r: f"{r[0]} {r[1]}")
+def test_org_b_never_sees_org_a(
+    service: InProcessService, org_a: OrgA, route: tuple[str, str]
+) -> None:
+    expected, probe = PROBES[route]
+    response = probe(service.client, org_a)  # type: ignore[arg-type]
+    for secret in (MARKER, org_a.session_id):
+        assert secret not in response.text
+    if expected == NOT_FOUND:
+        assert response.status_code == 404, response.text
+    elif expected == OWN_EMPTY:
+        assert response.status_code in (200, 201), response.text
+        # Ids B itself sent may be echoed in a message; A's others never appear.
+        assert org_a.execution_id not in response.text
+        listed = response.json().get("files", response.json().get("executions", []))
+        assert isinstance(listed, list) and listed == [] if route[0] == "GET" else True
+    assert_org_a_unchanged(service, org_a)
+
+
+def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
+    client = service.client
+    assert client.get(conv(a, "/sandbox"), headers=A).json()["sessionId"] == a.session_id
+    files = client.get(conv(a, "/files"), headers=A).json()["files"]
+    assert [f["id"] for f in files] == [a.file_id]
+    assert client.get(conv(a, f"/files/{a.file_id}/content"), headers=A).text == MARKER
+    read = client.post(conv(a, "/sandbox/readFile"), headers=A, json={"path": NAME})
+    assert read.json()["content"] == MARKER
+    log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})
+    statuses = {e["id"]: e["status"] for e in log.json()["executions"]}
+    assert statuses == {a.execution_id: "succeeded", a.approval_id: "pending_approval"}
