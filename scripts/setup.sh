@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything Siesta Runtime needs on a Debian/Ubuntu machine, and only
-# what is missing: system packages, a running Docker engine, the Python virtual
-# environment with the project, and the sandbox base images.
+# what is missing: system packages, a Docker engine configured for sandboxes
+# (user-namespace remapping; gVisor with SIESTA_GVISOR=1) and running, the Python
+# virtual environment with the project, and the sandbox base images.
 # Safe to run again: each step checks first. Used by `make run` and `make test`.
 # FRESH_IMAGES=1 (what `make test` sets) builds the sandbox images from scratch:
 # the base and the catalog images are removed first, so the tests run on images
@@ -32,6 +33,12 @@ apt_packages_missing() {
     # The manifest tests render k8s/ with `kubectl kustomize` (offline); Debian's
     # client is 1.20, whose kustomize the manifests are written for.
     command -v kubectl >/dev/null || missing+=(kubernetes-client)
+    # Egress: the host firewall that fences sandboxes off the host's own services.
+    command -v iptables >/dev/null || missing+=(iptables)
+    # Fixed-size workspaces: one ext4 file system per sandbox on a loop device.
+    command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
+    command -v losetup >/dev/null || missing+=(mount)
+    if [ "${SIESTA_GVISOR:-0}" = 1 ]; then command -v runsc >/dev/null || missing+=(runsc); fi
     echo "${missing[@]:-}"
 }
 
@@ -44,6 +51,23 @@ install_system_packages() {
     as_root apt-get update -qq
     # shellcheck disable=SC2086  # word splitting of the package list is intended
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+}
+
+configure_docker() {
+    # daemon.json gains userns-remap (and runsc when asked); a running engine that
+    # does not use it yet is restarted (its containers stop; images are built again
+    # for the remapped store).
+    local result
+    result=$(as_root "$PYTHON" scripts/engine-config.py) || die "could not update the Docker configuration"
+    if [ "$result" = changed ] && docker info >/dev/null 2>&1; then
+        step "restarting the Docker engine to use its new configuration (/etc/docker/daemon.json)"
+        if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+            as_root systemctl restart docker
+        else
+            as_root pkill -TERM -x dockerd || true
+            for _ in $(seq 1 60); do grep -qsx dockerd /proc/[0-9]*/comm || break; sleep 1; done
+        fi
+    fi
 }
 
 start_docker() {
@@ -97,6 +121,7 @@ build_images() {
 }
 
 install_system_packages
+configure_docker
 start_docker
 setup_venv
 build_images

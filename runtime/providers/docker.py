@@ -16,8 +16,10 @@ made before the agent existed.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -83,6 +85,9 @@ class DockerProvider(agent_ops.HelperFiles):
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             )
         self._api = self._client.api
+        if disks is not None:
+            with docker_errors():
+                disks.owner = remapped_root(self._api.info())
         self._channels = docker_channels(self._api)
         self._engine = EngineExec(self._api)
 
@@ -298,6 +303,16 @@ def _provisioning_errors(image: str) -> Iterator[None]:
     except docker.errors.APIError as exc:
         msg = f"could not create the sandbox: {explain(exc)}"
         raise ProvisioningFailed(msg) from exc
+
+
+def remapped_root(info: dict[str, Any]) -> tuple[int, int]:
+    """Root of the sandboxes as the host sees it: with ``userns-remap`` the engine keeps
+    its data in ``<root>/<uid>.<gid>``, and a new file system's root must be owned by
+    that uid to be root's inside."""
+    remapped = re.fullmatch(r"(\d+)\.(\d+)", Path(str(info.get("DockerRootDir", ""))).name)
+    if remapped is None:
+        return (0, 0)
+    return int(remapped.group(1)), int(remapped.group(2))
 
 
 def _timestamp(volume: dict[str, Any]) -> float:

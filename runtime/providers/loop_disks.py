@@ -42,7 +42,7 @@ class LoopDisks:
     ) -> None:
         self._directory = directory.resolve()
         self._links = link_dir
-        self._owner = owner
+        self.owner = owner
         """Owner of the file system's root: root inside the sandbox, as the host sees it."""
 
     def check(self) -> None:
@@ -69,7 +69,7 @@ class LoopDisks:
         image = self.image(name)
         with image.open("wb") as file:
             file.truncate(size_mb * 1024 * 1024)  # sparse: blocks come as they are written
-        uid, gid = self._owner
+        uid, gid = self.owner
         _run(
             "mkfs.ext4",
             "-q",
