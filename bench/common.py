@@ -15,7 +15,8 @@ from typing import Any
 import docker
 import httpx
 
-from tests.helpers import ServiceProcess, spawn_service
+from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
+from tests.helpers import ServiceProcess, remove_labelled, spawn_service
 
 IMAGE_ID = "debian-base"
 IMAGE_REF = "siesta/debian-base:1"
@@ -47,6 +48,7 @@ class Bench:
             "SIESTA_API_TOKEN": self.token,
             "SIESTA_DATA_DIR": str(data_dir),
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({BENCH_LABEL: self.run_id}),
+            "SIESTA_SANDBOX__DISK_DIR": str(self.disks.directory),
             **settings,
         }
         return spawn_service(data_dir, env)
@@ -71,11 +73,12 @@ class Bench:
         )
         return f"siesta-{response.json()['sessionId']}"
 
+    @property
+    def disks(self) -> LoopDisks:
+        return LoopDisks(DEFAULT_DISK_ROOT / f"bench-{self.run_id}")
+
     def remove_everything(self, client: docker.DockerClient) -> None:
-        for container in client.containers.list(all=True, filters={"label": self.label}):
-            container.remove(force=True, v=True)
-        for volume in client.volumes.list(filters={"label": self.label}):
-            volume.remove(force=True)
+        remove_labelled(client, self.label, self.disks)
 
 
 def timed(action: Callable[[], object]) -> float:

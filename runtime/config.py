@@ -68,6 +68,10 @@ class SandboxSettings(BaseModel):
     """Size of a sandbox's ``/mnt/work`` (Docker: its own ext4 file system; writing
     past it is ``ENOSPC``); 0: no limit (the workspace shares the engine's disk). A
     catalog image may set its own (``workspace_size_mb``)."""
+    container_disk_mb: int = Field(10240, ge=0)
+    """Size of what a sandbox writes outside ``/mnt/work`` (its writable layer:
+    installed packages, ``/tmp``, ``/root``); Docker: a file system of its own under the
+    container's overlay folders; 0: no limit."""
     disk_dir: Path | None = None
     """Docker: where workspace images live (default ``/var/lib/siesta/disks/<deployment
     id>``); every instance of a deployment must see the same folder."""

@@ -122,6 +122,7 @@ class Sandbox:
                 max_output_bytes=request.max_output_bytes,
                 sandbox=self._sandbox_settings,
                 workspace_limit_mb=self._sandbox_settings.workspace_size_mb or None,
+                container_disk_limit_mb=self._sandbox_settings.container_disk_mb or None,
             ),
             **_session_fields(session),
         )

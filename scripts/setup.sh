@@ -70,6 +70,20 @@ configure_docker() {
     fi
 }
 
+raise_key_quotas() {
+    # With userns-remap every sandbox's root is the same host uid, and each container
+    # takes kernel keys (its session keyring) from that one user's quota: 200 keys by
+    # default, which a few hundred sandboxes exhaust ("unable to create session key:
+    # disk quota exceeded"). Raise the per-user quota, now and at boot.
+    [ "${SIESTA_USERNS_REMAP:-1}" = 0 ] && return
+    local keys=/proc/sys/kernel/keys
+    if [ "$(cat $keys/maxkeys)" -lt 100000 ] || [ "$(cat $keys/maxbytes)" -lt 10000000 ]; then
+        step "raising the kernel's per-user key quota (user namespaces share one uid)"
+        as_root sh -c "printf 'kernel.keys.maxkeys = 100000\nkernel.keys.maxbytes = 10000000\n' > /etc/sysctl.d/60-siesta-keys.conf"
+        as_root sh -c "echo 100000 > $keys/maxkeys && echo 10000000 > $keys/maxbytes"
+    fi
+}
+
 start_docker() {
     if docker info >/dev/null 2>&1; then return; fi
     if [ "$(id -u)" -ne 0 ] && [ -S /var/run/docker.sock ]; then
@@ -122,6 +136,7 @@ build_images() {
 
 install_system_packages
 configure_docker
+raise_key_quotas
 start_docker
 setup_venv
 build_images

@@ -22,12 +22,17 @@ import httpx
 
 from runtime.egress.docker_network import HostFirewall
 from runtime.providers.base import DEPLOYMENT_LABEL
+from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
+from runtime.providers.root_disks import LAYER_SUFFIX, WritableLayers
 
 TEST_RUN_ID = uuid.uuid4().hex[:12]
 TEST_RUN_LABEL = "siesta.test-run"
 TEST_DEPLOYMENT = f"test-{TEST_RUN_ID}"
 """The deployment id of providers that tests build directly (services make their own)."""
 TOKEN = "test-token-" + uuid.uuid4().hex
+TEST_DISK_DIR = DEFAULT_DISK_ROOT / TEST_DEPLOYMENT
+"""Every test service's sandbox disks (``SIESTA_SANDBOX__DISK_DIR``), removed at the end."""
+TEST_DISKS = LoopDisks(TEST_DISK_DIR)
 REPO = Path(__file__).resolve().parent.parent
 APPROVER_TOKEN = "approver-token-" + uuid.uuid4().hex
 """A token with only the ``approve`` scope (see ``tokens_setting``)."""
@@ -243,8 +248,18 @@ def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str]
 
 def remove_run_resources(client: docker.DockerClient) -> None:
     """Remove everything this test run labelled; one failure must not stop the rest."""
-    label = f"{TEST_RUN_LABEL}={TEST_RUN_ID}"
+    remove_labelled(client, f"{TEST_RUN_LABEL}={TEST_RUN_ID}", TEST_DISKS)
+
+
+def remove_labelled(client: docker.DockerClient, label: str, disks: LoopDisks) -> None:
+    """Containers, volumes and networks with ``label``, the egress firewall chains of
+    their deployments, and every sandbox disk in ``disks`` (its folder too)."""
+    layers = WritableLayers(disks)
     for container in client.containers.list(all=True, filters={"label": label}):
+        with contextlib.suppress(docker.errors.APIError, KeyError):
+            # The engine cannot delete a container whose layer folder has our mount.
+            layer = Path(container.attrs["GraphDriver"]["Data"]["UpperDir"]).parent
+            layers.release(container.name or "", layer)
         with contextlib.suppress(docker.errors.APIError):
             container.remove(force=True, v=True)
     for volume in client.volumes.list(filters={"label": label}):
@@ -256,6 +271,13 @@ def remove_run_resources(client: docker.DockerClient) -> None:
             network.remove()
         if deployment:
             HostFirewall(deployment).remove()
+    for name in disks.images(every=True):
+        if name.endswith(LAYER_SUFFIX):
+            layers.remove(name.removesuffix(LAYER_SUFFIX), None)
+        else:
+            disks.remove(name)
+    with contextlib.suppress(OSError):
+        disks.directory.rmdir()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -287,6 +309,7 @@ def service_cli_env(service: ServiceProcess, **env: str) -> dict[str, str]:
     environment = {
         **os.environ,
         "SIESTA_DATA_DIR": str(service.data_dir),
+        "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_DIR),
         **service.env,
         **env,
     }

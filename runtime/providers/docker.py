@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ import docker.errors
 from docker.types import LogConfig
 
 from runtime.config import SandboxSettings
-from runtime.errors import ImageUnavailable, ProvisioningFailed
+from runtime.errors import ConfigurationError, ImageUnavailable, ProvisioningFailed
 from runtime.providers import agent_ops
 from runtime.providers.base import (
     DEPLOYMENT_LABEL,
@@ -46,11 +47,13 @@ from runtime.providers.docker_channels import docker_channels
 from runtime.providers.docker_errors import docker_errors, explain
 from runtime.providers.docker_exec import EngineExec
 from runtime.providers.loop_disks import MOUNT_OPTIONS, LoopDisks
+from runtime.providers.root_disks import WritableLayers
 
 # If the agent (PID 1) ever dies, the container starts again with its disk: the
 # conversation keeps its files; its processes are gone, as after a reboot.
 RESTART_RETRIES = 3
 WORKSPACE_SIZE_LABEL = "siesta.workspace-size-mb"
+LONE_IMAGE_AGE_SECONDS = 600
 
 _STATES = {
     "running": SandboxState.RUNNING,
@@ -77,8 +80,11 @@ class DockerProvider(agent_ops.HelperFiles):
         self._settings = settings
         self._network = network or settings.network
         self._disks = disks
-        if disks is not None and settings.workspace_size_mb:
+        if disks is not None and (settings.workspace_size_mb or settings.container_disk_mb):
             disks.check()
+        self._layers = (
+            WritableLayers(disks) if disks is not None and settings.container_disk_mb else None
+        )
         self._deployment_id = deployment_id
         with docker_errors():
             self._client = client or (
@@ -87,7 +93,14 @@ class DockerProvider(agent_ops.HelperFiles):
         self._api = self._client.api
         if disks is not None:
             with docker_errors():
-                disks.owner = remapped_root(self._api.info())
+                info = self._api.info()
+            disks.owner = remapped_root(info)
+            if self._layers is not None and info.get("Driver") != "overlay2":
+                msg = (
+                    f"SIESTA_SANDBOX__CONTAINER_DISK_MB needs the overlay2 storage driver "
+                    f"(this engine uses {info.get('Driver')}); set it to 0"
+                )
+                raise ConfigurationError(msg)
         self._channels = docker_channels(self._api)
         self._engine = EngineExec(self._api)
 
@@ -114,6 +127,9 @@ class DockerProvider(agent_ops.HelperFiles):
                 self._create_workspace(name, labels, spec.workspace_size_mb)
                 config = self._container_config(spec.image, name, labels)
                 self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
+                if self._layers is not None:
+                    size = self._settings.container_disk_mb
+                    self._layers.create(name, size, self._layer_folder(name))
                 self._api.start(name)
         except BaseException:
             self.destroy(name)
@@ -220,6 +236,8 @@ class DockerProvider(agent_ops.HelperFiles):
     def start(self, sandbox_id: str) -> None:
         if self._disks is not None and self._disks.image(sandbox_id).exists():
             self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
+        if self._layers is not None and self._layers.exists(sandbox_id):
+            self._layers.ensure(sandbox_id, self._layer_folder(sandbox_id))
         with docker_errors():
             self._api.start(sandbox_id)
 
@@ -232,6 +250,12 @@ class DockerProvider(agent_ops.HelperFiles):
 
     def destroy(self, sandbox_id: str) -> None:
         self._channels.drop(sandbox_id)
+        if self._layers is not None:
+            # The engine cannot delete the container's folder while our mounts are in it.
+            try:
+                self._layers.release(sandbox_id, self._layer_folder(sandbox_id))
+            except docker.errors.NotFound:
+                self._layers.release(sandbox_id, None)
         with docker_errors():
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_container(sandbox_id, force=True, v=True)
@@ -239,6 +263,14 @@ class DockerProvider(agent_ops.HelperFiles):
                 self._api.remove_volume(sandbox_id, force=True)
         if self._disks is not None:
             self._disks.remove(sandbox_id)
+        if self._layers is not None:
+            self._layers.remove(sandbox_id, None)
+
+    def _layer_folder(self, sandbox_id: str) -> Path:
+        """overlay2's folder of the container's writable layer (where its writes go);
+        ``docker.errors.NotFound`` when there is no such container."""
+        driver = self._api.inspect_container(sandbox_id)["GraphDriver"]
+        return Path((driver.get("Data") or {})["UpperDir"]).parent
 
     def _label_filters(self) -> dict[str, Any]:
         extra = [f"{k}={v}" for k, v in self._settings.extra_labels.items()]
@@ -284,10 +316,13 @@ class DockerProvider(agent_ops.HelperFiles):
         ]
         if self._disks is not None:
             known = {workspace.name for workspace in listed}
+            # An image without its volume is being created, or was left by a crash
+            # during that; only a while later is it surely the second.
+            settled = time.time() - LONE_IMAGE_AGE_SECONDS
             listed += [
                 WorkspaceInfo(name, {DEPLOYMENT_LABEL: self._deployment_id}, created)
                 for name, created in self._disks.images().items()
-                if name not in known
+                if name not in known and created < settled
             ]
         return listed
 

@@ -58,6 +58,10 @@ class LoopDisks:
         self._directory.mkdir(parents=True, exist_ok=True)
         self._links.mkdir(parents=True, exist_ok=True)
 
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
     def image(self, name: str) -> Path:
         return self._directory / f"{name}.img"
 
@@ -66,6 +70,11 @@ class LoopDisks:
 
     def create(self, name: str, size_mb: int) -> str:
         """A new, empty file system; returns the device path the volume mounts."""
+        self.make_image(name, size_mb)
+        return self.attach(name)
+
+    def make_image(self, name: str, size_mb: int) -> None:
+        """The image file with an empty ext4 file system in it (not attached)."""
         image = self.image(name)
         with image.open("wb") as file:
             file.truncate(size_mb * 1024 * 1024)  # sparse: blocks come as they are written
@@ -82,7 +91,6 @@ class LoopDisks:
         )
         # An empty workspace, as a plain volume's: no lost+found for listFiles to show.
         _run("debugfs", "-w", "-R", "rmdir lost+found", str(image))
-        return self.attach(name)
 
     def attach(self, name: str) -> str:
         """The device link, attaching the image first when needed (after a reboot)."""
@@ -112,11 +120,16 @@ class LoopDisks:
         with contextlib.suppress(FileNotFoundError):
             image.unlink()
 
-    def images(self) -> dict[str, float]:
-        """Every workspace image here, with the Unix time it was made."""
+    def images(self, *, every: bool = False) -> dict[str, float]:
+        """Workspace images here, with the Unix time each was made (``every``: the
+        sandboxes' other disks too, their writable layers)."""
         if not self._directory.is_dir():
             return {}
-        return {path.stem: path.stat().st_ctime for path in self._directory.glob("*.img")}
+        return {
+            path.stem: path.stat().st_ctime
+            for path in self._directory.glob("*.img")
+            if every or "." not in path.stem
+        }
 
 
 def _attached_device(image: Path) -> str | None:
@@ -127,6 +140,11 @@ def _attached_device(image: Path) -> str | None:
 
 def _tool(name: str) -> str | None:
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
+def run_tool(tool: str, *args: str, check: bool = True) -> str:
+    """The tool's output; a failure raises ``ProvisioningFailed`` unless ``check`` is off."""
+    return _run(tool, *args, check=check)
 
 
 def _run(tool: str, *args: str, check: bool = True) -> str:

@@ -25,13 +25,16 @@ from runtime.providers.base import (
 from runtime.providers.docker import DockerProvider
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes import KubernetesProvider
-from tests.helpers import TEST_DEPLOYMENT, TEST_RUN_ID, TEST_RUN_LABEL
+from tests.helpers import TEST_DEPLOYMENT, TEST_DISKS, TEST_RUN_ID, TEST_RUN_LABEL
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 
 
 def docker_provider() -> DockerProvider:
+    """As the service builds it: fixed-size workspace and writable layer on loop disks."""
     return DockerProvider(
-        SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}), deployment_id=TEST_DEPLOYMENT
+        SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
+        deployment_id=TEST_DEPLOYMENT,
+        disks=TEST_DISKS,
     )
 
 
