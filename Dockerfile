@@ -30,7 +30,12 @@ RUN /opt/siesta/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.wh
 COPY images/catalog.yaml /etc/siesta/catalog.yaml
 
 # Configuration only through SIESTA_* variables (see the README's Configuration).
+# The sandboxes' disk limits are loop-mounted file systems, which a non-root service
+# in a container cannot make: on Docker, run the service on the host to have them
+# (on Kubernetes the workspace is a sized volume claim instead).
 ENV PATH=/opt/siesta/bin:$PATH \
+    SIESTA_SANDBOX__WORKSPACE_SIZE_MB=0 \
+    SIESTA_SANDBOX__CONTAINER_DISK_MB=0 \
     SIESTA_HTTP__HOST=0.0.0.0 \
     SIESTA_HTTP__PORT=8080 \
     SIESTA_DATA_DIR=/var/lib/siesta \

@@ -81,6 +81,10 @@ def test_the_service_image_serves_sandboxes(
         detach=True,
         environment=environment,
         network_mode="host",
+        userns_mode="host",  # the engine remaps users; the host network needs the host's
+        # Outside the remapping, the image's own files are not uid 10001's: its data
+        # folder is a fresh one.
+        tmpfs={"/var/lib/siesta": "uid=10001,gid=10001"},
         volumes=VOLUMES,
         group_add=socket_group(),
         labels=LABELS,
@@ -103,6 +107,8 @@ def test_the_service_image_serves_sandboxes(
             remove=True,
             environment={k: v for k, v in environment.items() if k != "SIESTA_API_TOKEN"},
             network_mode="host",
+            userns_mode="host",
+            tmpfs={"/var/lib/siesta": "uid=10001,gid=10001"},
             volumes=VOLUMES,
             group_add=socket_group(),
             labels=LABELS,

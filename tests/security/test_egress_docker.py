@@ -81,7 +81,9 @@ def test_apt_get_installs_through_the_allowlisted_mirror(
     service: ServiceProcess, mirror: str
 ) -> None:
     # Root in the sandbox is a remapped uid with six capabilities: enough for apt.
-    install = "apt-get update && apt-get install -y -q --no-install-recommends tree && tree --version"
+    install = (
+        "apt-get update && apt-get install -y -q --no-install-recommends tree && tree --version"
+    )
     result = run_command(service.client, new_conversation(), install, timeoutSeconds=300)
     assert result["exitCode"] == 0, result["stdout"][-2000:] + result["stderr"][-2000:]
     assert f"http://{mirror}/debian bookworm" in result["stdout"]
