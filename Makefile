@@ -11,8 +11,8 @@ FRESH_IMAGES ?= 1
 run: setup  ## set everything up, then serve the API
 	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} $(VENV)/bin/siesta-runtime serve --host $(HOST) --port $(PORT) --create-token
 
-test:  ## set everything up (images from scratch), then run linters and the whole test suite
-	FRESH_IMAGES=$(FRESH_IMAGES) ./scripts/setup.sh
+test:  ## set everything up (images from scratch, gVisor registered), then linters and every test
+	SIESTA_GVISOR=1 FRESH_IMAGES=$(FRESH_IMAGES) ./scripts/setup.sh
 	$(MAKE) --no-print-directory lint
 	$(VENV)/bin/pytest
 

@@ -28,6 +28,9 @@ class CatalogImage(BaseModel):
     enabled: bool = True
     build: str | None = None
     """Build context folder, relative to the catalog file (for ``images build``)."""
+    runtime: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    """Docker: the OCI runtime sandboxes of this image run under, e.g. ``runsc``
+    (gVisor; ``SIESTA_GVISOR=1 make run`` registers it). Default: the engine's own."""
     workspace_size_mb: int | None = Field(None, ge=0)
     """This image's ``/mnt/work`` size, instead of ``SIESTA_SANDBOX__WORKSPACE_SIZE_MB``
     (0: no limit)."""

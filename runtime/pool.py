@@ -149,7 +149,7 @@ class WarmPool:
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
             self._provider.create(
-                SandboxSpec(session_id, image.image, labels, image.workspace_size_mb)
+                SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
             )
             self._provider.warm(sandbox_id)
             self._provider.pause(sandbox_id)

@@ -285,7 +285,7 @@ class SessionManager:
             IMAGE_LABEL: image.id,
         }
         return session_id, self._create_within_limit(
-            SandboxSpec(session_id, image.image, labels, image.workspace_size_mb)
+            SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
         )
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 
 import docker
 import pytest
+import yaml
 
 from tests.helpers import (
+    REPO,
     TEST_DISK_DIR,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
@@ -113,8 +115,26 @@ def kubernetes_service(
     )
 
 
-@pytest.fixture(scope="module", params=["docker", "kubernetes"])
+@pytest.fixture(scope="module")
+def gvisor_service(
+    start_service: StartService,
+    docker_client: docker.DockerClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ServiceProcess:
+    """The service on Docker with every catalog image under gVisor (``runtime: runsc``),
+    as an operator's catalog says it; setup registers runsc with the engine."""
+    catalog = yaml.safe_load((REPO / "images" / "catalog.yaml").read_text())
+    for image in catalog["images"]:
+        image["runtime"] = "runsc"
+        image.pop("build", None)
+    path = tmp_path_factory.mktemp("gvisor") / "catalog.yaml"
+    path.write_text(yaml.safe_dump(catalog))
+    return start_service("docker", SIESTA_IMAGES__CATALOG_PATH=str(path))
+
+
+@pytest.fixture(scope="module", params=["docker", "gvisor", "kubernetes"])
 def sandbox_service(request: pytest.FixtureRequest) -> ServiceProcess:
-    """The service on each real provider: the provider-independent API tests run on both."""
+    """The service on each real provider (and runtime): the provider-independent API
+    tests run on all of them."""
     service: ServiceProcess = request.getfixturevalue(f"{request.param}_service")
     return service

@@ -6,7 +6,8 @@
  * resolved by the kernel with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
  * from the workspace root, so neither "..", an absolute symlink nor a symlink
  * that climbs out can make an operation touch anything outside /mnt/work, and
- * there is no window between a check and the use of a path.
+ * there is no window between a check and the use of a path. Where openat2 is
+ * missing (older gVisor), walk_beneath does the same one component at a time.
  *
  *   siesta-fs read  PATH MAX_BYTES [strict]   file to stdout (at most MAX_BYTES;
  *                                             "strict": refuse larger files)
@@ -80,13 +81,85 @@ static enum status from_errno(int err) {
     }
 }
 
+#define MAX_DEPTH 256
+#define MAX_LINKS 40
+
+/* Without openat2 (gVisor releases before 2023, kernels before 5.6): the same
+ * confinement by hand. One component at a time, each opened with O_NOFOLLOW from
+ * the folder before it; symlinks are followed here (relative ones only, at most
+ * MAX_LINKS), ".." pops a folder and never past the root. A symlink swapped in
+ * between our look and our open makes the open fail (ELOOP): refused, never
+ * followed. */
+static int walk_beneath(int root, const char *path, int flags, mode_t mode) {
+    char queue[8192], link[4096];
+    if (path[0] == '/') { errno = EXDEV; return -1; }
+    if (strlen(path) >= sizeof queue) { errno = ENAMETOOLONG; return -1; }
+    strcpy(queue, path);
+    int dirs[MAX_DEPTH], depth = 0, links = 0, result = -1;
+    if ((dirs[0] = dup(root)) < 0) return -1;
+    char *rest = queue;
+    for (;;) {
+        while (*rest == '/') rest++;
+        char *end = strchr(rest, '/');
+        size_t len = end ? (size_t)(end - rest) : strlen(rest);
+        char name[256];
+        if (len >= sizeof name) { errno = ENAMETOOLONG; break; }
+        memcpy(name, rest, len);
+        name[len] = '\0';
+        rest += len;
+        while (*rest == '/') rest++;
+        int last = *rest == '\0';
+        if (len == 0 || !strcmp(name, ".")) {
+            if (last) { result = openat(dirs[depth], ".", flags | O_CLOEXEC, mode); break; }
+            continue;
+        }
+        if (!strcmp(name, "..")) {
+            if (depth == 0) { errno = EXDEV; break; }
+            close(dirs[depth--]);
+            if (last) { result = openat(dirs[depth], ".", flags | O_CLOEXEC, mode); break; }
+            continue;
+        }
+        struct stat st;
+        if (fstatat(dirs[depth], name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(dirs[depth], name, link, sizeof link - 1);
+            if (n < 0) break;
+            link[n] = '\0';
+            if (link[0] == '/' || ++links > MAX_LINKS) { errno = link[0] == '/' ? EXDEV : ELOOP; break; }
+            /* The link's target, then what was left: walked from the same folder. */
+            char joined[8192];
+            if ((size_t)snprintf(joined, sizeof joined, "%s/%s", link, rest) >= sizeof joined) {
+                errno = ENAMETOOLONG;
+                break;
+            }
+            strcpy(queue, joined);
+            rest = queue;
+            continue;
+        }
+        if (last) { result = openat(dirs[depth], name, flags | O_NOFOLLOW | O_CLOEXEC, mode); break; }
+        if (depth + 1 >= MAX_DEPTH) { errno = ENAMETOOLONG; break; }
+        int next = openat(dirs[depth], name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) break;
+        dirs[++depth] = next;
+    }
+    int saved = errno;
+    while (depth >= 0) close(dirs[depth--]);
+    errno = saved;
+    return result;
+}
+
 static int open_beneath(int root, const char *path, int flags, mode_t mode) {
+    static int no_openat2;
     struct open_how how = {
         .flags = (unsigned long long)flags | O_CLOEXEC,
         .mode = (flags & O_CREAT) ? mode : 0,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
     };
-    return (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+    if (!no_openat2) {
+        int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof how);
+        if (fd >= 0 || errno != ENOSYS) return fd;
+        no_openat2 = 1;
+    }
+    return walk_beneath(root, path, flags, mode);
 }
 
 static int fail_errno(const char *what, const char *path) {

@@ -57,6 +57,8 @@ class SandboxSpec:
     labels: dict[str, str]
     workspace_size_mb: int | None = None
     """The catalog image's workspace size, over the deployment's (``None``: that one)."""
+    runtime: str | None = None
+    """The catalog image's OCI runtime (``runsc``: gVisor); ``None``: the engine's."""
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ class DockerProvider(agent_ops.HelperFiles):
         try:
             with docker_errors(), _provisioning_errors(spec.image):
                 self._create_workspace(name, labels, spec.workspace_size_mb)
-                config = self._container_config(spec.image, name, labels)
+                config = self._container_config(spec.image, name, labels, spec.runtime)
                 self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
                 if self._layers is not None:
                     size = self._settings.container_disk_mb
@@ -149,7 +149,9 @@ class DockerProvider(agent_ops.HelperFiles):
             labels={**labels, WORKSPACE_SIZE_LABEL: str(size)},
         )
 
-    def _container_config(self, image: str, name: str, labels: dict[str, str]) -> dict[str, Any]:
+    def _container_config(
+        self, image: str, name: str, labels: dict[str, str], runtime: str | None = None
+    ) -> dict[str, Any]:
         s = self._settings
         host_config = self._api.create_host_config(
             binds={name: {"bind": WORKSPACE, "mode": "rw"}},
@@ -166,6 +168,7 @@ class DockerProvider(agent_ops.HelperFiles):
             init=False,
             log_config=LogConfig(type=LogConfig.types.NONE),  # frames never reach logs
             restart_policy={"Name": "on-failure", "MaximumRetryCount": RESTART_RETRIES},
+            runtime=runtime,
         )
         config: dict[str, Any] = self._api.create_container_config(
             image,

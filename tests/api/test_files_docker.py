@@ -214,7 +214,11 @@ def test_staging_names_are_sanitised_and_collisions_made_unique(
     b = upload(client, conversation, "my_data.csv", b"bb")
     c = upload(client, conversation, "..hidden", b"ccc")
     result = run_command(
-        client, conversation, "ls -A in | sort", files=["my data.csv", b["id"], "..hidden", a["id"]]
+        # find, not ls: Debian's gVisor build (2022) fails the statx that ls uses.
+        client,
+        conversation,
+        "find in -mindepth 1 -printf '%f\\n' | sort",
+        files=["my data.csv", b["id"], "..hidden", a["id"]],
     )
     assert result["stagedFiles"] == [
         {"name": "my data.csv", "fileId": a["id"], "path": "/mnt/work/in/my_data.csv", "size": 1},

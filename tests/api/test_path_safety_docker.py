@@ -75,10 +75,18 @@ SEGMENTS = [
 ]
 
 
+@pytest.fixture(scope="module", params=["docker", "gvisor"])
+def service(request: pytest.FixtureRequest) -> ServiceProcess:
+    """The same attacks on runc and on gVisor (where siesta-fs confines paths itself:
+    that gVisor has no openat2)."""
+    chosen: ServiceProcess = request.getfixturevalue(f"{request.param}_service")
+    return chosen
+
+
 @pytest.fixture(scope="module")
-def planted(docker_service: ServiceProcess) -> str:
+def planted(service: ServiceProcess) -> str:
     conversation = new_conversation()
-    result = run_command(docker_service.client, conversation, PLANT)
+    result = run_command(service.client, conversation, PLANT)
     assert result["exitCode"] == 0, result["stderr"]
     return conversation
 
@@ -110,31 +118,31 @@ def assert_refused_safely(response: Any) -> None:
     ],
 )
 def test_reads_through_escaping_paths_are_refused(
-    docker_service: ServiceProcess, planted: str, path: str
+    service: ServiceProcess, planted: str, path: str
 ) -> None:
-    response = post(docker_service, planted, "readFile", {"path": path})
+    response = post(service, planted, "readFile", {"path": path})
     assert_refused_safely(response)
     assert response.json()["error"]["code"] == "path_outside_workspace"
 
 
 @pytest.mark.parametrize("path", ["etc-link", "root", "up", "mnt-link", "d/e/up4", "/", ".."])
 def test_listing_escaping_folders_is_refused(
-    docker_service: ServiceProcess, planted: str, path: str
+    service: ServiceProcess, planted: str, path: str
 ) -> None:
-    response = post(docker_service, planted, "listFiles", {"path": path})
+    response = post(service, planted, "listFiles", {"path": path})
     assert response.json()["error"]["code"] == "path_outside_workspace"
 
 
 @pytest.mark.parametrize("path", ["etc-link/evil", "root/tmp/evil", "up/evil", "d/e/up4/evil"])
 def test_writes_through_escaping_paths_are_refused(
-    docker_service: ServiceProcess, planted: str, path: str
+    service: ServiceProcess, planted: str, path: str
 ) -> None:
-    response = post(docker_service, planted, "writeFile", {"path": path, "content": "PWNED"})
+    response = post(service, planted, "writeFile", {"path": path, "content": "PWNED"})
     assert response.json()["error"]["code"] == "path_outside_workspace"
 
 
-def test_symlinks_that_stay_inside_work(docker_service: ServiceProcess, planted: str) -> None:
-    response = post(docker_service, planted, "readFile", {"path": "rel-inside/file.txt"})
+def test_symlinks_that_stay_inside_work(service: ServiceProcess, planted: str) -> None:
+    response = post(service, planted, "readFile", {"path": "rel-inside/file.txt"})
     assert response.json()["content"] == "inside\n"
 
 
@@ -148,15 +156,15 @@ def test_symlinks_that_stay_inside_work(docker_service: ServiceProcess, planted:
     segments=st.lists(st.sampled_from(SEGMENTS), min_size=1, max_size=6),
 )
 def test_hostile_paths_never_escape(
-    docker_service: ServiceProcess, planted: str, prefix: str, segments: list[str]
+    service: ServiceProcess, planted: str, prefix: str, segments: list[str]
 ) -> None:
     path = prefix + "/".join(segments)
     canary_sha = hashlib.sha256(f"{CANARY}\n".encode()).hexdigest()
 
-    read = post(docker_service, planted, "readFile", {"path": path})
-    listed = post(docker_service, planted, "listFiles", {"path": path})
-    written = post(docker_service, planted, "writeFile", {"path": path, "content": "PWNED"})
-    published = post(docker_service, planted, "publishFiles", {"paths": [path]})
+    read = post(service, planted, "readFile", {"path": path})
+    listed = post(service, planted, "listFiles", {"path": path})
+    written = post(service, planted, "writeFile", {"path": path, "content": "PWNED"})
+    published = post(service, planted, "publishFiles", {"paths": [path]})
 
     for response in (read, listed, written):
         if response.status_code != 200:
@@ -173,13 +181,11 @@ def test_hostile_paths_never_escape(
             assert item["artifact"]["sha256"] != canary_sha
 
 
-def test_nothing_outside_the_workspace_changed(
-    docker_service: ServiceProcess, planted: str
-) -> None:
+def test_nothing_outside_the_workspace_changed(service: ServiceProcess, planted: str) -> None:
     # Runs after the property test in this module: every write it tried is
     # either inside /mnt/work (another mount, skipped by -xdev) or refused.
     result = run_command(
-        docker_service.client,
+        service.client,
         planted,
         "find / -xdev -type f -newer /tmp/before-hostile-paths "
         "! -path '/proc/*' ! -path '/run/siesta/*' ! -path '/sys/*'; "

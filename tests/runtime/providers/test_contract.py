@@ -3,6 +3,7 @@ double of tests/k8s/apiserver.py, its pods on Docker) and the fake."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -38,6 +39,22 @@ def docker_provider() -> DockerProvider:
     )
 
 
+class GvisorDockerProvider(DockerProvider):
+    """Sandboxes of a catalog image that says ``runtime: runsc``: the same provider,
+    every sandbox under gVisor."""
+
+    def create(self, spec: SandboxSpec) -> str:
+        return super().create(dataclasses.replace(spec, runtime="runsc"))
+
+
+def gvisor_provider() -> GvisorDockerProvider:
+    return GvisorDockerProvider(
+        SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
+        deployment_id=TEST_DEPLOYMENT,
+        disks=TEST_DISKS,
+    )
+
+
 def kubernetes_provider(api: ApiServerDouble, **sandbox: Any) -> KubernetesProvider:
     return KubernetesProvider(
         SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}, **sandbox),
@@ -53,14 +70,15 @@ OUTPUT_LIMIT = 4096
 @pytest.fixture(
     params=[
         pytest.param("docker", marks=pytest.mark.docker),
+        pytest.param("gvisor", marks=pytest.mark.docker),
         pytest.param("kubernetes", marks=pytest.mark.docker),
         "fake",
     ]
 )
 def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
-    if request.param == "docker":
+    if request.param in ("docker", "gvisor"):
         request.getfixturevalue("docker_client")  # session clean-up of labelled leftovers
-        real = docker_provider()
+        real = docker_provider() if request.param == "docker" else gvisor_provider()
         yield real
         real.close()
     elif request.param == "kubernetes":
