@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import httpx
 
-from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
+from runtime.providers.loop_disks import DEFAULT_DISK_ROOT
 from tests.helpers import ServiceProcess, remove_labelled, spawn_service
 
 IMAGE_ID = "debian-base"
@@ -48,7 +48,7 @@ class Bench:
             "SIESTA_API_TOKEN": self.token,
             "SIESTA_DATA_DIR": str(data_dir),
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({BENCH_LABEL: self.run_id}),
-            "SIESTA_SANDBOX__DISK_DIR": str(self.disks.directory),
+            "SIESTA_SANDBOX__DISK_DIR": str(self.disk_root),
             **settings,
         }
         return spawn_service(data_dir, env)
@@ -74,11 +74,11 @@ class Bench:
         return f"siesta-{response.json()['sessionId']}"
 
     @property
-    def disks(self) -> LoopDisks:
-        return LoopDisks(DEFAULT_DISK_ROOT / f"bench-{self.run_id}")
+    def disk_root(self) -> Path:
+        return DEFAULT_DISK_ROOT / f"bench-{self.run_id}"
 
     def remove_everything(self, client: docker.DockerClient) -> None:
-        remove_labelled(client, self.label, self.disks)
+        remove_labelled(client, self.label, self.disk_root)
 
 
 def timed(action: Callable[[], object]) -> float:

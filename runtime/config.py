@@ -72,9 +72,9 @@ class SandboxSettings(BaseModel):
     """Size of what a sandbox writes outside ``/mnt/work`` (its writable layer:
     installed packages, ``/tmp``, ``/root``); Docker: a file system of its own under the
     container's overlay folders; 0: no limit."""
-    disk_dir: Path | None = None
-    """Docker: where workspace images live (default ``/var/lib/siesta/disks/<deployment
-    id>``); every instance of a deployment must see the same folder."""
+    disk_dir: Path = Path("/var/lib/siesta/disks")
+    """Docker: sandbox disk images live in ``<this>/<deployment id>``: every instance of
+    a deployment must see the same folder, and deployments never see each other's."""
 
 
 def _entries(value: Any) -> Any:

@@ -17,7 +17,7 @@ import yaml
 
 from tests.helpers import (
     REPO,
-    TEST_DISK_DIR,
+    TEST_DISK_ROOT,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
     TOKEN,
@@ -79,7 +79,7 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             "SIESTA_DATA_DIR": str(data_dir),
             "SIESTA_PROVIDER__TYPE": provider,
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
-            "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_DIR),
+            "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_ROOT),
             # The warm pool makes containers in the background; only the tests of
             # the pool (tests/api/test_pool_docker.py) turn it on.
             "SIESTA_POOL__SIZE": "0",

@@ -30,9 +30,20 @@ TEST_RUN_LABEL = "siesta.test-run"
 TEST_DEPLOYMENT = f"test-{TEST_RUN_ID}"
 """The deployment id of providers that tests build directly (services make their own)."""
 TOKEN = "test-token-" + uuid.uuid4().hex
-TEST_DISK_DIR = DEFAULT_DISK_ROOT / TEST_DEPLOYMENT
-"""Every test service's sandbox disks (``SIESTA_SANDBOX__DISK_DIR``), removed at the end."""
-TEST_DISKS = LoopDisks(TEST_DISK_DIR)
+TEST_DISK_ROOT = DEFAULT_DISK_ROOT / TEST_DEPLOYMENT
+"""Every test service's sandbox disks (``SIESTA_SANDBOX__DISK_DIR``: a folder per
+deployment inside), removed at the end."""
+TEST_DISKS = LoopDisks(TEST_DISK_ROOT / TEST_DEPLOYMENT)
+"""The disks of providers the tests make themselves (deployment ``TEST_DEPLOYMENT``)."""
+
+
+def disk_image(name: str) -> Path:
+    """A sandbox disk image of this run, whichever deployment made it."""
+    found = list(TEST_DISK_ROOT.glob(f"*/{name}.img"))
+    assert len(found) == 1, f"{name}: {found}"
+    return found[0]
+
+
 REPO = Path(__file__).resolve().parent.parent
 APPROVER_TOKEN = "approver-token-" + uuid.uuid4().hex
 """A token with only the ``approve`` scope (see ``tokens_setting``)."""
@@ -248,13 +259,14 @@ def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str]
 
 def remove_run_resources(client: docker.DockerClient) -> None:
     """Remove everything this test run labelled; one failure must not stop the rest."""
-    remove_labelled(client, f"{TEST_RUN_LABEL}={TEST_RUN_ID}", TEST_DISKS)
+    remove_labelled(client, f"{TEST_RUN_LABEL}={TEST_RUN_ID}", TEST_DISK_ROOT)
 
 
-def remove_labelled(client: docker.DockerClient, label: str, disks: LoopDisks) -> None:
+def remove_labelled(client: docker.DockerClient, label: str, disk_root: Path) -> None:
     """Containers, volumes and networks with ``label``, the egress firewall chains of
-    their deployments, and every sandbox disk in ``disks`` (its folder too)."""
-    layers = WritableLayers(disks)
+    their deployments, and every sandbox disk under ``disk_root`` (folders too)."""
+    folders = [LoopDisks(path) for path in disk_root.iterdir()] if disk_root.is_dir() else []
+    layers = WritableLayers(LoopDisks(disk_root))  # releasing needs no image
     for container in client.containers.list(all=True, filters={"label": label}):
         with contextlib.suppress(docker.errors.APIError, KeyError):
             # The engine cannot delete a container whose layer folder has our mount.
@@ -271,13 +283,16 @@ def remove_labelled(client: docker.DockerClient, label: str, disks: LoopDisks) -
             network.remove()
         if deployment:
             HostFirewall(deployment).remove()
-    for name in disks.images(every=True):
-        if name.endswith(LAYER_SUFFIX):
-            layers.remove(name.removesuffix(LAYER_SUFFIX), None)
-        else:
-            disks.remove(name)
+    for disks in folders:
+        for name in disks.images(every=True):
+            if name.endswith(LAYER_SUFFIX):
+                WritableLayers(disks).remove(name.removesuffix(LAYER_SUFFIX), None)
+            else:
+                disks.remove(name)
+        with contextlib.suppress(OSError):
+            disks.directory.rmdir()
     with contextlib.suppress(OSError):
-        disks.directory.rmdir()
+        disk_root.rmdir()
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -309,7 +324,7 @@ def service_cli_env(service: ServiceProcess, **env: str) -> dict[str, str]:
     environment = {
         **os.environ,
         "SIESTA_DATA_DIR": str(service.data_dir),
-        "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_DIR),
+        "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_ROOT),
         **service.env,
         **env,
     }

@@ -26,9 +26,9 @@ def build_provider(
             resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
         )
     from runtime.providers.docker import DockerProvider
-    from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
+    from runtime.providers.loop_disks import LoopDisks
 
-    disks = LoopDisks(settings.sandbox.disk_dir or DEFAULT_DISK_ROOT / deployment_id)
+    disks = LoopDisks(settings.sandbox.disk_dir / deployment_id)
     return DockerProvider(
         settings.sandbox,
         deployment_id=deployment_id,

@@ -29,8 +29,8 @@ from runtime.errors import ConfigurationError, ProvisioningFailed
 log = logging.getLogger(__name__)
 LINK_DIR = Path("/run/siesta/disks")
 DEFAULT_DISK_ROOT = Path("/var/lib/siesta/disks")
-"""Images live in ``<this>/<deployment id>``: on the engine's host, where every instance
-of the deployment finds them."""
+"""Images live in ``<this>/<deployment id>`` (``SIESTA_SANDBOX__DISK_DIR``): on the
+engine's host, where every instance of the deployment finds them."""
 MOUNT_OPTIONS = "nosuid,nodev,discard"
 """nosuid/nodev: nothing on a workspace grants privileges; discard: deleted files
 give their space back to the host."""
@@ -55,8 +55,6 @@ class LoopDisks:
                 "set SIESTA_SANDBOX__WORKSPACE_SIZE_MB=0 to run without a workspace limit"
             )
             raise ConfigurationError(msg)
-        self._directory.mkdir(parents=True, exist_ok=True)
-        self._links.mkdir(parents=True, exist_ok=True)
 
     @property
     def directory(self) -> Path:
@@ -76,6 +74,7 @@ class LoopDisks:
     def make_image(self, name: str, size_mb: int) -> None:
         """The image file with an empty ext4 file system in it (not attached)."""
         image = self.image(name)
+        self._directory.mkdir(parents=True, exist_ok=True)
         with image.open("wb") as file:
             file.truncate(size_mb * 1024 * 1024)  # sparse: blocks come as they are written
         uid, gid = self.owner
@@ -102,6 +101,7 @@ class LoopDisks:
                 raise ProvisioningFailed(msg)
             device = _run("losetup", "--find", "--show", str(self.image(name))).strip()
         if not link.is_symlink() or os.readlink(link) != device:
+            self._links.mkdir(parents=True, exist_ok=True)
             temporary = link.with_name(f".{name}.new")
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()

@@ -21,10 +21,10 @@ import pytest
 from runtime.providers.loop_disks import LINK_DIR
 from runtime.providers.root_disks import MOUNT_DIR
 from tests.helpers import (
-    TEST_DISK_DIR,
     ServiceProcess,
     StartService,
     call,
+    disk_image,
     headers,
     new_conversation,
     run_command,
@@ -84,7 +84,7 @@ def _allocated(path: Path) -> int:
 def test_deleted_space_goes_back_to_the_host(service: ServiceProcess) -> None:
     conversation = new_conversation()
     run_command(service.client, conversation, "dd if=/dev/urandom of=big bs=1M count=40; sync")
-    image = TEST_DISK_DIR / f"{sandbox_of(service, conversation)}.img"
+    image = disk_image(sandbox_of(service, conversation))
     full = _allocated(image)
     assert full >= 40 * 1024 * 1024
     run_command(service.client, conversation, "rm big; sync")
@@ -141,7 +141,8 @@ def test_nothing_is_left_when_the_conversation_goes(
     conversation = new_conversation()
     run_command(service.client, conversation, "echo x > /var/tmp/y")
     sandbox = sandbox_of(service, conversation)
-    images = [TEST_DISK_DIR / f"{sandbox}.img", TEST_DISK_DIR / f"{sandbox}.layer.img"]
+    workspace = disk_image(sandbox)
+    images = [workspace, workspace.with_name(f"{sandbox}.layer.img")]
     assert all(image.exists() for image in images)
     deleted = service.client.delete(f"/v1/conversations/{conversation}", headers=headers())
     assert deleted.status_code == 200, deleted.text
