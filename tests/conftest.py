@@ -13,16 +13,15 @@ from collections.abc import Iterator
 
 import docker
 import pytest
-import yaml
 
 from tests.helpers import (
-    REPO,
     TEST_DISK_ROOT,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
     TOKEN,
     ServiceProcess,
     StartService,
+    gvisor_catalog,
     remove_run_resources,
     spawn_service,
 )
@@ -123,12 +122,7 @@ def gvisor_service(
 ) -> ServiceProcess:
     """The service on Docker with every catalog image under gVisor (``runtime: runsc``),
     as an operator's catalog says it; setup registers runsc with the engine."""
-    catalog = yaml.safe_load((REPO / "images" / "catalog.yaml").read_text())
-    for image in catalog["images"]:
-        image["runtime"] = "runsc"
-        image.pop("build", None)
-    path = tmp_path_factory.mktemp("gvisor") / "catalog.yaml"
-    path.write_text(yaml.safe_dump(catalog))
+    path = gvisor_catalog(tmp_path_factory.mktemp("gvisor"))
     return start_service("docker", SIESTA_IMAGES__CATALOG_PATH=str(path))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import docker
 import docker.errors
 import httpx
+import yaml
 
 from runtime.egress.docker_network import HostFirewall
 from runtime.providers.base import DEPLOYMENT_LABEL
@@ -35,6 +36,17 @@ TEST_DISK_ROOT = DEFAULT_DISK_ROOT / TEST_DEPLOYMENT
 deployment inside), removed at the end."""
 TEST_DISKS = LoopDisks(TEST_DISK_ROOT / TEST_DEPLOYMENT)
 """The disks of providers the tests make themselves (deployment ``TEST_DEPLOYMENT``)."""
+
+
+def gvisor_catalog(folder: Path) -> Path:
+    """The shipped catalog with every image under gVisor (``runtime: runsc``)."""
+    catalog = yaml.safe_load((REPO / "images" / "catalog.yaml").read_text())
+    for image in catalog["images"]:
+        image["runtime"] = "runsc"
+        image.pop("build", None)
+    path = folder / "catalog.yaml"
+    path.write_text(yaml.safe_dump(catalog))
+    return path
 
 
 def disk_image(name: str) -> Path:

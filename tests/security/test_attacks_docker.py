@@ -21,6 +21,7 @@ from tests.helpers import (
     ServiceProcess,
     StartService,
     call,
+    gvisor_catalog,
     headers,
     new_conversation,
     run_command,
@@ -217,3 +218,74 @@ def test_symlink_swaps_between_check_and_use_never_escape(
     result = call(service.client, swapping, "runCommand", {"command": "ls /etc | grep -c planted"})
     assert result["stdout"] == "0\n"  # nothing ever landed in /etc
     assert "read" in outcomes  # the swap really raced both ways
+
+
+@pytest.fixture(scope="module")
+def gvisor_attacked(
+    start_service: StartService,
+    docker_client: docker.DockerClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> ServiceProcess:
+    """Every sandbox under gVisor. Its kernel (the Sentry) runs inside the sandbox's
+    own cgroup, so it needs more processes and memory than a runc sandbox."""
+    catalog = gvisor_catalog(tmp_path_factory.mktemp("gvisor-attacks"))
+    return start_service(
+        "docker",
+        SIESTA_IMAGES__CATALOG_PATH=str(catalog),
+        SIESTA_SANDBOX__MEMORY_LIMIT_MB="256",
+        SIESTA_SANDBOX__WORKSPACE_SIZE_MB=str(WORKSPACE_MB),
+    )
+
+
+@pytest.mark.parametrize(
+    ("hostile", "timeout"),
+    [
+        ("b() { b | b & }; b", 10),
+        ('x=$(head -c 900000000 /dev/zero | tr "\\0" a)', 60),
+        ("for i in $(seq 8); do (while :; do :; done) & done; wait", 6),
+        ("dd if=/dev/zero of=fill bs=1M count=1000", 60),
+    ],
+    ids=["fork-bomb", "memory-bomb", "spinning", "disk-fill"],
+)
+def test_under_gvisor_an_attack_costs_only_the_attackers_sandbox(
+    gvisor_attacked: ServiceProcess, hostile: str, timeout: int
+) -> None:
+    """Under gVisor a process or memory bomb takes the attacker's whole sandbox down
+    (its kernel shares the cgroup), so the call may end ``sandbox_unavailable`` —
+    "try again" — instead of naming the limit; the engine restarts the sandbox with
+    its disk, and no other sandbox notices."""
+    client = gvisor_attacked.client
+    attacker, neighbour = new_conversation(), new_conversation()
+    run_command(client, attacker, "echo kept > note")
+    run_command(client, neighbour, "echo kept > note")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(
+            client.post,
+            f"/v1/conversations/{attacker}/sandbox/runCommand",
+            json={"command": hostile, "timeoutSeconds": timeout},
+            headers=headers(),
+        )
+        time.sleep(2)
+        started = time.monotonic()
+        during = run_command(client, neighbour, "cat note")
+        took = time.monotonic() - started
+        response = running.result(timeout=timeout + 120)
+    assert during["stdout"] == "kept\n" and took < NEIGHBOUR_BUDGET_SECONDS, took
+    assert gvisor_attacked.client.get("/healthz").status_code == 200
+    if response.status_code == 200:
+        assert response.json()["exitCode"] != 0 or response.json()["limitsReached"]
+    else:
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "sandbox_unavailable"
+    # The next call (after a "try again" or two while the engine restarts it) works,
+    # and the attacker's workspace is still its own.
+    assert wait_until(lambda: _answers(gvisor_attacked, attacker), timeout=60)
+
+
+def _answers(service: ServiceProcess, conversation: str) -> bool:
+    response = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/runCommand",
+        json={"command": "cat note"},
+        headers=headers(),
+    )
+    return response.status_code == 200 and response.json()["stdout"] == "kept\n"
