@@ -59,9 +59,13 @@ class Sandbox:
         limits: FileSettings,
         egress: Egress | None = None,
         sandbox_settings: SandboxSettings | None = None,
+        disk_limits_mb: tuple[int | None, int | None] = (None, None),
     ) -> None:
+        """``disk_limits_mb``: the workspace's and the writable layer's sizes where the
+        provider enforces them (``None``: no limit of ours to name when one is full)."""
         self._egress = egress or Egress()
         self._sandbox_settings = sandbox_settings or SandboxSettings()
+        self._disk_limits_mb = disk_limits_mb
         self._sessions = sessions
         self._provider = provider
         self._files = files
@@ -121,8 +125,8 @@ class Sandbox:
                 timeout_seconds=timeout,
                 max_output_bytes=request.max_output_bytes,
                 sandbox=self._sandbox_settings,
-                workspace_limit_mb=self._sandbox_settings.workspace_size_mb or None,
-                container_disk_limit_mb=self._sandbox_settings.container_disk_mb or None,
+                workspace_limit_mb=self._disk_limits_mb[0],
+                container_disk_limit_mb=self._disk_limits_mb[1],
             ),
             **_session_fields(session),
         )

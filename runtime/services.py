@@ -11,7 +11,7 @@ import httpx
 
 from runtime.agents import AgentGateway, build_gateway
 from runtime.auth import TokenRegistry
-from runtime.config import Settings
+from runtime.config import DockerProviderSettings, Settings
 from runtime.context import CallContext
 from runtime.deployment import resolve_deployment_id
 from runtime.egress.service import Egress, build_egress
@@ -79,6 +79,15 @@ def assemble_sessions(
     return sessions, leases, lifecycle, pool
 
 
+def _disk_limits(settings: Settings) -> tuple[int | None, int | None]:
+    """The disk sizes the provider enforces, for results to name when a disk is full:
+    Docker's loop file systems (a claim's size on Kubernetes is the cluster's business)."""
+    if not isinstance(settings.provider, DockerProviderSettings):
+        return None, None
+    sandbox = settings.sandbox
+    return sandbox.workspace_size_mb or None, sandbox.container_disk_mb or None
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -119,7 +128,14 @@ class Services:
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
         )
         sandbox = Sandbox(
-            sessions, provider, files, settings.command, settings.files, egress, settings.sandbox
+            sessions,
+            provider,
+            files,
+            settings.command,
+            settings.files,
+            egress,
+            settings.sandbox,
+            _disk_limits(settings),
         )
         services = cls(
             settings,

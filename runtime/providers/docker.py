@@ -239,9 +239,9 @@ class DockerProvider(agent_ops.HelperFiles):
     def start(self, sandbox_id: str) -> None:
         if self._disks is not None and self._disks.image(sandbox_id).exists():
             self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
-        if self._layers is not None and self._layers.exists(sandbox_id):
-            self._layers.ensure(sandbox_id, self._layer_folder(sandbox_id))
         with docker_errors():
+            if self._layers is not None and self._layers.exists(sandbox_id):
+                self._layers.ensure(sandbox_id, self._layer_folder(sandbox_id))
             self._api.start(sandbox_id)
 
     def cancel_exec(self, sandbox_id: str) -> None:
@@ -255,10 +255,11 @@ class DockerProvider(agent_ops.HelperFiles):
         self._channels.drop(sandbox_id)
         if self._layers is not None:
             # The engine cannot delete the container's folder while our mounts are in it.
-            try:
-                self._layers.release(sandbox_id, self._layer_folder(sandbox_id))
-            except docker.errors.NotFound:
-                self._layers.release(sandbox_id, None)
+            with docker_errors():
+                try:
+                    self._layers.release(sandbox_id, self._layer_folder(sandbox_id))
+                except docker.errors.NotFound:
+                    self._layers.release(sandbox_id, None)
         with docker_errors():
             with contextlib.suppress(docker.errors.NotFound):
                 self._api.remove_container(sandbox_id, force=True, v=True)
