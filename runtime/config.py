@@ -133,6 +133,9 @@ class EgressSettings(BaseModel):
     """A proxied connection with no traffic either way for this long is closed."""
     max_connections: int = Field(256, ge=1)
     """Connections one proxy carries at once; more are answered 503."""
+    max_connections_per_conversation: int = Field(64, ge=1)
+    """Connections one sandbox may have open through one proxy (503 past it), so that
+    no sandbox takes the proxy from the others."""
 
     @property
     def enabled(self) -> bool:

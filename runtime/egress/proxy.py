@@ -20,10 +20,11 @@ metrics and logs them).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ipaddress
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -64,7 +65,11 @@ class ProxyConfig:
     allowed_private_networks: tuple[IpNetwork, ...] = ()
     connect_timeout_seconds: float = 10.0
     idle_timeout_seconds: float = 300.0
+    head_timeout_seconds: float = 10.0
+    """A client must send its request head within this (slow heads hold no slot long)."""
     max_connections: int = 256
+    max_connections_per_conversation: int = 64
+    """One sandbox cannot take every connection of the proxy from the others."""
     max_header_bytes: int = 64 * 1024
 
 
@@ -94,6 +99,7 @@ class EgressProxy:
         self._config = config
         self._emit = emit
         self._slots = asyncio.Semaphore(config.max_connections)
+        self._open: collections.Counter[tuple[str, str]] = collections.Counter()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -134,7 +140,8 @@ class EgressProxy:
                 raise Refused(503, "busy", f"all {limit} connections are in use")
             async with self._slots:
                 request = await self._read_request(reader)
-                await self._carry(request, reader, writer)
+                with self._counted(request):
+                    await self._carry(request, reader, writer)
         except Refused as refused:
             # Policy refusals (403, 407) are what operators watch; the rest failed.
             event = "refused" if refused.status in (403, 407) else "failed"
@@ -146,6 +153,25 @@ class EgressProxy:
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
+
+    @contextlib.contextmanager
+    def _counted(self, request: _Request) -> Iterator[None]:
+        """Holds one of the conversation's connections while the request is carried."""
+        if request.claims is None:
+            yield
+            return
+        key = (request.claims.org, request.claims.conversation)
+        limit = self._config.max_connections_per_conversation
+        if self._open[key] >= limit:
+            msg = f"this sandbox already has {limit} connections open (the most it may)"
+            raise Refused(503, "too_many_connections", msg)
+        self._open[key] += 1
+        try:
+            yield
+        finally:
+            self._open[key] -= 1
+            if not self._open[key]:
+                del self._open[key]
 
     async def _carry(
         self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -171,7 +197,7 @@ class EgressProxy:
     async def _read_request(self, reader: asyncio.StreamReader) -> _Request:
         try:
             head = await asyncio.wait_for(
-                reader.readuntil(b"\r\n\r\n"), self._config.idle_timeout_seconds
+                reader.readuntil(b"\r\n\r\n"), self._config.head_timeout_seconds
             )
         except asyncio.LimitOverrunError as exc:
             limit = self._config.max_header_bytes

@@ -34,7 +34,9 @@ def config_to_json(config: ProxyConfig) -> str:
             "allowed_private_networks": [str(net) for net in config.allowed_private_networks],
             "connect_timeout_seconds": config.connect_timeout_seconds,
             "idle_timeout_seconds": config.idle_timeout_seconds,
+            "head_timeout_seconds": config.head_timeout_seconds,
             "max_connections": config.max_connections,
+            "max_connections_per_conversation": config.max_connections_per_conversation,
             "max_header_bytes": config.max_header_bytes,
         }
     )
@@ -53,7 +55,9 @@ def config_from_json(text: str) -> ProxyConfig:
         ),
         connect_timeout_seconds=float(data["connect_timeout_seconds"]),
         idle_timeout_seconds=float(data["idle_timeout_seconds"]),
+        head_timeout_seconds=float(data["head_timeout_seconds"]),
         max_connections=int(data["max_connections"]),
+        max_connections_per_conversation=int(data["max_connections_per_conversation"]),
         max_header_bytes=int(data["max_header_bytes"]),
     )
 

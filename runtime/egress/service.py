@@ -105,6 +105,7 @@ def proxy_config(settings: EgressSettings, key: bytes, *, host: str, port: int) 
         connect_timeout_seconds=settings.connect_timeout_seconds,
         idle_timeout_seconds=settings.idle_timeout_seconds,
         max_connections=settings.max_connections,
+        max_connections_per_conversation=settings.max_connections_per_conversation,
     )
 
 

@@ -250,3 +250,45 @@ def wait_for(predicate: Any, attempts: int = 50) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def test_one_sandbox_cannot_take_every_connection(origin: int) -> None:
+    config = ProxyConfig(
+        key=KEY,
+        allow=Allowlist.parse([f"origin.test:{origin}"]),
+        port=0,
+        hosts={"origin.test": "127.0.0.1"},
+        allowed_private_networks=LOOPBACK,
+        max_connections_per_conversation=2,
+    )
+    running = RunningProxy(config)
+    token = base64.b64encode(":".join(sign(KEY, CLAIMS)).encode()).decode()
+    tunnels = []
+    try:
+        for _ in range(2):  # two tunnels held open by one conversation
+            conn = socket.create_connection(("127.0.0.1", running.port), timeout=5)
+            conn.sendall(
+                f"CONNECT origin.test:{origin} HTTP/1.1\r\n"
+                f"Proxy-Authorization: Basic {token}\r\n\r\n".encode()
+            )
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+            tunnels.append(conn)
+        status, _, body = running.exchange(
+            f"GET http://origin.test:{origin}/ HTTP/1.1", claims=CLAIMS
+        )
+        assert status == 503 and "already has 2 connections open" in body
+        other = EgressClaims("org-a", "conv-b")  # another sandbox is still served
+        assert (
+            running.exchange(f"GET http://origin.test:{origin}/ HTTP/1.1", claims=other)[0] == 200
+        )
+        tunnels.pop().close()
+        assert wait_for(
+            lambda: (
+                running.exchange(f"GET http://origin.test:{origin}/ HTTP/1.1", claims=CLAIMS)[0]
+                == 200
+            )
+        )
+    finally:
+        for conn in tunnels:
+            conn.close()
+        running.close()
