@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import http.server
 import ipaddress
 import socket
 import threading
@@ -20,30 +19,6 @@ from runtime.egress.rules import Allowlist
 
 KEY = b"test-key-" * 4
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
-
-
-class _Echo(http.server.BaseHTTPRequestHandler):
-    """Answers with what it received: the request line's path and the Host header."""
-
-    def do_GET(self) -> None:
-        auth = self.headers["Proxy-Authorization"]
-        data = f"path={self.path} host={self.headers['Host']} auth={auth}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def origin() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
 
 
 class RunningProxy:
@@ -122,7 +97,7 @@ def test_plain_http_reaches_the_named_site_only(proxy: RunningProxy, origin: int
     )
     assert status == 200
     # Origin-form target; the Host the URL names, not the one sent; no credentials passed on.
-    assert body == f"path=/a?b=1 host=origin.test:{origin} auth=None"
+    assert body == f"path=/a?b=1 host=origin.test:{origin} auth=None local=127.0.0.1"
     assert proxy.events[-1] | {"address": "127.0.0.1"} == {
         "event": "allowed",
         "org": "org-a",
