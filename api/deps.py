@@ -74,6 +74,13 @@ def call_context(
             pattern=HEADER_PATTERN,
         ),
     ] = None,
+    x_siesta_sub_agents: Annotated[
+        str | None,
+        Header(
+            description="The agent's configured sub-agents, comma-separated: the only ones "
+            "a script's callAgent / callAgentsParallel may call (absent: none)"
+        ),
+    ] = None,
 ) -> CallContext:
     missing = [
         name
@@ -91,10 +98,12 @@ def call_context(
         agent=x_siesta_agent or None,
         base_image=x_siesta_base_image or None,
         egress_allow=_host_list(x_siesta_egress_allow),
+        sub_agents=_host_list(x_siesta_sub_agents) or (),
     )
 
 
 def _host_list(header: str | None) -> tuple[str, ...] | None:
+    """A comma-separated header's items (``None`` when the header is absent)."""
     if header is None:
         return None
     return tuple(part.strip() for part in header.split(",") if part.strip())

@@ -451,6 +451,13 @@ class ToolSettings(BaseModel):
     the ``approve`` scope, must decide; single-token development setups turn it on)."""
     executions_retention_days: int = Field(30, ge=1)
     """Executions log entries older than this are removed by the reconciliation pass."""
+    function_policies: dict[str, Literal["enabled", "disabled", "confirm"]] = Field(
+        default_factory=dict
+    )
+    """The deployment's policy per function name, e.g. ``{"runCommand": "confirm"}``:
+    used when an agent's configuration says nothing, and a floor it cannot go below
+    (it holds on the direct sandbox and JS routes too). Functions nobody configured
+    follow the reference: create/update/delete/send/publish actions ask first."""
 
 
 class TokenSettings(BaseModel):

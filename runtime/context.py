@@ -47,6 +47,9 @@ class CallContext:
     """The agent's catalog image id; used only when a session is provisioned."""
     egress_allow: tuple[str, ...] | None = None
     """The agent's narrowing of the deployment's egress allowlist (``None``: none)."""
+    sub_agents: tuple[str, ...] = ()
+    """The agent's configured sub-agents: the only ones ``callAgent``,
+    ``callAgentsParallel`` and ``run_function_batch`` may call."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)

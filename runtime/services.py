@@ -32,7 +32,9 @@ from runtime.sessions import SessionManager
 from runtime.store import open_stores
 from runtime.store.base import Stores
 from runtime.store.records import SessionRecord, conversation_key
-from runtime.tools.adapters.misc import connection_adapter, help_adapter, image_adapter
+from runtime.tools.adapters.connections import connection_adapter
+from runtime.tools.adapters.help import help_adapter
+from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
@@ -197,7 +199,12 @@ class Services:
         connections = connection_adapter(tools, upstreams)
         rules = ApprovalRules(tools.approval_ttl_seconds, tools.allow_self_approval)
         return ToolExecutor(
-            self.tool_catalog, adapters, self.stores.executions, connections, approvals=rules
+            self.tool_catalog,
+            adapters,
+            self.stores.executions,
+            connections,
+            approvals=rules,
+            deployment_policies=tools.function_policies,
         )
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:

@@ -25,6 +25,10 @@ from runtime.egress.docker_network import HostFirewall
 from runtime.providers.base import DEPLOYMENT_LABEL
 from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
 from runtime.providers.root_disks import LAYER_SUFFIX, WritableLayers
+from runtime.tools.call import ToolCall
+from runtime.tools.catalog import CatalogFunction
+from runtime.tools.executor import agent_context
+from runtime.tools.models import AgentConfig, UserInfo
 
 TEST_RUN_ID = uuid.uuid4().hex[:12]
 TEST_RUN_LABEL = "siesta.test-run"
@@ -358,3 +362,21 @@ def deployment_of(service: ServiceProcess) -> str:
     assert result.returncode == 0, result.stderr
     deployment: str = json.loads(result.stdout)["deployment"]
     return deployment
+
+
+def tool_call(
+    function: str = "f",
+    *,
+    source: str = "system:test",
+    group: str = "System",
+    agent: dict[str, Any] | None = None,
+    user: str = "user",
+    role: str = "Owner",
+    org: str = "org",
+    conversation: str = "conv",
+) -> ToolCall:
+    """A call as the executor hands it to an adapter (agent fields in wire form)."""
+    config = AgentConfig.model_validate({"id": "agent-1", **(agent or {})})
+    person = UserInfo.model_validate({"id": user, "role": role})
+    ctx = agent_context(org, conversation, config, person)
+    return ToolCall(ctx, config, person, CatalogFunction(function, "", {}, group, source))

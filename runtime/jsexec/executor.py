@@ -39,14 +39,14 @@ class JsExecutor:
         ctx: CallContext,
         code: str,
         timeout_seconds: float | None = None,
-        on_status: Callable[[str], None] = lambda _: None,
+        on_status: Callable[[str], None] | None = None,
     ) -> JsResult:
         self._check(code)
         timeout = min(
             timeout_seconds or self._settings.timeout_seconds, self._settings.timeout_seconds
         )
         host = HelperHost(ctx, self._files, self._agents, self._settings, self._agent_settings)
-        outcome = self._pool.run(code, host.dispatch, on_status, timeout)
+        outcome = self._pool.run(code, host.dispatch, on_status or _ignore, timeout)
         return JsResult(
             result=outcome.result if outcome.error is None else None,
             error=JsError.model_validate(outcome.error) if outcome.error is not None else None,
@@ -67,3 +67,7 @@ class JsExecutor:
         if size > self._settings.max_code_bytes:
             msg = f"code is {size} bytes, over the limit of {self._settings.max_code_bytes} bytes"
             raise CodeTooLarge(msg, limit=self._settings.max_code_bytes, unit="bytes")
+
+
+def _ignore(_: str) -> None:
+    """No one streams this script's statuses."""

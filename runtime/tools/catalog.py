@@ -10,9 +10,9 @@ The rules are the reference text's (shared/seeds/000_*, "System Tools"):
   Firecrawl functions only when the assignment references the system connection;
   run_function_batch when assigned (with a warning when there are no sub-agents);
   JsExecutorAgent and siesta_help_resolve when assigned;
-* connection functions by their policy; ``disabled`` ones never appear. System
-  functions can be given a policy too (``functionPolicies``), e.g. runCommand
-  with confirmation: the reference leaves that to the deployment's tool policy.
+* every function's policy comes from ``policy.py`` (the agent's configuration,
+  the deployment's policies, the reference's confirmation rule); ``disabled``
+  ones never appear, and each entry says which policy holds and why.
 
 Name collisions: system-provided functions win, then shared connections, then
 private ones, then the first listed (the peer platform's rule, seeds/003_*);
@@ -33,6 +33,7 @@ from runtime.functions.sandbox import SANDBOX
 from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 from runtime.images import ImageCatalog
 from runtime.tools.models import AgentConfig, Policy, UserInfo
+from runtime.tools.policy import effective_policy
 
 PRIVILEGED_ROLES = ("Owner", "Admin")
 
@@ -47,6 +48,13 @@ class CatalogFunction:
     source: str
     """Why it is there: ``system:<tool id>`` or ``connection:<id>``."""
     policy: Policy = "enabled"
+    policy_reason: str = "default"
+    """Where the policy comes from (``policy.py``), for the configuration form."""
+
+    @property
+    def connection_kind(self) -> str | None:
+        """``shared`` or ``private`` for a connection function."""
+        return self.group.lower() if self.source.startswith("connection:") else None
 
     def public(self) -> dict[str, Any]:
         return {
@@ -56,6 +64,7 @@ class CatalogFunction:
             "group": self.group,
             "source": self.source,
             "policy": self.policy,
+            "policyReason": self.policy_reason,
         }
 
 
@@ -77,11 +86,13 @@ def build_catalog(
     sandbox_enabled: bool,
 ) -> Catalog:
     catalog = Catalog()
+    floor = settings.function_policies
     for definition, tool in _system_functions(
         agent, user, settings, images, sandbox_enabled, catalog.notes
     ):
-        policy = agent.function_policies.get(definition.name, "enabled")
-        if policy == "disabled":
+        agent_policy = agent.function_policies.get(definition.name)
+        rule = effective_policy(definition.name, system=True, agent=agent_policy, deployment=floor)
+        if rule.policy == "disabled":
             continue
         _add(
             catalog,
@@ -91,12 +102,16 @@ def build_catalog(
                 definition.parameters(),
                 "System",
                 f"system:{tool}",
-                policy,
+                rule.policy,
+                rule.reason,
             ),
         )
     for connection in sorted(agent.connections, key=lambda c: c.kind != "shared"):
         for function in connection.functions:
-            if function.policy == "disabled":
+            rule = effective_policy(
+                function.name, system=False, agent=function.policy, deployment=floor
+            )
+            if rule.policy == "disabled":
                 continue
             _add(
                 catalog,
@@ -106,7 +121,8 @@ def build_catalog(
                     function.parameters or _EMPTY,
                     connection.kind.capitalize(),
                     f"connection:{connection.id}",
-                    function.policy,
+                    rule.policy,
+                    rule.reason,
                 ),
             )
     return catalog

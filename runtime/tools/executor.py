@@ -9,10 +9,11 @@ asked (a token deciding its own request could approve anything it asks for).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,16 +30,19 @@ from runtime.errors import (
     ToolFailed,
     ToolNotConfigured,
 )
+from runtime.functions.base import FunctionSpec
 from runtime.store.base import ExecutionStore
 from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.tools.call import Adapter, CallEvents, ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import redact
-from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tools.models import AgentConfig, Policy, UserInfo
+from runtime.tools.policy import effective_policy
 
 log = logging.getLogger(__name__)
 
-Adapter = Callable[[CallContext, dict[str, Any]], Any]
 CatalogFor = Callable[[AgentConfig, UserInfo], Catalog]
+ConnectionAdapters = Callable[[str], Adapter]
 
 
 @dataclass(frozen=True)
@@ -50,14 +54,20 @@ class ApprovalRules:
 
 
 class ToolExecutor:
+    """Every call of an agent function goes through here, whichever route it came
+    by: ``/v1/tools/execute`` (``execute``: tool-style answers) and the direct
+    sandbox and JavaScript routes (``run_direct``: results or raised errors).
+    Both check the same policies and write the same executions log."""
+
     def __init__(
         self,
         catalog_for: CatalogFor,
         adapters: dict[str, Adapter],
         log: ExecutionStore,
-        connection: Callable[[str], Adapter] | None = None,
+        connection: ConnectionAdapters | None = None,
         clock: Callable[[], float] = time.time,
         approvals: ApprovalRules | None = None,
+        deployment_policies: Mapping[str, Policy] | None = None,
     ) -> None:
         self._catalog_for = catalog_for
         self._adapters = adapters
@@ -65,6 +75,7 @@ class ToolExecutor:
         self._log = log
         self._clock = clock
         self._approvals = approvals or ApprovalRules()
+        self._deployment_policies = dict(deployment_policies or {})
 
     def execute(
         self,
@@ -75,33 +86,16 @@ class ToolExecutor:
         function: str,
         arguments: dict[str, Any],
         requested_by: str | None = None,
+        events: CallEvents | None = None,
     ) -> dict[str, Any]:
         """Run (or hold for approval) one call; ``requested_by`` is the token's name."""
-        ctx = CallContext(
-            org,
-            user.id,
-            conversation,
-            agent=agent.id,
-            base_image=agent.base_image,
-            egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
-        )
+        ctx = agent_context(org, conversation, agent, user)
         catalog = self._catalog_for(agent, user)
         entry = catalog.find(function)
-        execution = ToolExecution(
-            id=uuid.uuid4().hex,
-            org=org,
-            conversation=conversation,
-            agent_id=agent.id,
-            user_id=user.id,
-            function=function,
-            source=entry.source if entry else "",
-            arguments=redact(arguments),
-            status=ExecutionStatus.RUNNING,
-            created_at=self._clock(),
-            requested_by=requested_by,
-        )
+        execution = self._new_execution(ctx, agent, user, function, arguments, requested_by)
         if entry is None:
             reasons = "; ".join(catalog.notes) or "it is not assigned to the agent"
+            execution.source = ""
             self._log.add(execution)
             return self._finish(
                 execution,
@@ -109,23 +103,106 @@ class ToolExecutor:
                     f"{function} is not available to this agent for this user: {reasons}"
                 ).to_dict(),
             )
+        execution.source = entry.source
+        call = ToolCall(ctx, agent, user, entry, events or CallEvents())
         if entry.policy == "confirm":
-            execution.status = ExecutionStatus.PENDING_APPROVAL
-            execution.pending = {"ctx": _ctx_data(ctx), "arguments": arguments}
-            execution.expires_at = execution.created_at + self._approvals.ttl_seconds
-            self._log.add(execution)
+            held = self._hold(execution, call, arguments)
             return {
                 "ok": False,
                 "executionId": execution.id,
                 "status": execution.status.value,
-                "error": ApprovalRequired(
-                    f"{function} needs a person's approval before it runs",
-                    approvalId=execution.id,
-                    expiresAt=execution.expires_at,
-                ).to_dict(),
+                "error": held.to_dict(),
             }
         self._log.add(execution)
-        return self._run(execution, entry, ctx, arguments)
+        return self._run(execution, call, arguments)
+
+    def run_direct(
+        self,
+        ctx: CallContext,
+        function: FunctionSpec,
+        tool: str,
+        arguments: dict[str, Any],
+        requested_by: str | None = None,
+        events: CallEvents | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Any:
+        """A direct route's call (``tool`` is the System Tool it belongs to): the
+        deployment's policy for it, one log entry, and the adapter's result — or the
+        error raised (``approval_required`` when the policy is ``confirm``)."""
+        rule = effective_policy(
+            function.name, system=True, agent=None, deployment=self._deployment_policies
+        )
+        if rule.policy == "disabled":
+            msg = f"{function.name} is disabled in this deployment ({rule.reason})"
+            raise FunctionNotAvailable(msg)
+        entry = CatalogFunction(
+            function.name,
+            function.description,
+            {},
+            "System",
+            f"system:{tool}",
+            rule.policy,
+            rule.reason,
+        )
+        agent = direct_agent(ctx)
+        user = UserInfo(id=ctx.user, role="User")
+        call = ToolCall(ctx, agent, user, entry, events or CallEvents(), timeout_seconds)
+        execution = self._new_execution(ctx, agent, user, function.name, arguments, requested_by)
+        execution.source = entry.source
+        if rule.policy == "confirm":
+            raise self._hold(execution, call, arguments)
+        self._log.add(execution)
+        started = time.monotonic()
+        try:
+            result = self._adapters[function.name](call, arguments)
+        except SiestaError as error:
+            self._finish(execution, error=error.to_dict(), started=started)
+            raise
+        except Exception as error:
+            failed = ToolFailed(f"{function.name} failed: {type(error).__name__}")
+            self._finish(execution, error=failed.to_dict(), started=started)
+            raise
+        self._finish(execution, result=result, started=started)
+        return result
+
+    def _new_execution(
+        self,
+        ctx: CallContext,
+        agent: AgentConfig,
+        user: UserInfo,
+        function: str,
+        arguments: dict[str, Any],
+        requested_by: str | None,
+    ) -> ToolExecution:
+        return ToolExecution(
+            id=uuid.uuid4().hex,
+            org=ctx.org,
+            conversation=ctx.conversation,
+            agent_id=agent.id,
+            user_id=user.id,
+            function=function,
+            source="",
+            arguments=redact(arguments),
+            status=ExecutionStatus.RUNNING,
+            created_at=self._clock(),
+            requested_by=requested_by,
+        )
+
+    def _hold(
+        self, execution: ToolExecution, call: ToolCall, arguments: dict[str, Any]
+    ) -> ApprovalRequired:
+        """Log the call as waiting for a decision; the error that says so."""
+        execution.status = ExecutionStatus.PENDING_APPROVAL
+        execution.pending = {**_call_data(call), "arguments": arguments}
+        execution.expires_at = execution.created_at + self._approvals.ttl_seconds
+        self._log.add(execution)
+        return ApprovalRequired(
+            f"{execution.function} needs a person's approval before it runs "
+            f"({call.function.policy_reason})",
+            approvalId=execution.id,
+            executionId=execution.id,
+            expiresAt=execution.expires_at,
+        )
 
     def decide(
         self, org: str, approval_id: str, approve: bool, by: str, token: str
@@ -160,9 +237,7 @@ class ToolExecutor:
                 status=ExecutionStatus.DENIED,
             )
         request = pending.pending or {}
-        ctx = _ctx_from_data(request["ctx"])
-        entry = CatalogFunction(execution.function, "", {}, "", execution.source, "confirm")
-        return self._run(execution, entry, ctx, request.get("arguments") or {})
+        return self._run(execution, _call_from_data(request), request.get("arguments") or {})
 
     def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
         self._log.expire_pending(self._clock())  # so that the statuses read are true now
@@ -201,12 +276,9 @@ class ToolExecutor:
         return ApprovalAlreadyDecided(msg, execution=execution.public() if execution else None)
 
     def _run(
-        self,
-        execution: ToolExecution,
-        entry: CatalogFunction,
-        ctx: CallContext,
-        arguments: dict[str, Any],
+        self, execution: ToolExecution, call: ToolCall, arguments: dict[str, Any]
     ) -> dict[str, Any]:
+        entry = call.function
         adapter = self._adapter_for(entry)
         started = time.monotonic()
         if adapter is None:
@@ -218,7 +290,7 @@ class ToolExecutor:
                 started=started,
             )
         try:
-            result = adapter(ctx, arguments)
+            result = adapter(call, arguments)
         except SiestaError as error:
             return self._finish(execution, error=error.to_dict(), started=started)
         except Exception as error:  # an adapter bug must not end the agent's turn
@@ -266,17 +338,69 @@ class ToolExecutor:
         }
 
 
-def _ctx_data(ctx: CallContext) -> dict[str, Any]:
+def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInfo) -> CallContext:
+    """The conversation context of a call made through the catalog."""
+    return CallContext(
+        org,
+        user.id,
+        conversation,
+        agent=agent.id,
+        base_image=agent.base_image,
+        egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
+        sub_agents=tuple(agent.sub_agents),
+    )
+
+
+def direct_agent(ctx: CallContext) -> AgentConfig:
+    """What a direct route knows of the agent: its headers."""
+    return AgentConfig.model_validate(
+        {
+            "id": ctx.agent or DIRECT_AGENT,
+            "baseImage": ctx.base_image,
+            "egressAllow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
+            "subAgents": list(ctx.sub_agents),
+        }
+    )
+
+
+DIRECT_AGENT = "-"
+"""The agent id logged for a direct call that named none (``X-Siesta-Agent``)."""
+
+
+def _call_data(call: ToolCall) -> dict[str, Any]:
+    """What a held call needs to run later, as JSON (callbacks are not kept)."""
+    ctx = call.ctx
     return {
-        "org": ctx.org,
-        "user": ctx.user,
-        "conversation": ctx.conversation,
-        "agent": ctx.agent,
-        "base_image": ctx.base_image,
-        "egress_allow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
+        "ctx": {
+            "org": ctx.org,
+            "user": ctx.user,
+            "conversation": ctx.conversation,
+            "agent": ctx.agent,
+            "base_image": ctx.base_image,
+            "egress_allow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
+            "sub_agents": list(ctx.sub_agents),
+        },
+        "agent": call.agent.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "user": call.user.model_dump(mode="json"),
+        "function": dataclasses.asdict(call.function),
+        "timeout_seconds": call.timeout_seconds,
     }
 
 
-def _ctx_from_data(data: dict[str, Any]) -> CallContext:
-    allow = data.get("egress_allow")
-    return CallContext(**{**data, "egress_allow": tuple(allow) if allow is not None else None})
+def _call_from_data(data: dict[str, Any]) -> ToolCall:
+    ctx_data = data["ctx"]
+    allow = ctx_data.get("egress_allow")
+    ctx = CallContext(
+        **{
+            **ctx_data,
+            "egress_allow": tuple(allow) if allow is not None else None,
+            "sub_agents": tuple(ctx_data.get("sub_agents") or ()),
+        }
+    )
+    return ToolCall(
+        ctx,
+        AgentConfig.model_validate(data["agent"]),
+        UserInfo.model_validate(data["user"]),
+        CatalogFunction(**data["function"]),
+        timeout_seconds=data.get("timeout_seconds"),
+    )

@@ -35,7 +35,9 @@ class ModelRef(_Wire):
 
 class ConnectionFunction(_Wire):
     name: str = Field(min_length=1, max_length=128)
-    policy: Policy
+    policy: Policy | None = None
+    """``None``: the deployment's policy, else the reference's rule (confirmation for
+    send, publish, create, update, delete, permission and financial actions)."""
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=dict)
 

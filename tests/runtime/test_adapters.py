@@ -10,18 +10,20 @@ from typing import Any
 import pytest
 
 from runtime.config import FileSettings, ToolSettings
-from runtime.context import CallContext
 from runtime.errors import SiestaError
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.store.sqlite import open_sqlite
-from runtime.tools.adapters.misc import connection_adapter, help_adapter, image_adapter
+from runtime.tools.adapters.connections import connection_adapter
+from runtime.tools.adapters.help import help_adapter
+from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.upstreams import Upstreams
 from tests.fake_apis import PNG, FakeApis
+from tests.helpers import tool_call
 
-CTX = CallContext("org", "user", "conv", agent="agent-1")
+CTX = tool_call()
 UPSTREAMS = Upstreams(timeout_seconds=1.5)
 
 
@@ -203,7 +205,7 @@ def test_image_generation_stores_the_png_as_an_artifact(
     assert request["body"]["model"] == "gpt-image-2"
     assert (first["name"], second["name"]) == ("generated-image-1.png", "generated-image-2.png")
     assert first["contentType"] == "image/png"
-    assert b"".join(files.chunks(files.get(CTX, first["id"]))) == PNG
+    assert b"".join(files.chunks(files.get(CTX.ctx, first["id"]))) == PNG
 
 
 def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> None:
@@ -211,7 +213,7 @@ def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> 
     assert "rejected" in fails("provider_failed", generate, CTX, {"prompt": "forbidden"}).message
     assert "not a PNG" in fails("provider_failed", generate, CTX, {"prompt": "not a png"}).message
     fails("invalid_arguments", generate, CTX, {"prompt": ""})
-    assert files.list_files(CTX) == []
+    assert files.list_files(CTX.ctx) == []
 
 
 # -- Platform_* -------------------------------------------------------------------------------

@@ -14,19 +14,18 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.config import ToolSettings
-from runtime.context import CallContext
 from runtime.errors import InvalidArguments, ToolNotConfigured
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.platform import PLATFORM, CreateTaskArgs, UpdateAgentArgs
 from runtime.tools.adapters.search import call_api
-from runtime.tools.executor import Adapter
+from runtime.tools.call import Adapter, ToolCall
 from runtime.upstreams import Upstreams
 
 
 def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str, Adapter]:
     client = upstreams.client("platform")
 
-    def forward(name: str, ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def forward(name: str, call: ToolCall, arguments: dict[str, Any]) -> Any:
         if not settings.platform_base_url:
             msg = f"{name} needs SIESTA_TOOLS__PLATFORM_BASE_URL"
             raise ToolNotConfigured(msg)
@@ -40,23 +39,23 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
             json={
                 "arguments": arguments,
                 "context": {
-                    "org": ctx.org,
-                    "user": ctx.user,
-                    "agentId": ctx.agent,
-                    "conversationId": ctx.conversation,
+                    "org": call.ctx.org,
+                    "user": call.ctx.user,
+                    "agentId": call.ctx.agent,
+                    "conversationId": call.ctx.conversation,
                 },
             },
         )
         return body.get("result") if isinstance(body, dict) else body
 
-    def agents_named(ctx: CallContext, name: str) -> list[dict[str, Any]]:
-        found = forward("Platform_ListAgents", ctx, {"search": name, "limit": 50})
+    def agents_named(call: ToolCall, name: str) -> list[dict[str, Any]]:
+        found = forward("Platform_ListAgents", call, {"search": name, "limit": 50})
         return [a for a in found or [] if isinstance(a, dict) and a.get("name") == name]
 
-    def create_task(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def create_task(call: ToolCall, arguments: dict[str, Any]) -> Any:
         args = parse(CreateTaskArgs, "Platform_CreateTask", arguments)
         if args.assignedChatBotName:
-            matches = agents_named(ctx, args.assignedChatBotName)
+            matches = agents_named(call, args.assignedChatBotName)
             if not matches:
                 msg = f"no accessible agent is named {args.assignedChatBotName!r}"
                 raise InvalidArguments(msg)
@@ -72,18 +71,18 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
                 raise InvalidArguments(msg)
             if not args.assignedChatBotId:
                 args.assignedChatBotId = ids.pop()
-        return forward("Platform_CreateTask", ctx, args.model_dump(exclude_none=True))
+        return forward("Platform_CreateTask", call, args.model_dump(exclude_none=True))
 
-    def update_agent(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def update_agent(call: ToolCall, arguments: dict[str, Any]) -> Any:
         args = parse(UpdateAgentArgs, "Platform_UpdateAgent", arguments)
         body = args.model_dump(exclude_none=True)
         body["replaceLists"] = sorted(k for k, v in body.items() if isinstance(v, list))
-        return forward("Platform_UpdateAgent", ctx, body)
+        return forward("Platform_UpdateAgent", call, body)
 
     def generic(name: str) -> Adapter:
-        def run(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+        def run(call: ToolCall, arguments: dict[str, Any]) -> Any:
             spec = specs[name]
-            return forward(name, ctx, spec.parse(arguments).model_dump(exclude_none=True))
+            return forward(name, call, spec.parse(arguments).model_dump(exclude_none=True))
 
         return run
 

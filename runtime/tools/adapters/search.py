@@ -8,12 +8,11 @@ from typing import Any
 import httpx
 
 from runtime.config import ToolSettings
-from runtime.context import CallContext
 from runtime.errors import CrawlTimeout, FetchFailed, ProviderFailed, ToolNotConfigured
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
 from runtime.tools.adapters.web import fetch_page, page_client
-from runtime.tools.executor import Adapter
+from runtime.tools.call import Adapter, ToolCall
 from runtime.upstreams import Upstreams
 
 
@@ -42,7 +41,7 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
     client = upstreams.client("google")
     pages = page_client(settings, upstreams)
 
-    def run(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    def run(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         args = parse(SearchArgs, "GoogleSearch.Search", arguments)
         if settings.google_api_key is None or not settings.google_cx:
             msg = "GoogleSearch.Search needs SIESTA_TOOLS__GOOGLE_API_KEY and __GOOGLE_CX"
@@ -108,7 +107,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
             raise ProviderFailed(msg)
         return body["data"]
 
-    def scrape(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    def scrape(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(ScrapeArgs, "ScrapePageAsync", arguments)
         page = data(
             post(
@@ -124,7 +123,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
             "markdown": page.get("markdown", ""),
         }
 
-    def crawl(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    def crawl(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(CrawlArgs, "CrawlSiteAsync", arguments)
         started = post(
             "/v1/crawl",
@@ -174,7 +173,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
                 raise CrawlTimeout(msg, limit=settings.crawl_timeout_seconds, unit="seconds")
             time.sleep(settings.crawl_poll_seconds)
 
-    def site_map(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    def site_map(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(MapArgs, "MapSiteAsync", arguments)
         body = post(
             "/v1/map", {"url": a.url, "search": a.search, "limit": a.limit}, "Firecrawl map"
@@ -185,7 +184,7 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
             raise ProviderFailed(msg)
         return {"url": a.url, "links": links[: a.limit]}
 
-    def web_search(_: CallContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    def web_search(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(WebSearchArgs, "SearchWebAsync", arguments)
         results = data(
             post("/v1/search", {"query": a.query, "limit": a.limit}, "Firecrawl search"),

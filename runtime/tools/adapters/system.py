@@ -14,8 +14,7 @@ from pydantic import BaseModel
 
 from runtime.agents import AgentGateway, call_parallel
 from runtime.config import AgentSettings, ToolSettings
-from runtime.context import CallContext
-from runtime.errors import InvalidArguments, SiestaError
+from runtime.errors import InvalidArguments
 from runtime.functions.assistant import RUN_FUNCTION_BATCH, BatchArgs, BatchItem, BatchResult
 from runtime.functions.base import parse_arguments
 from runtime.functions.js import JS_EXECUTOR, JsArgs
@@ -28,29 +27,38 @@ from runtime.functions.sandbox import (
 )
 from runtime.jsexec.executor import JsExecutor
 from runtime.sandbox import Sandbox
-from runtime.tools.executor import Adapter
+from runtime.tools.call import Adapter, FailedWithResult, ToolCall
 
 
 def sandbox_adapters(sandbox: Sandbox) -> dict[str, Adapter]:
-    def run_command(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def run_command(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(RunCommandArgs, "runCommand", arguments)
-        return _wire(sandbox.run_command(ctx, a.command, a.timeoutSeconds, a.files))
+        return _wire(
+            sandbox.run_command(
+                call.ctx,
+                a.command,
+                a.timeoutSeconds,
+                a.files,
+                on_output=call.events.output,
+                cancellation=call.events.cancellation,
+            )
+        )
 
-    def write_file(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def write_file(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(WriteFileArgs, "writeFile", arguments)
-        return _wire(sandbox.write_file(ctx, a.path, a.content))
+        return _wire(sandbox.write_file(call.ctx, a.path, a.content))
 
-    def read_file(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def read_file(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(ReadFileArgs, "readFile", arguments)
-        return _wire(sandbox.read_file(ctx, a.path, a.maxBytes))
+        return _wire(sandbox.read_file(call.ctx, a.path, a.maxBytes))
 
-    def list_files(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def list_files(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(ListFilesArgs, "listFiles", arguments)
-        return _wire(sandbox.list_files(ctx, a.path))
+        return _wire(sandbox.list_files(call.ctx, a.path))
 
-    def publish_files(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def publish_files(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(PublishFilesArgs, "publishFiles", arguments)
-        return _wire(sandbox.publish_files(ctx, a.paths))
+        return _wire(sandbox.publish_files(call.ctx, a.paths))
 
     return {
         "runCommand": run_command,
@@ -62,28 +70,25 @@ def sandbox_adapters(sandbox: Sandbox) -> dict[str, Adapter]:
 
 
 def js_adapter(js: JsExecutor) -> Adapter:
-    def run(ctx: CallContext, arguments: dict[str, Any]) -> Any:
-        result = js.run(ctx, parse_arguments(JsArgs, JS_EXECUTOR.name, arguments).code)
+    def run(call: ToolCall, arguments: dict[str, Any]) -> Any:
+        code = parse_arguments(JsArgs, JS_EXECUTOR.name, arguments).code
+        result = js.run(call.ctx, code, call.timeout_seconds, call.events.status)
         if result.error is not None:  # the script failed: a failed execution, logs kept
-            raise SiestaError(
-                result.error.message,
-                code=result.error.code,
-                **result.model_dump(mode="json", exclude_none=True, exclude={"error"}),
-            )
+            raise FailedWithResult(result.model_dump(mode="json", exclude_none=True))
         return _wire(result)
 
     return run
 
 
 def batch_adapter(gateway: AgentGateway, agents: AgentSettings, tools: ToolSettings) -> Adapter:
-    def run(ctx: CallContext, arguments: dict[str, Any]) -> Any:
+    def run(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(BatchArgs, RUN_FUNCTION_BATCH.name, arguments)
         if len(a.input) > tools.max_batch_inputs:
             msg = f"{len(a.input)} inputs, over the limit of {tools.max_batch_inputs}"
             raise InvalidArguments(msg, limit=tools.max_batch_inputs)
         results = call_parallel(
             gateway,
-            ctx,
+            call.ctx,
             [a.functionName] * len(a.input),
             a.input,
             agents.timeout_seconds,

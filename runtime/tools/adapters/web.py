@@ -17,11 +17,11 @@ import httpx
 from selectolax.lexbor import LexborHTMLParser
 
 from runtime.config import ToolSettings
-from runtime.context import CallContext
 from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
 from runtime.errors import FetchFailed, UrlNotAllowed
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import WebFetchArgs
+from runtime.tools.call import Adapter, ToolCall
 from runtime.upstreams import Upstreams
 
 REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
@@ -100,11 +100,11 @@ def page_client(settings: ToolSettings, upstreams: Upstreams) -> httpx.Client:
     return upstreams.client(name, transport=checked_transport(backend))
 
 
-def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Any:
+def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapter:
     """``web_fetch(url)``: URL, Title (≤200), Description (≤300), Content — one text block."""
     client = page_client(settings, upstreams)
 
-    def run(_: CallContext, arguments: dict[str, Any]) -> str:
+    def run(_: ToolCall, arguments: dict[str, Any]) -> str:
         page = fetch_page(parse(WebFetchArgs, "web_fetch", arguments).url, settings, client)
         lines = [f"URL: {page.url}"]
         if page.title:

@@ -1,0 +1,56 @@
+"""image_generation: the OpenAI Images API; the PNG becomes a conversation artifact."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from runtime.config import ToolSettings
+from runtime.errors import ProviderFailed, ToolNotConfigured
+from runtime.files import ConversationFiles
+from runtime.functions.assistant import ImageArgs, ImageResult
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.files import FilePublic
+from runtime.store.records import FileKind
+from runtime.tools.adapters.search import call_api
+from runtime.tools.call import Adapter, ToolCall
+from runtime.upstreams import Upstreams
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def image_adapter(
+    settings: ToolSettings, files: ConversationFiles, upstreams: Upstreams
+) -> Adapter:
+    """OpenAI Images API; the PNG becomes an artifact of the conversation."""
+    client = upstreams.client("openai")
+
+    def run(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+        args = parse(ImageArgs, "image_generation", arguments)
+        if settings.openai_api_key is None:
+            msg = "image_generation needs SIESTA_TOOLS__OPENAI_API_KEY"
+            raise ToolNotConfigured(msg)
+        body = call_api(
+            client,
+            "POST",
+            f"{settings.openai_base_url}/v1/images/generations",
+            "the OpenAI Images API",
+            headers={"Authorization": f"Bearer {settings.openai_api_key.get_secret_value()}"},
+            json={"model": settings.image_model, "prompt": args.prompt, "n": 1},
+        )
+        try:
+            png = base64.b64decode(body["data"][0]["b64_json"], validate=True)
+        except (KeyError, IndexError, TypeError, binascii.Error) as exc:
+            msg = "the OpenAI Images API answered without an image"
+            raise ProviderFailed(msg) from exc
+        if not png.startswith(PNG_SIGNATURE):
+            msg = "the OpenAI Images API answered with something that is not a PNG"
+            raise ProviderFailed(msg)
+        count = sum(1 for f in files.list_files(call.ctx) if f.name.startswith("generated-image-"))
+        record = files.add_bytes(
+            call.ctx, f"generated-image-{count + 1}.png", FileKind.ARTIFACT, png
+        )
+        return ImageResult(artifact=FilePublic.of(record)).model_dump(mode="json")
+
+    return run

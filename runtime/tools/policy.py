@@ -1,0 +1,92 @@
+"""The policy a function runs under, and why: ``enabled``, ``confirm`` or ``disabled``.
+
+The reference (seeds/000, "Connections"): "Require confirmation for send,
+publish, create, update, delete, permission, financial, or production-impacting
+actions." So a function whose name says it does one of those defaults to
+``confirm``. Three layers decide, in this order:
+
+1. the agent's configuration (``functionPolicies`` for System Tool functions, a
+   connection function's own ``policy``) — it may relax the default;
+2. the deployment's ``SIESTA_TOOLS__FUNCTION_POLICIES`` — used when the agent
+   says nothing, and a floor the agent cannot go below (an operator's
+   ``runCommand: confirm`` holds for every agent and every route);
+3. the reference's rule above.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from runtime.tools.models import Policy
+
+STRICTNESS: dict[Policy, int] = {"enabled": 0, "confirm": 1, "disabled": 2}
+
+CONFIRMED_SYSTEM_FUNCTIONS = frozenset({"publishFiles", "image_generation"})
+"""System functions that publish or create for the user beyond the sandbox."""
+
+ACTION_WORDS: dict[str, str] = {
+    **dict.fromkeys(("send", "reply", "forward", "notify"), "send"),
+    **dict.fromkeys(("publish", "post", "share", "release", "deploy", "merge"), "publish"),
+    **dict.fromkeys(("create", "add", "insert", "upload", "invite", "schedule"), "create"),
+    **dict.fromkeys(("update", "edit", "modify", "patch", "set", "rename", "move"), "update"),
+    **dict.fromkeys(("delete", "remove", "trash", "archive", "cancel", "purge"), "delete"),
+    **dict.fromkeys(("grant", "revoke", "permission", "permissions", "assign"), "permission"),
+    **dict.fromkeys(("pay", "payment", "charge", "refund", "transfer", "invoice"), "financial"),
+}
+"""A word in a function's name → the kind of action it names (table-tested)."""
+
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def name_words(name: str) -> list[str]:
+    """``Gmail.SendEmail`` → ``["gmail", "send", "email"]``; ``create_issue`` → two words."""
+    return [word.lower() for word in _WORD.findall(name)]
+
+
+def action_of(name: str) -> str | None:
+    """The consequential action a function's name names, if any."""
+    local = name.rsplit(".", 1)[-1]  # "Gmail.Send": the service's name is not the action
+    if local.startswith("Platform_"):
+        local = local.removeprefix("Platform_")
+    return next((ACTION_WORDS[w] for w in name_words(local) if w in ACTION_WORDS), None)
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    policy: Policy
+    reason: str
+
+
+def default_policy(name: str, *, system: bool) -> EffectivePolicy:
+    """The reference's rule for a function nobody configured."""
+    if system and name in CONFIRMED_SYSTEM_FUNCTIONS:
+        return EffectivePolicy("confirm", f"default: {name} publishes or creates for the user")
+    if system and not name.startswith("Platform_"):
+        return EffectivePolicy("enabled", "default")
+    action = action_of(name)
+    if action is not None:
+        return EffectivePolicy("confirm", f"default: the name says it is a {action} action")
+    return EffectivePolicy("enabled", "default")
+
+
+def effective_policy(
+    name: str,
+    *,
+    system: bool,
+    agent: Policy | None,
+    deployment: Mapping[str, Policy],
+) -> EffectivePolicy:
+    """The policy ``name`` runs under: the agent's, else the deployment's, else the
+    default — never below the deployment's."""
+    floor = deployment.get(name)
+    if agent is not None:
+        chosen = EffectivePolicy(agent, "the agent's configuration")
+    elif floor is not None:
+        chosen = EffectivePolicy(floor, "the deployment's policy")
+    else:
+        chosen = default_policy(name, system=system)
+    if floor is not None and STRICTNESS[floor] > STRICTNESS[chosen.policy]:
+        return EffectivePolicy(floor, f"the deployment's policy (the agent asked for {agent})")
+    return chosen
