@@ -65,6 +65,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "capacity_unavailable": 503,
     "state_unavailable": 503,
     "js_unavailable": 503,
+    "approval_required": 202,  # a direct route's call, held until a person decides
+    "function_not_available": 403,  # a direct route's function the deployment disabled
     "approval_already_decided": 409,
     "approval_expired": 410,
     "cancelled": 499,  # nginx's "client closed request": logged, never read

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict
 from api.errors import STATUS_BY_CODE
 
 REASONS = {
+    202: "Held: the function's policy asks a person first (`approvalId`: decide it with "
+    "`POST /v1/approvals/{id}`; the result is in the decision's answer and the executions log)",
     400: "Bad context headers or JSON",
     401: "Missing or wrong bearer token",
     403: "Not allowed: the token lacks the route's scope (`scope` names it), or the "
@@ -60,5 +62,7 @@ COMMON = (400, 401, 403, 413, 422, 500, 503)
 without the route's scope is 403), body size, validation, bugs, and the state
 store being unavailable."""
 CONVERSATION = COMMON
-SANDBOX = (*CONVERSATION, 404, 409, 504)
+AGENT_FUNCTION = (*CONVERSATION, 202)
+"""A function the agent calls on a direct route: its policy may hold it for approval."""
+SANDBOX = (*AGENT_FUNCTION, 404, 409, 504)
 """Sandbox functions add everything a sandbox operation can meet."""

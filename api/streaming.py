@@ -1,10 +1,10 @@
-"""Commands that stream their output, and commands whose caller went away.
+"""Calls that stream (command output, script statuses), and calls whose caller went away.
 
-Both keep the sandbox call on a worker thread (the runtime is synchronous) and
-watch the HTTP side from the event loop: output chunks become server-sent
-events as they come; a disconnected client cancels the command, so its process
-group dies and the conversation's lease is released at once instead of at the
-command's timeout.
+Both keep the call on a worker thread (the runtime is synchronous) and watch the
+HTTP side from the event loop: output chunks and statuses become server-sent
+events as they come; a disconnected client cancels the call, so a command's
+process group dies and the conversation's lease is released at once instead of
+at the command's timeout.
 """
 
 from __future__ import annotations
@@ -20,15 +20,12 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from runtime.cancellation import Cancellation
-from runtime.context import CallContext
 from runtime.errors import SiestaError
-from runtime.functions.sandbox import RunCommandArgs
-from runtime.metrics import measured
-from runtime.services import Services
+from runtime.tools.call import CallEvents
 
 _T = TypeVar("_T")
 STREAM_QUEUE_CHUNKS = 256
-"""Output chunks waiting for a slow client; more are dropped (the result has all)."""
+"""Events waiting for a slow client; more are dropped (the result has all output)."""
 
 
 async def until_disconnected(
@@ -54,58 +51,60 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-def streamed_command(
-    body: RunCommandArgs, ctx: CallContext, services: Services
-) -> StreamingResponse:
+Work = Callable[[CallEvents], tuple[str, Any]]
+"""A call run on a worker thread with the stream's callbacks: its last event's
+kind (``result`` or ``error``) and data."""
+
+
+def event_stream(work: Work) -> StreamingResponse:
+    """Server-sent events of one call: ``output`` (a command's chunks) and ``status``
+    (a script's ``logStatus``) as they happen, then the call's last event. A client
+    that goes away cancels the call."""
     loop = asyncio.get_running_loop()
-    chunks: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(maxsize=STREAM_QUEUE_CHUNKS)
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=STREAM_QUEUE_CHUNKS)
     cancellation = Cancellation()
 
-    def offer(item: tuple[str, bytes]) -> None:
-        with contextlib.suppress(asyncio.QueueFull):
-            chunks.put_nowait(item)
+    def offer(item: tuple[str, Any]) -> None:
+        with contextlib.suppress(asyncio.QueueFull):  # never blocks the loop, never grows
+            queue.put_nowait(item)
 
     def on_output(stream: str, data: bytes) -> None:  # on the worker thread
-        loop.call_soon_threadsafe(offer, (stream, data))
+        text = data.decode("utf-8", errors="replace")
+        loop.call_soon_threadsafe(offer, ("output", {"stream": stream, "text": text}))
 
-    def work() -> tuple[str, Any]:
-        try:
-            with measured("runCommand"):
-                result = services.sandbox.run_command(
-                    ctx,
-                    body.command,
-                    body.timeoutSeconds,
-                    body.files,
-                    on_output=on_output,
-                    cancellation=cancellation,
-                )
-        except SiestaError as error:
-            return "error", {"error": error.to_dict()}
-        return "result", result.model_dump(mode="json")
+    def on_status(message: str) -> None:  # on the worker thread
+        loop.call_soon_threadsafe(offer, ("status", {"message": message}))
 
-    async def events() -> AsyncIterator[str]:
-        task = asyncio.ensure_future(to_thread.run_sync(work))
+    events = CallEvents(status=on_status, output=on_output, cancellation=cancellation)
+
+    async def stream() -> AsyncIterator[str]:
+        task = asyncio.ensure_future(to_thread.run_sync(lambda: work(events)))
         try:
-            # Chunks the thread queued are delivered before its completion (both go
+            # Events the thread queued are delivered before its completion (both go
             # through the loop's callbacks in order), so none is lost at the end.
-            while not task.done() or not chunks.empty():
-                getter = asyncio.ensure_future(chunks.get())
+            while not task.done() or not queue.empty():
+                getter = asyncio.ensure_future(queue.get())
                 await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
                 if getter.done():
-                    stream, data = getter.result()
-                    text = data.decode("utf-8", errors="replace")
-                    yield _event("output", {"stream": stream, "text": text})
+                    yield _event(*getter.result())
                 else:
                     getter.cancel()
-            kind, data = await task
-            yield _event(kind, data)
+            yield _event(*await task)
         finally:
-            # The client went away: stop the command. Its thread then ends on its
+            # The client went away: stop the call. Its thread then ends on its
             # own and releases the conversation (nothing here may await any more).
             if not task.done():
                 cancellation.cancel()
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return StreamingResponse(stream(), media_type="text/event-stream")
+
+
+def as_events(call: Callable[[], Any]) -> tuple[str, Any]:
+    """``("result", value)``, or ``("error", {"error": body})`` when it raised ours."""
+    try:
+        return "result", call()
+    except SiestaError as error:
+        return "error", {"error": error.to_dict()}
 
 
 def _event(kind: str, data: Any) -> str:

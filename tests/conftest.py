@@ -15,6 +15,7 @@ import docker
 import pytest
 
 from tests.helpers import (
+    PUBLISH_WITHOUT_APPROVAL,
     TEST_DISK_ROOT,
     TEST_RUN_ID,
     TEST_RUN_LABEL,
@@ -82,6 +83,7 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             # The warm pool makes containers in the background; only the tests of
             # the pool (tests/api/test_pool_docker.py) turn it on.
             "SIESTA_POOL__SIZE": "0",
+            **PUBLISH_WITHOUT_APPROVAL,
             **env,
         }
         # What a one-shot command (reconcile) for this service needs besides the data dir.

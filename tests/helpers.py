@@ -380,3 +380,9 @@ def tool_call(
     person = UserInfo.model_validate({"id": user, "role": role})
     ctx = agent_context(org, conversation, config, person)
     return ToolCall(ctx, config, person, CatalogFunction(function, "", {}, group, source))
+
+
+PUBLISH_WITHOUT_APPROVAL = {"SIESTA_TOOLS__FUNCTION_POLICIES": '{"publishFiles": "enabled"}'}
+"""The deployment policy the test services run with unless a test says otherwise:
+the tests of publishing itself would otherwise each need a second caller to approve.
+The default (publishing asks first) is tested in tests/api/test_one_path.py."""

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from runtime.config import Settings
-from tests.helpers import TOKEN
+from tests.helpers import PUBLISH_WITHOUT_APPROVAL, TOKEN
 
 
 @dataclass
@@ -36,6 +36,7 @@ def in_process_service(data_dir: Path, env: dict[str, str]) -> Iterator[InProces
         "SIESTA_API_TOKEN": TOKEN,
         "SIESTA_DATA_DIR": str(data_dir),
         "SIESTA_POOL__SIZE": "0",
+        **PUBLISH_WITHOUT_APPROVAL,
         **env,
     }
     with _environ(environ):

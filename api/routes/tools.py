@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, ErrorBody, error_responses
+from api.streaming import event_stream
 from runtime.context import ID_MAX_CHARS, ID_PATTERN, check_id
 from runtime.errors import (
     InvalidContext,
@@ -23,6 +24,7 @@ from runtime.errors import (
     MissingContext,
 )
 from runtime.store.records import ExecutionFilter, ExecutionStatus
+from runtime.tools.call import CallEvents
 from runtime.tools.models import AgentConfig, Policy, UserInfo
 
 router = APIRouter(
@@ -49,6 +51,9 @@ class CatalogFunctionPublic(BaseModel):
     source: str
     """``system:<tool id>`` or ``connection:<id>``."""
     policy: Policy
+    policyReason: str
+    """Why this policy holds: the agent's configuration, the deployment's policy, or
+    the default (with the rule: e.g. "the name says it is a send action")."""
 
 
 class CatalogPublic(BaseModel):
@@ -125,14 +130,31 @@ def catalog(body: CatalogRequest, services: ServicesDep) -> CatalogPublic:
     )
 
 
-@router.post("/execute", response_model_exclude_unset=True)
+@router.post(
+    "/execute",
+    response_model=ExecutionOutcome,
+    response_model_exclude_unset=True,
+    responses={
+        200: {
+            "description": "The call's outcome. With `Accept: text/event-stream`: `status` "
+            'events (`{"message": ...}`, a script\'s `logStatus`) and `output` events (a '
+            "command's chunks) as they happen, then one `result` event with this body.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
 async def execute(
-    body: ExecuteRequest, services: ServicesDep, caller: CallerDep, x_siesta_org: OrgHeader = None
-) -> ExecutionOutcome:
+    body: ExecuteRequest,
+    services: ServicesDep,
+    caller: CallerDep,
+    x_siesta_org: OrgHeader = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Any:
     org = org_of(x_siesta_org)
     check_id(body.conversationId, "conversationId", InvalidConversationId)
-    result: dict[str, Any] = await to_thread.run_sync(
-        lambda: services.tools.execute(
+
+    def run(events: CallEvents | None = None) -> dict[str, Any]:
+        outcome = services.tools.execute(
             org,
             body.conversationId,
             body.agent,
@@ -140,9 +162,13 @@ async def execute(
             body.function,
             body.arguments,
             requested_by=caller.name,
+            events=events,
         )
-    )
-    return ExecutionOutcome.model_validate(result)
+        return ExecutionOutcome.model_validate(outcome).model_dump(mode="json", exclude_unset=True)
+
+    if "text/event-stream" in (accept or ""):
+        return event_stream(lambda events: ("result", run(events)))
+    return await to_thread.run_sync(run)
 
 
 @router.get("/executions")

@@ -27,8 +27,14 @@ SECRET_KEY = re.compile(
 REDACTED = "[redacted]"
 
 
+LOG_TEXT_CHARS = 4096
+"""Longest text the log keeps of one value (a written file's content, a command's
+output): the log is for inspecting a call, the workspace keeps the data."""
+
+
 def redact(value: Any) -> Any:
-    """A copy with the values of secret-looking keys replaced, at any depth."""
+    """A copy for the log: values of secret-looking keys replaced and long texts cut
+    (saying how long they were), at any depth."""
     if isinstance(value, dict):
         return {
             key: REDACTED if SECRET_KEY.search(str(key)) else redact(item)
@@ -36,6 +42,8 @@ def redact(value: Any) -> Any:
         }
     if isinstance(value, list):
         return [redact(item) for item in value]
+    if isinstance(value, str) and len(value) > LOG_TEXT_CHARS:
+        return f"{value[:LOG_TEXT_CHARS]}… [cut in the log: {len(value)} characters]"
     return value
 
 

@@ -315,8 +315,8 @@ class ToolExecutor:
         started: float | None = None,
         status: ExecutionStatus | None = None,
     ) -> dict[str, Any]:
-        execution.result = result if error is None else None
-        execution.error = error
+        execution.result = redact(result) if error is None else None
+        execution.error = redact(error)
         execution.status = status or (
             ExecutionStatus.FAILED if error else ExecutionStatus.SUCCEEDED
         )

@@ -236,4 +236,11 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     assert read.json()["content"] == MARKER
     log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})
     statuses = {e["id"]: e["status"] for e in log.json()["executions"]}
-    assert statuses == {a.execution_id: "succeeded", a.approval_id: "pending_approval"}
+    assert statuses[a.execution_id] == "succeeded"
+    assert statuses[a.approval_id] == "pending_approval"
+    # The rest are A's own direct sandbox calls (this check's readFile among them).
+    others = [e for e in log.json()["executions"] if e["id"] not in (a.execution_id, a.approval_id)]
+    assert {(e["function"], e["userId"]) for e in others} <= {
+        ("readFile", A["X-Siesta-User"]),
+        ("writeFile", A["X-Siesta-User"]),
+    }

@@ -75,7 +75,7 @@ def js_adapter(js: JsExecutor) -> Adapter:
         result = js.run(call.ctx, code, call.timeout_seconds, call.events.status)
         if result.error is not None:  # the script failed: a failed execution, logs kept
             raise FailedWithResult(result.model_dump(mode="json", exclude_none=True))
-        return _wire(result)
+        return result.model_dump(mode="json", exclude_none=True)
 
     return run
 

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from runtime.config import ToolSettings
-from runtime.context import CallContext
 from runtime.errors import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
@@ -17,6 +16,7 @@ from runtime.errors import (
 )
 from runtime.store.base import Stores
 from runtime.store.records import ExecutionFilter, ExecutionStatus
+from runtime.tools.call import ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import DAY_SECONDS, ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
@@ -40,7 +40,7 @@ class Approvals:
         self.ran: list[dict[str, Any]] = []
         self.log = store.executions
 
-        def record(ctx: CallContext, arguments: dict[str, Any]) -> str:
+        def record(call: ToolCall, arguments: dict[str, Any]) -> str:
             self.ran.append(arguments)
             return "done"
 
