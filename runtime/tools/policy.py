@@ -75,7 +75,7 @@ def default_policy(name: str, *, system: bool) -> EffectivePolicy:
         return EffectivePolicy("enabled", "default")
     action = action_of(name)
     if action is not None:
-        return EffectivePolicy("confirm", f"default: the name says it is a {action} action")
+        return EffectivePolicy("confirm", f"default: {action} actions need confirmation")
     return EffectivePolicy("enabled", "default")
 
 

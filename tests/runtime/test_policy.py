@@ -125,7 +125,7 @@ def test_reads_stay_enabled(name: str) -> None:
         ("runCommand", True, "disabled", "confirm", "disabled", "the agent's configuration"),
         ("runCommand", True, "confirm", "enabled", "confirm", "the agent's configuration"),
         # nobody said anything: the reference's rule
-        ("Gmail.SendEmail", False, None, None, "confirm", "send action"),
+        ("Gmail.SendEmail", False, None, None, "confirm", "send actions need confirmation"),
         ("publishFiles", True, None, None, "confirm", "publishes or creates"),
         ("readFile", True, None, None, "enabled", "default"),
     ],
@@ -138,7 +138,9 @@ def test_agent_then_deployment_floor_then_reference(
     policy: Policy,
     reason: str,
 ) -> None:
-    deployment = {name: floor} if floor else {"someOtherFunction": "disabled"}
+    deployment: dict[str, Policy] = {"someOtherFunction": "disabled"}
+    if floor:
+        deployment[name] = floor
     rule = effective_policy(name, system=system, agent=agent, deployment=deployment)
     assert rule.policy == policy
     assert reason in rule.reason
