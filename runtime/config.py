@@ -440,6 +440,10 @@ class ToolSettings(BaseModel):
     platform_base_url: str | None = None
     """The Siesta platform API that Platform_* functions are forwarded to."""
     platform_token: SecretStr | None = None
+    platform_app_url: str | None = None
+    """The Siesta app people open (``https://app.example.com``): Platform_CreateTask's
+    "Open task" button links to ``{platform_app_url}/tasks/{taskId}``; unset, the
+    link is the app-relative ``/tasks/{taskId}``."""
     connections_url: str | None = None
     """Where connection functions (Gmail.Send, ...) are executed (the agent backend)."""
     connections_token: SecretStr | None = None

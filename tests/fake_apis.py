@@ -27,6 +27,13 @@ AGENTS = [
     {"id": "33333333-3333-3333-3333-333333333333", "name": "Twin"},
 ]
 
+TASKS: dict[str, Any] = {
+    "started": {"id": "t-2", "status": "InProgress"},  # auto-execution started it
+    "odd id": {"taskId": "t 3/x"},
+    "no id": {"summary": "no id"},
+}
+"""What the platform answers to Platform_CreateTask, by summary (else only an id)."""
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -209,8 +216,7 @@ class FakeApis:
                     self._send(403, {"error": "the user cannot write to the task workspace"})
                 elif name == "Platform_CreateTask":
                     self._send(
-                        200,
-                        {"result": {"taskId": "t-1", **body["arguments"], "button": "Open task"}},
+                        200, {"result": TASKS.get(body["arguments"]["summary"], {"id": "t-1"})}
                     )
                 elif name == "Platform_GetAgent" and body["arguments"].get("id") == "missing":
                     self._send(404, {"error": "no such agent"})

@@ -1,26 +1,47 @@
 """Platform_* functions (Platform Tools and Task Management), as the reference
-lists them. They are validated here and forwarded to the platform API.
+lists them (seeds/000, "Task Management", "Platform Tools Functions"). The
+models here are both the schema the catalog publishes and the validation the
+adapters run, so a required field is required in both places.
 
-Platform_CreateTask's rules: ``summary`` required; ``prompt`` defaults to "";
-``status`` is Todo, InProgress, Review or Done (default Todo, spelling and case
-forgiven); ``assignedChatBotId`` must be a UUID.
+Platform_CreateTask's rules: ``summary`` required and not blank; ``prompt``
+defaults to ""; ``status`` is Todo, InProgress, Review or Done (default Todo,
+spelling and case forgiven); ``assignedChatBotId`` must be a UUID.
+Update functions change only the fields given (``null`` counts as not given).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from runtime.functions.base import Arguments, FunctionSpec
+from runtime.functions.base import Arguments, FunctionSpec, Result
+from runtime.functions.constraints import NON_BLANK_TEXT, is_non_blank_text
 
 STATUSES = {"todo": "Todo", "inprogress": "InProgress", "review": "Review", "done": "Done"}
-SELF_ID = "Id; omit or 'self' for the current agent"
+SELF = "self"
+SELF_ID = "Agent id; omit or 'self' for the current agent"
+
+
+def _non_blank(value: str) -> str:
+    if not is_non_blank_text(value):
+        msg = "must not be empty"
+        raise ValueError(msg)
+    return value
+
+
+Text = Annotated[
+    str,
+    AfterValidator(_non_blank),
+    Field(json_schema_extra={"minLength": 1, "pattern": NON_BLANK_TEXT}),
+]
+"""Text that must say something: not empty, not only whitespace."""
+Limit = Annotated[int, Field(ge=1, description="Most results")]
 
 
 class CreateTaskArgs(Arguments):
-    summary: str = Field(description="Short task summary")
+    summary: Text = Field(description="Short task summary")
     prompt: str = Field("", description="Detailed task prompt")
     icon: str | None = Field(None, description="Requested icon filename")
     status: Literal["Todo", "InProgress", "Review", "Done"] = Field(
@@ -28,14 +49,6 @@ class CreateTaskArgs(Arguments):
     )
     assignedChatBotId: str | None = Field(None, description="UUID of the assigned agent")
     assignedChatBotName: str | None = Field(None, description="Exact name of the assigned agent")
-
-    @field_validator("summary")
-    @classmethod
-    def summary_required(cls, value: str) -> str:
-        if not value.strip():
-            msg = "summary must not be empty"
-            raise ValueError(msg)
-        return value
 
     @field_validator("status", mode="before")
     @classmethod
@@ -54,38 +67,59 @@ class CreateTaskArgs(Arguments):
         return value
 
 
-class CreateAgentArgs(Arguments):
-    name: str = Field(description="Name")
-    systemMessage: str | None = Field(None, description="System message")
+class TaskButton(Result):
+    label: Literal["Open task"] = "Open task"
+    url: str
+
+
+class CreateTaskResult(Result):
+    """What the reference promises: task id, summary, status and an "Open task" button."""
+
+    taskId: str
+    summary: str
+    status: str
+    button: TaskButton
+
+
+class AgentFields(Arguments):
+    """The agent fields the reference lists for Platform_CreateAgent (and, as
+    "Agent fields", for Platform_UpdateAgent)."""
+
+    name: Text | None = Field(None, description="Name")
     description: str | None = Field(None, description="Description")
-    modelName: str | None = Field(None, description="Model")
-    temperature: float | None = None
-    maxTokens: int | None = Field(None, description="Max tokens")
-    presencePenalty: float | None = None
-    frequencyPenalty: float | None = None
+    systemMessage: str | None = Field(None, description="System message (the agent's prompt)")
+    modelName: Text | None = Field(None, description="Model")
+    temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature")
+    maxTokens: int | None = Field(None, ge=1, description="Most tokens in one answer")
+    presencePenalty: float | None = Field(None, ge=-2, le=2, description="Presence penalty")
+    frequencyPenalty: float | None = Field(None, ge=-2, le=2, description="Frequency penalty")
     initialMessage: str | None = Field(None, description="Initial message")
-    reasoningEffortLevel: str | None = Field(None, description="Reasoning effort")
+    reasoningEffortLevel: Text | None = Field(None, description="Reasoning effort")
+
+
+class CreateAgentArgs(AgentFields):
+    """Unset fields take the current agent's model and connection."""
+
+    name: Text = Field(description="Name")
 
 
 class TemplateIdArgs(Arguments):
-    templateId: str = Field(description="Template id")
+    templateId: Text = Field(description="Template id")
 
 
 class AgentIdArgs(Arguments):
-    id: str | None = Field(None, description=SELF_ID)
+    id: Text | None = Field(None, description=SELF_ID)
 
 
 class SearchArgs(Arguments):
     search: str | None = Field(None, description="Name filter")
-    limit: int | None = Field(None, ge=1, description="Most results")
+    limit: Limit | None = None
 
 
-class UpdateAgentArgs(Arguments):
-    """Arrays that are given replace the whole list."""
+class UpdateAgentArgs(AgentFields):
+    """Only the fields given change; arrays that are given replace the whole list."""
 
-    id: str | None = Field(None, description=SELF_ID)
-    name: str | None = Field(None, description="Name")
-    systemMessage: str | None = Field(None, description="System message")
+    id: Text | None = Field(None, description=SELF_ID)
     skillIds: list[str] | None = Field(None, description="Complete list of skills")
     memoryCollectionIds: list[str] | None = Field(None, description="Complete list of collections")
     memoryPageIds: list[str] | None = Field(None, description="Complete list of pages")
@@ -96,53 +130,53 @@ class UpdateAgentArgs(Arguments):
 class ListConversationsArgs(Arguments):
     agentId: str | None = Field(None, description="Agent")
     search: str | None = Field(None, description="Filter")
-    limit: int | None = Field(None, description="Most results")
+    limit: Limit | None = None
 
 
 class ListMessagesArgs(Arguments):
-    conversationId: str = Field(description="Conversation")
+    conversationId: Text = Field(description="Conversation")
     search: str | None = Field(None, description="Filter")
     role: str | None = Field(None, description="Role")
-    limit: int | None = Field(None, description="Most results")
+    limit: Limit | None = None
 
 
 class CreateSkillArgs(Arguments):
-    name: str = Field(description="Name")
-    instructions: str = Field(description="Instructions")
+    name: Text = Field(description="Name")
+    instructions: Text = Field(description="Instructions")
     description: str | None = Field(None, description="Description")
 
 
 class IdArgs(Arguments):
-    id: str = Field(description="Id")
+    id: Text = Field(description="Id")
 
 
 class UpdateSkillArgs(Arguments):
-    id: str = Field(description="Skill id")
-    name: str | None = Field(None, description="Name")
-    instructions: str | None = Field(None, description="Instructions")
+    id: Text = Field(description="Skill id")
+    name: Text | None = Field(None, description="Name")
+    instructions: Text | None = Field(None, description="Instructions")
     description: str | None = Field(None, description="Description")
 
 
 class NameArgs(Arguments):
-    name: str = Field(description="Name")
+    name: Text = Field(description="Name")
 
 
 class RenameArgs(Arguments):
-    id: str = Field(description="Collection id")
-    name: str = Field(description="Name")
+    id: Text = Field(description="Collection id")
+    name: Text = Field(description="Name")
 
 
 class CreatePageArgs(Arguments):
-    collectionId: str = Field(description="Collection")
-    name: str = Field(description="Name")
+    collectionId: Text = Field(description="Collection")
+    name: Text = Field(description="Name")
     body: str | None = Field(None, description="Body")
     order: int | None = Field(None, description="Order")
     parentId: str | None = Field(None, description="Parent page")
 
 
 class UpdatePageArgs(Arguments):
-    id: str = Field(description="Page")
-    name: str | None = Field(None, description="Name")
+    id: Text = Field(description="Page")
+    name: Text | None = Field(None, description="Name")
     body: str | None = Field(None, description="Body")
     order: int | None = Field(None, description="Order")
     parentId: str | None = Field(None, description="Parent page")
@@ -153,17 +187,23 @@ CREATE_TASK = FunctionSpec(
     "Create a task in the agent's task workspace. Create a task only "
     "when the user explicitly asks and never call it proactively.",
     CreateTaskArgs,
+    CreateTaskResult,
 )
 PLATFORM = [
-    FunctionSpec("Platform_CreateAgent", "Create a new agent.", CreateAgentArgs),
+    FunctionSpec(
+        "Platform_CreateAgent",
+        "Create a new agent; unset fields use the current agent's model and connection.",
+        CreateAgentArgs,
+    ),
     FunctionSpec(
         "Platform_CreateAgentFromTemplate", "Create an agent from a template.", TemplateIdArgs
     ),
-    FunctionSpec("Platform_GetAgent", "Read one agent.", AgentIdArgs),
+    FunctionSpec("Platform_GetAgent", "Read one agent (omit id for this agent).", AgentIdArgs),
     FunctionSpec("Platform_ListAgents", "Search organization agents by name.", SearchArgs),
     FunctionSpec(
         "Platform_UpdateAgent",
-        "Update an agent; provided arrays replace, not append.",
+        "Update an agent (omit id for this agent); only provided fields change, "
+        "provided arrays replace, not append.",
         UpdateAgentArgs,
     ),
     FunctionSpec(
@@ -190,5 +230,9 @@ PLATFORM = [
         "Platform_CreateMemoryPage", "Create a Memory page in a collection.", CreatePageArgs
     ),
     FunctionSpec("Platform_GetMemoryPage", "Read a Memory page.", IdArgs),
-    FunctionSpec("Platform_UpdateMemoryPage", "Update a Memory page.", UpdatePageArgs),
+    FunctionSpec(
+        "Platform_UpdateMemoryPage",
+        "Update a Memory page; only provided fields change.",
+        UpdatePageArgs,
+    ),
 ]

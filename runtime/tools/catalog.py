@@ -10,6 +10,8 @@ The rules are the reference text's (shared/seeds/000_*, "System Tools"):
   Firecrawl functions only when the assignment references the system connection;
   run_function_batch when assigned (with a warning when there are no sub-agents);
   JsExecutorAgent and siesta_help_resolve when assigned;
+* a shared connection's functions only when it is shared with all of the agent's
+  audience, when the request says both (``sharedWith``, ``audience``);
 * every function's policy comes from ``policy.py`` (the agent's configuration,
   the deployment's policies, the reference's confirmation rule); ``disabled``
   ones never appear, and each entry says which policy holds and why.
@@ -32,7 +34,7 @@ from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
 from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 from runtime.images import ImageCatalog
-from runtime.tools.models import AgentConfig, Policy, UserInfo
+from runtime.tools.models import AgentConfig, Connection, Policy, UserInfo
 from runtime.tools.policy import effective_policy
 
 PRIVILEGED_ROLES = ("Owner", "Admin")
@@ -107,6 +109,13 @@ def build_catalog(
             ),
         )
     for connection in sorted(agent.connections, key=lambda c: c.kind != "shared"):
+        uncovered = _outside_sharing(connection, agent.audience)
+        if uncovered:
+            catalog.notes.append(
+                f"connection {connection.id}'s functions were left out: it is not shared "
+                f"with all of the agent's audience (missing: {', '.join(uncovered)})"
+            )
+            continue
         for function in connection.functions:
             rule = effective_policy(
                 function.name, system=False, agent=function.policy, deployment=floor
@@ -129,6 +138,14 @@ def build_catalog(
 
 
 _EMPTY: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _outside_sharing(connection: Connection, audience: list[str] | None) -> list[str]:
+    """Who the agent serves but a shared connection is not shared with (sorted);
+    nothing when either side is not said."""
+    if connection.kind != "shared" or connection.shared_with is None or audience is None:
+        return []
+    return sorted(set(audience) - set(connection.shared_with))
 
 
 def _add(catalog: Catalog, function: CatalogFunction) -> None:

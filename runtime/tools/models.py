@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from runtime.context import ID_MAX_CHARS, ID_PATTERN
 from runtime.egress.rules import ENTRY_PATTERN
@@ -42,10 +42,26 @@ class ConnectionFunction(_Wire):
     parameters: dict[str, Any] = Field(default_factory=dict)
 
 
+Principal = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS)]
+"""A user, group or organization id, in the agent backend's own terms."""
+
+
 class Connection(_Wire):
     id: str = Field(min_length=1)
     kind: Literal["shared", "private"]
+    """``shared``: a team's or the organization's credential; ``private``: the
+    conversation user's own (the backend resolves it from the user)."""
     functions: list[ConnectionFunction] = Field(default_factory=list)
+    shared_with: list[Principal] | None = Field(None, alias="sharedWith")
+    """Whom a shared connection is shared with. With the agent's ``audience`` the
+    catalog checks that it covers everyone the agent serves; ``None``: not checked."""
+
+    @model_validator(mode="after")
+    def _shared_only(self) -> Connection:
+        if self.shared_with is not None and self.kind != "shared":
+            msg = "sharedWith applies to shared connections only"
+            raise ValueError(msg)
+        return self
 
 
 class AgentConfig(_Wire):
@@ -61,6 +77,9 @@ class AgentConfig(_Wire):
     task_workspace_id: str | None = Field(None, alias="taskWorkspaceId")
     sub_agents: list[str] = Field(default_factory=list, alias="subAgents")
     connections: list[Connection] = Field(default_factory=list)
+    audience: list[Principal] | None = None
+    """Whom the agent is available to (the same kind of ids as a connection's
+    ``sharedWith``); ``None``: not said, so shared connections are not checked."""
     function_policies: dict[str, Policy] = Field(default_factory=dict, alias="functionPolicies")
     """Tool policy for System Tool functions, e.g. ``{"runCommand": "confirm"}``
     (the default is ``enabled``; ``disabled`` removes the function)."""

@@ -26,16 +26,24 @@ STRICTNESS: dict[Policy, int] = {"enabled": 0, "confirm": 1, "disabled": 2}
 CONFIRMED_SYSTEM_FUNCTIONS = frozenset({"publishFiles", "image_generation"})
 """System functions that publish or create for the user beyond the sandbox."""
 
-ACTION_WORDS: dict[str, str] = {
-    **dict.fromkeys(("send", "reply", "forward", "notify"), "send"),
-    **dict.fromkeys(("publish", "post", "share", "release", "deploy", "merge"), "publish"),
-    **dict.fromkeys(("create", "add", "insert", "upload", "invite", "schedule"), "create"),
-    **dict.fromkeys(("update", "edit", "modify", "patch", "set", "rename", "move"), "update"),
-    **dict.fromkeys(("delete", "remove", "trash", "archive", "cancel", "purge"), "delete"),
-    **dict.fromkeys(("grant", "revoke", "permission", "permissions", "assign"), "permission"),
-    **dict.fromkeys(("pay", "payment", "charge", "refund", "transfer", "invoice"), "financial"),
+ACTIONS: dict[str, str] = {
+    "send": "send reply forward notify respond submit",
+    "publish": "publish post tweet announce broadcast",
+    "create": "create add insert append upload copy duplicate schedule",
+    "update": "update edit modify patch set write upsert replace rename move mark assign "
+    "transition close reopen",
+    "delete": "delete remove trash archive cancel purge clear erase destroy",
+    "permission": "grant revoke permission permissions share unshare invite",
+    "financial": "pay payment charge refund transfer invoice purchase payout",
+    "production-impacting": "deploy release merge rollback restart reboot terminate shutdown "
+    "scale migrate",
 }
-"""A word in a function's name → the kind of action it names (table-tested)."""
+"""The reference's kinds of consequential action, and the words in a function's
+name that say it does one (whole words only: ``Drive.ListSharedFiles`` shares
+nothing; table-tested)."""
+ACTION_WORDS: dict[str, str] = {
+    word: action for action, words in ACTIONS.items() for word in words.split()
+}
 
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
@@ -67,7 +75,7 @@ def default_policy(name: str, *, system: bool) -> EffectivePolicy:
         return EffectivePolicy("enabled", "default")
     action = action_of(name)
     if action is not None:
-        return EffectivePolicy("confirm", f"default: the name says it is a {action} action")
+        return EffectivePolicy("confirm", f"default: {action} actions need confirmation")
     return EffectivePolicy("enabled", "default")
 
 

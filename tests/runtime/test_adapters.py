@@ -16,7 +16,6 @@ from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
-from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.upstreams import Upstreams
@@ -216,86 +215,6 @@ def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> 
     assert files.list_files(CTX.ctx) == []
 
 
-# -- Platform_* -------------------------------------------------------------------------------
-
-
-def test_create_task_defaults_and_forwarding(apis: FakeApis) -> None:
-    platform = platform_adapters(settings(apis), UPSTREAMS)
-    result = platform["Platform_CreateTask"](
-        CTX, {"summary": "Write report", "status": "in progress"}
-    )
-    assert result["button"] == "Open task"
-    assert (result["prompt"], result["status"]) == ("", "InProgress")
-    sent = [r for r in apis.requests if r["path"] == "/functions/Platform_CreateTask"][-1]
-    assert sent["body"]["context"] == {
-        "org": "org",
-        "user": "user",
-        "agentId": "agent-1",
-        "conversationId": "conv",
-    }
-    named = platform["Platform_CreateTask"](CTX, {"summary": "s", "assignedChatBotName": "Writer"})
-    assert named["assignedChatBotId"] == "11111111-1111-1111-1111-111111111111"
-    assert (
-        platform["Platform_CreateTask"](CTX, {"summary": "s", "status": None})["status"] == "Todo"
-    )
-
-
-@pytest.mark.parametrize(
-    ("arguments", "message"),
-    [
-        ({}, "summary"),
-        ({"summary": "  "}, "summary must not be empty"),
-        ({"summary": "s", "status": "Later"}, "status"),
-        ({"summary": "s", "assignedChatBotId": "not-a-uuid"}, "assignedChatBotId"),
-        ({"summary": "s", "assignedChatBotName": "Twin"}, "give assignedChatBotId"),
-        ({"summary": "s", "assignedChatBotName": "Nobody"}, "no accessible agent"),
-        (
-            {
-                "summary": "s",
-                "assignedChatBotName": "Writer",
-                "assignedChatBotId": "22222222-2222-2222-2222-222222222222",
-            },
-            "different agents",
-        ),
-    ],
-)
-def test_create_task_failure_modes(apis: FakeApis, arguments: dict[str, Any], message: str) -> None:
-    error = fails(
-        "invalid_arguments",
-        platform_adapters(settings(apis), UPSTREAMS)["Platform_CreateTask"],
-        CTX,
-        arguments,
-    )
-    assert message in error.message
-
-
-def test_create_task_in_a_workspace_the_user_cannot_write(apis: FakeApis) -> None:
-    error = fails(
-        "provider_failed",
-        platform_adapters(settings(apis), UPSTREAMS)["Platform_CreateTask"],
-        CTX,
-        {"summary": "locked"},
-    )
-    assert "HTTP 403" in error.message and "cannot write" in error.message
-
-
-def test_other_platform_functions(apis: FakeApis) -> None:
-    platform = platform_adapters(settings(apis), UPSTREAMS)
-    assert len(platform) == 21
-    updated = platform["Platform_UpdateAgent"](CTX, {"skillIds": ["s1"], "name": "N"})
-    assert updated["replaceLists"] == ["skillIds"] and updated["name"] == "N"
-    assert (
-        "HTTP 404"
-        in fails("provider_failed", platform["Platform_GetAgent"], CTX, {"id": "missing"}).message
-    )
-    fails(
-        "tool_not_configured",
-        platform_adapters(settings(apis, platform_base_url=None), UPSTREAMS)["Platform_ListSkills"],
-        CTX,
-        {},
-    )
-
-
 # -- siesta_help_resolve and connections ------------------------------------------------------
 
 
@@ -342,14 +261,43 @@ def test_help_does_not_guess_gmail_from_email() -> None:
     fails("invalid_arguments", help_adapter(), CTX, {"capability": "email.send"})
 
 
-def test_connection_functions_are_forwarded_with_context(apis: FakeApis) -> None:
+@pytest.mark.parametrize(
+    ("connection", "kind", "group"),
+    [("team-gmail", "shared", "Shared"), ("my-gmail", "private", "Private")],
+)
+def test_connection_functions_say_whose_credential(
+    apis: FakeApis, connection: str, kind: str, group: str
+) -> None:
+    call = tool_call("Gmail.Send", source=f"connection:{connection}", group=group)
     send = connection_adapter(settings(apis), UPSTREAMS)("Gmail.Send")
-    assert send(CTX, {"to": "a@b.c"}) == {"sent": True, "function": "Gmail.Send"}
+    assert send(call, {"to": "a@b.c"}) == {"sent": True, "function": "Gmail.Send"}
     sent = [r for r in apis.requests if r["path"] == "/connections"][-1]["body"]
-    assert sent["arguments"] == {"to": "a@b.c"} and sent["context"]["user"] == "user"
+    assert sent == {
+        "function": "Gmail.Send",
+        "arguments": {"to": "a@b.c"},
+        "connection": {"id": connection, "kind": kind},
+        "context": {
+            "org": "org",
+            "user": "user",
+            "agentId": "agent-1",
+            "conversationId": "conv",
+        },
+    }
+
+
+def test_connection_functions_need_a_connection_and_the_gateway(apis: FakeApis) -> None:
+    before = len(apis.requests)
+    error = fails(
+        "function_not_available",
+        connection_adapter(settings(apis), UPSTREAMS)("Gmail.Send"),
+        CTX,  # a System Tool's call: no connection, so no credential to use
+        {},
+    )
+    assert "not a connection function" in error.message
+    assert len(apis.requests) == before
     fails(
         "tool_not_configured",
         connection_adapter(settings(apis, connections_url=None), UPSTREAMS)("X"),
-        CTX,
+        tool_call("X", source="connection:c1", group="Shared"),
         {},
     )

@@ -258,3 +258,105 @@ def test_definitions_are_openai_function_schemas() -> None:
         assert schema["type"] == "object"
         assert set(schema["required"]) <= set(schema["properties"])
         assert function.description
+
+
+@pytest.mark.parametrize(
+    ("shared_with", "audience", "kept", "missing"),
+    [
+        (["team-a", "team-b"], ["team-a"], True, None),
+        (["team-a", "team-b"], ["team-b", "team-a"], True, None),
+        (["team-a"], ["team-a", "team-b"], False, "team-b"),
+        ([], ["org-1"], False, "org-1"),
+        ([], [], True, None),
+        (None, ["team-a"], True, None),  # the request does not say whom it is shared with
+        (["team-a"], None, True, None),  # ... or whom the agent serves
+    ],
+)
+def test_a_shared_connection_must_be_shared_with_the_agents_audience(
+    shared_with: list[str] | None, audience: list[str] | None, kept: bool, missing: str | None
+) -> None:
+    config = AgentConfig.model_validate(
+        {
+            "id": "a1",
+            "audience": audience,
+            "connections": [
+                {
+                    "id": "team-crm",
+                    "kind": "shared",
+                    "sharedWith": shared_with,
+                    "functions": [{"name": "Crm.Find"}, {"name": "Crm.Get"}],
+                },
+                {"id": "mine", "kind": "private", "functions": [{"name": "Drive.ListFiles"}]},
+            ],
+        }
+    )
+    catalog = build_catalog(
+        config, UserInfo(id="u", role="User"), ToolSettings(), IMAGES, sandbox_enabled=True
+    )
+    found = {f.name for f in catalog.functions}
+    assert "Drive.ListFiles" in found  # a private connection is the user's own
+    assert ({"Crm.Find", "Crm.Get"} <= found) is kept
+    assert not ({"Crm.Find", "Crm.Get"} & found) or kept
+    if missing:
+        (note,) = catalog.notes
+        assert "team-crm" in note and "not shared with all of the agent's audience" in note
+        assert f"missing: {missing}" in note
+    else:
+        assert catalog.notes == []
+
+
+def test_only_shared_connections_say_whom_they_are_shared_with() -> None:
+    with pytest.raises(ValueError, match="sharedWith applies to shared connections only"):
+        AgentConfig.model_validate(
+            {"id": "a1", "connections": [{"id": "c", "kind": "private", "sharedWith": ["x"]}]}
+        )
+
+
+def test_the_catalog_shows_each_effective_policy_and_why() -> None:
+    config = AgentConfig.model_validate(
+        {
+            "id": "a1",
+            "systemToolIds": ["platform_tools", "task_management", "sandbox", "image_generation"],
+            "taskWorkspaceId": "tw-1",
+            "baseImage": "debian-base",
+            "model": {"provider": "openai", "name": "gpt-4.1"},
+            "functionPolicies": {"runCommand": "enabled", "Platform_UpdateSkill": "enabled"},
+            "connections": [
+                {
+                    "id": "c1",
+                    "kind": "shared",
+                    "functions": [
+                        {"name": "Gmail.SendEmail"},
+                        {"name": "Gmail.ReadEmail"},
+                        {"name": "Slack.PostMessage", "policy": "enabled"},
+                        {"name": "Stripe.Refund", "policy": "disabled"},
+                    ],
+                }
+            ],
+        }
+    )
+    settings = ToolSettings(function_policies={"runCommand": "confirm", "Drive.Sync": "disabled"})
+    catalog = build_catalog(
+        config, UserInfo(id="u", role="Owner"), settings, IMAGES, sandbox_enabled=True
+    )
+    shown = {f.name: (f.public()["policy"], f.public()["policyReason"]) for f in catalog.functions}
+    expected = {
+        "Platform_CreateTask": ("confirm", "default: create actions need confirmation"),
+        "Platform_CreateAgent": ("confirm", "default: create actions need confirmation"),
+        "Platform_UpdateAgent": ("confirm", "default: update actions need confirmation"),
+        "Platform_UpdateSkill": ("enabled", "the agent's configuration"),
+        "Platform_GetAgent": ("enabled", "default"),
+        "Platform_ListMessages": ("enabled", "default"),
+        "publishFiles": ("confirm", "default: publishFiles publishes or creates for the user"),
+        "image_generation": (
+            "confirm",
+            "default: image_generation publishes or creates for the user",
+        ),
+        "readFile": ("enabled", "default"),
+        "runCommand": ("confirm", "the deployment's policy (the agent asked for enabled)"),
+        "Gmail.SendEmail": ("confirm", "default: send actions need confirmation"),
+        "Gmail.ReadEmail": ("enabled", "default"),
+        "Slack.PostMessage": ("enabled", "the agent's configuration"),
+    }
+    assert {name: shown[name] for name in expected} == expected
+    assert "Stripe.Refund" not in shown

@@ -1,4 +1,11 @@
-"""Connection functions: forwarded to where their credentials are (the agent backend)."""
+"""Connection functions: forwarded to where their credentials are (the agent backend).
+
+Each call says which connection it runs on and whose credential that is
+(seeds/000, "Connection Tools": "The difference is credential ownership and
+runtime identity"): a ``shared`` connection's credential belongs to the team or
+organization that shared it; a ``private`` one is the conversation user's own,
+so the backend resolves it from ``context.user``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.config import ToolSettings
-from runtime.errors import ToolNotConfigured
+from runtime.errors import FunctionNotAvailable, ToolNotConfigured
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
 from runtime.upstreams import Upstreams
@@ -15,13 +22,17 @@ from runtime.upstreams import Upstreams
 def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable[[str], Adapter]:
     """Connection functions run where their credentials are: the agent backend.
 
-    ``POST {connections_url}`` with ``{"function", "arguments", "context"}``; the
-    backend answers ``{"result": ...}``.
+    ``POST {connections_url}`` with ``{"function", "arguments", "connection":
+    {"id", "kind"}, "context"}``; the backend answers ``{"result": ...}``.
     """
     client = upstreams.client("connections")
 
     def for_function(function: str) -> Adapter:
         def forward(call: ToolCall, arguments: dict[str, Any]) -> Any:
+            connection_id, kind = call.connection_id, call.function.connection_kind
+            if connection_id is None or kind is None:
+                msg = f"{function} is not a connection function ({call.function.source})"
+                raise FunctionNotAvailable(msg)
             if not settings.connections_url:
                 msg = "connection functions need SIESTA_TOOLS__CONNECTIONS_URL"
                 raise ToolNotConfigured(msg)
@@ -37,6 +48,7 @@ def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable
                 json={
                     "function": function,
                     "arguments": arguments,
+                    "connection": {"id": connection_id, "kind": kind},
                     "context": {
                         "org": call.ctx.org,
                         "user": call.ctx.user,

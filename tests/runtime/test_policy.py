@@ -1,0 +1,146 @@
+"""The reference's confirmation rule and the three layers that decide a policy,
+as tables (seeds/000: "Require confirmation for send, publish, create, update,
+delete, permission, financial, or production-impacting actions")."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.functions import FUNCTIONS
+from runtime.tools.models import Policy
+from runtime.tools.policy import action_of, default_policy, effective_policy
+
+CONFIRMED_SYSTEM = {
+    "Platform_CreateTask",
+    "Platform_CreateAgent",
+    "Platform_CreateAgentFromTemplate",
+    "Platform_UpdateAgent",
+    "Platform_CreateSkill",
+    "Platform_UpdateSkill",
+    "Platform_CreateMemoryCollection",
+    "Platform_UpdateMemoryCollection",
+    "Platform_CreateMemoryPage",
+    "Platform_UpdateMemoryPage",
+    "publishFiles",
+    "image_generation",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_system_functions_that_create_update_delete_or_publish_ask_first(name: str) -> None:
+    expected = "confirm" if name in CONFIRMED_SYSTEM else "enabled"
+    assert default_policy(name, system=True).policy == expected
+
+
+def test_every_confirmed_system_function_exists() -> None:
+    assert set(FUNCTIONS) >= CONFIRMED_SYSTEM
+
+
+@pytest.mark.parametrize(
+    ("name", "action"),
+    [
+        ("Gmail.SendEmail", "send"),
+        ("Gmail.ReplyToThread", "send"),
+        ("Gmail.ForwardEmail", "send"),
+        ("gmail_send_email", "send"),
+        ("Slack.PostMessage", "publish"),
+        ("Twitter.Tweet", "publish"),
+        ("Jira.CreateIssue", "create"),
+        ("createIssue", "create"),
+        ("HubSpot.AddContact", "create"),
+        ("Drive.UploadFile", "create"),
+        ("Drive.CopyFile", "create"),
+        ("Calendar.ScheduleMeeting", "create"),
+        ("Sheets.AppendRow", "create"),
+        ("Sheets.WriteRange", "update"),
+        ("Jira.UpdateIssue", "update"),
+        ("Jira.AssignIssue", "update"),
+        ("Jira.TransitionIssue", "update"),
+        ("Gmail.MarkAsRead", "update"),
+        ("Crm.UpsertDeal", "update"),
+        ("Drive.DeleteFile", "delete"),
+        ("Gmail.TrashMessage", "delete"),
+        ("Sheets.ClearRange", "delete"),
+        ("Drive.ShareFile", "permission"),
+        ("Drive.GrantPermission", "permission"),
+        ("Drive.RevokeAccess", "permission"),
+        ("Workspace.InviteUser", "permission"),
+        ("Stripe.Refund", "financial"),
+        ("Stripe.CreateCharge", "create"),  # the first word that names an action
+        ("Stripe.Charge", "financial"),
+        ("Bank.TransferFunds", "financial"),
+        ("Shop.Purchase", "financial"),
+        ("GitHub.MergePullRequest", "production-impacting"),
+        ("Vercel.DeployProject", "production-impacting"),
+        ("K8s.RestartDeployment", "production-impacting"),
+        ("Aws.TerminateInstance", "production-impacting"),
+        ("Aws.RollbackRelease", "production-impacting"),
+    ],
+)
+def test_connection_names_that_say_so_ask_first(name: str, action: str) -> None:
+    assert action_of(name) == action
+    rule = default_policy(name, system=False)
+    assert rule.policy == "confirm" and action in rule.reason
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Gmail.ReadEmail",
+        "Gmail.SearchThreads",
+        "Drive.ListFiles",
+        "Drive.ListSharedFiles",  # "shared" describes the files, it shares nothing
+        "Drive.ListDeletedFiles",
+        "Drive.GetFileSettings",  # "settings" is not "set"
+        "Calendar.GetEvents",
+        "Jira.GetIssue",
+        "Slack.ListChannels",
+        "SendGrid.ListTemplates",  # a service's name is not the action
+        "Gmail.GetAddress",
+        "Analytics.QueryReport",
+        "Shop.ListOrders",
+    ],
+)
+def test_reads_stay_enabled(name: str) -> None:
+    assert action_of(name) is None
+    assert default_policy(name, system=False).policy == "enabled"
+
+
+@pytest.mark.parametrize(
+    ("name", "system", "agent", "floor", "policy", "reason"),
+    [
+        # the agent's configuration relaxes or tightens the default
+        ("Gmail.SendEmail", False, "enabled", None, "enabled", "the agent's configuration"),
+        ("Platform_CreateAgent", True, "enabled", None, "enabled", "the agent's configuration"),
+        ("Gmail.ReadEmail", False, "confirm", None, "confirm", "the agent's configuration"),
+        ("runCommand", True, "disabled", None, "disabled", "the agent's configuration"),
+        # the deployment decides when the agent says nothing, even against the default
+        ("runCommand", True, None, "confirm", "confirm", "the deployment's policy"),
+        ("Gmail.SendEmail", False, None, "enabled", "enabled", "the deployment's policy"),
+        # ... and is a floor the agent cannot go below
+        ("runCommand", True, "enabled", "confirm", "confirm", "the agent asked for enabled"),
+        ("Gmail.ReadEmail", False, "enabled", "disabled", "disabled", "the agent asked for"),
+        ("Gmail.SendEmail", False, "confirm", "disabled", "disabled", "the agent asked for"),
+        # above the floor the agent's stricter choice holds
+        ("runCommand", True, "disabled", "confirm", "disabled", "the agent's configuration"),
+        ("runCommand", True, "confirm", "enabled", "confirm", "the agent's configuration"),
+        # nobody said anything: the reference's rule
+        ("Gmail.SendEmail", False, None, None, "confirm", "send actions need confirmation"),
+        ("publishFiles", True, None, None, "confirm", "publishes or creates"),
+        ("readFile", True, None, None, "enabled", "default"),
+    ],
+)
+def test_agent_then_deployment_floor_then_reference(
+    name: str,
+    system: bool,
+    agent: Policy | None,
+    floor: Policy | None,
+    policy: Policy,
+    reason: str,
+) -> None:
+    deployment: dict[str, Policy] = {"someOtherFunction": "disabled"}
+    if floor:
+        deployment[name] = floor
+    rule = effective_policy(name, system=system, agent=agent, deployment=deployment)
+    assert rule.policy == policy
+    assert reason in rule.reason
