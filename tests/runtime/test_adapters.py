@@ -3,6 +3,7 @@ bad input."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,59 @@ def test_google_search_clamps_fetches_and_extracts(apis: FakeApis) -> None:
     search(CTX, {"query": "siesta", "count": 0})
     assert [r for r in apis.requests if r["path"] == "/customsearch/v1"][-1]["query"]["num"] == "1"
     assert search(CTX, {"query": "q"})["results"][0]["url"].endswith("/pages/a")
+
+
+def test_google_search_lists_urls_and_a_view_on_google_button(apis: FakeApis) -> None:
+    search = google_search_adapter(settings(apis), UPSTREAMS)
+    result = search(CTX, {"query": "siesta runtime", "country": "us", "timePeriod": "w1"})
+    assert result["urls"] == [r["url"] for r in result["results"]] and result["urls"]
+    expected = "https://www.google.com/search?q=siesta+runtime&gl=us&tbs=qdr%3Aw1"
+    assert result["googleUrl"] == expected
+    assert result["button"] == {"label": "View on Google", "kind": "open_url", "url": expected}
+    assert result["notes"] == [] and result["deadlineSeconds"] == 20
+    plain = search(CTX, {"query": "a&b"})
+    assert plain["googleUrl"] == "https://www.google.com/search?q=a%26b&gl=cz"
+
+
+def test_google_search_has_one_deadline_for_all_pages(apis: FakeApis) -> None:
+    """Four pages of 3 s each under a 1.5 s deadline: the call ends near the deadline
+    (not 4 x the per-page timeout), the fast page has context, the slow ones null."""
+    search = google_search_adapter(
+        settings(apis, search_deadline_seconds=1.5, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    result = search(CTX, {"query": "delayed:4:3", "count": 5})
+    took = time.monotonic() - started
+    assert 1.4 < took < 2.2, took
+    fast, *slow = result["results"]
+    assert fast["context"].startswith("Heading A") and fast["contextError"] is None
+    assert [r["context"] for r in slow] == [None] * 4
+    assert all("limit of 1.5 seconds" in r["contextError"] for r in slow)
+    assert [r["snippet"] for r in slow] == [f"snip slow {i}" for i in range(4)]
+    (note,) = result["notes"]
+    assert "4 of 5" in note and "1.5 seconds" in note and "SEARCH_DEADLINE_SECONDS" in note
+
+
+def test_google_search_fetches_pages_at_once_within_a_bound(apis: FakeApis) -> None:
+    """Eight pages of 0.4 s: all read, in about two rounds with four at once (not 3.2 s)."""
+    search = google_search_adapter(
+        settings(apis, search_parallel_fetches=4, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    result = search(CTX, {"query": "delayed:8:0.4", "count": 9})
+    took = time.monotonic() - started
+    assert 0.8 <= took < 1.6, took
+    assert all(r["context"] for r in result["results"]) and result["notes"] == []
+
+
+def test_google_search_request_itself_is_under_the_deadline(apis: FakeApis) -> None:
+    search = google_search_adapter(
+        settings(apis, search_deadline_seconds=0.5, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    error = fails("provider_failed", search, CTX, {"query": "slow"})
+    assert time.monotonic() - started < 1.2
+    assert "limit of 0.5 seconds" in error.message and error.fields["limit"] == 0.5
 
 
 def test_google_search_failures(apis: FakeApis) -> None:
