@@ -213,6 +213,8 @@ class FakeApis:
                     self._send(404, {"error": "not found"})
 
             def _images(self, body: dict[str, Any]) -> None:
+                if str(body.get("prompt")).startswith("slow"):
+                    time.sleep(0.3)  # concurrent calls finish together
                 if body.get("prompt") == "forbidden":
                     self._send(400, {"error": {"message": "Your request was rejected"}})
                 elif body.get("prompt") == "not a png":

@@ -3,8 +3,10 @@ bad input."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -253,13 +255,78 @@ def test_image_generation_stores_the_png_as_an_artifact(
     apis: FakeApis, files: ConversationFiles
 ) -> None:
     generate = image_adapter(settings(apis), files, UPSTREAMS)
-    first = generate(CTX, {"prompt": "a cat"})["artifact"]
-    second = generate(CTX, {"prompt": "a dog"})["artifact"]
+    result = generate(CTX, {"prompt": "a cat"})
+    first, second = result["artifact"], generate(CTX, {"prompt": "a dog"})["artifact"]
     request = [r for r in apis.requests if r["path"] == "/v1/images/generations"][-1]
-    assert request["body"]["model"] == "gpt-image-2"
-    assert (first["name"], second["name"]) == ("generated-image-1.png", "generated-image-2.png")
-    assert first["contentType"] == "image/png"
+    assert request["body"]["model"] == "gpt-image-2" and "size" not in request["body"]
+    assert result["size"] == "auto" and result["messageId"] is None
+    for artifact in (first, second):
+        assert re.fullmatch(r"generated-image-[0-9a-f]{12}\.png", artifact["name"])
+    assert first["name"] != second["name"]
+    assert first["contentType"] == "image/png" and first["messageId"] is None
     assert b"".join(files.chunks(files.get(CTX.ctx, first["id"]))) == PNG
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sent"),
+    [
+        ({"size": "1536x1024"}, "1536x1024"),
+        ({"size": "auto"}, "auto"),
+        ({"aspectRatio": "square"}, "1024x1024"),
+        ({"aspectRatio": "landscape"}, "1536x1024"),
+        ({"aspectRatio": "portrait"}, "1024x1536"),
+        ({"aspectRatio": "portrait", "size": "1024x1536"}, "1024x1536"),  # agreeing
+    ],
+)
+def test_image_generation_forwards_the_size(
+    apis: FakeApis, files: ConversationFiles, arguments: dict[str, Any], sent: str
+) -> None:
+    result = image_adapter(settings(apis), files, UPSTREAMS)(CTX, {"prompt": "x", **arguments})
+    request = [r for r in apis.requests if r["path"] == "/v1/images/generations"][-1]
+    assert request["body"]["size"] == sent and result["size"] == sent
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"size": "512x512"}, "size"),  # a dall-e size, not a gpt-image one
+        ({"size": "1792x1024"}, "size"),
+        ({"aspectRatio": "wide"}, "aspectRatio"),
+        ({"aspectRatio": "landscape", "size": "1024x1536"}, "conflicts with aspectRatio"),
+        ({"aspectRatio": "square", "size": "auto"}, "conflicts with aspectRatio"),
+        ({"messageId": "a/b"}, "messageId"),
+    ],
+)
+def test_image_generation_refuses_bad_shapes(
+    apis: FakeApis, files: ConversationFiles, arguments: dict[str, Any], message: str
+) -> None:
+    before = len(apis.requests)
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    error = fails("invalid_arguments", generate, CTX, {"prompt": "x", **arguments})
+    assert message in error.message
+    assert len(apis.requests) == before and files.list_files(CTX.ctx) == []
+
+
+def test_image_generation_ties_the_artifact_to_the_message(
+    apis: FakeApis, files: ConversationFiles
+) -> None:
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    result = generate(CTX, {"prompt": "a cat", "messageId": "msg-42"})
+    assert result["messageId"] == "msg-42" and result["artifact"]["messageId"] == "msg-42"
+    assert files.get(CTX.ctx, result["artifact"]["id"]).message_id == "msg-42"
+    (listed,) = files.list_files(CTX.ctx)
+    assert listed.message_id == "msg-42"
+
+
+def test_concurrent_image_generations_get_distinct_names(
+    apis: FakeApis, files: ConversationFiles
+) -> None:
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda i: generate(CTX, {"prompt": f"slow {i}"}), range(12)))
+    names = [r["artifact"]["name"] for r in results]
+    assert len(set(names)) == 12, names
+    assert sorted(f.name for f in files.list_files(CTX.ctx)) == sorted(names)
 
 
 def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> None:
