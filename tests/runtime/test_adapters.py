@@ -420,46 +420,197 @@ def test_other_platform_functions(apis: FakeApis) -> None:
 # -- siesta_help_resolve and connections ------------------------------------------------------
 
 
+def gmail(*functions: dict[str, Any]) -> dict[str, Any]:
+    return {"connections": [{"id": "gmail-shared", "kind": "shared", "functions": list(functions)}]}
+
+
+BARE: dict[str, Any] = {}
+GMAIL = gmail({"name": "Gmail.SendEmail"}, {"name": "Gmail.ListMessages"})
+GMAIL_SEND_OFF = gmail({"name": "Gmail.SendEmail", "policy": "disabled"})
+GMAIL_READ_ONLY = gmail({"name": "Gmail.ListMessages"})
+SEARCH_ON = {"systemToolIds": ["google_search"]}
+ORCHESTRATION = {"systemToolIds": ["orchestration"]}
+SUB_AGENTS = {"systemToolIds": ["orchestration"], "subAgents": ["writer"]}
+USER_GMAIL = {"targetService": "Gmail", "targetServiceMentionedByUser": True}
+WRITER = {"targetAgentName": "Writer", "targetAgentMentionedByUser": True}
+
+# (rule of the module docstring, agent, arguments, state, what else the answer holds)
+HELP_TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]] = [
+    ("1 docs", BARE, {"intent": "platform_docs", "topic": "workflows"}, "docs", {}),
+    ("1 docs", BARE, {"topic": "agents"}, "docs", {"docsUrl": "/docs/agents"}),
+    ("1 not docs", BARE, {"topic": "email", "capability": "email.send"}, "needs_service", {}),
+    (
+        "2 other agent",
+        GMAIL,
+        {**USER_GMAIL, **WRITER},
+        "needs_assignment",
+        {"action.agent": "Writer", "action.connections": ["gmail-shared"]},
+    ),
+    (
+        "2 other agent, service unknown here",
+        BARE,
+        {"targetServices": ["Slack"], **WRITER},
+        "needs_assignment",
+        {"action.connections": []},
+    ),
+    (
+        "2 not mentioned: this agent",
+        GMAIL,
+        {**USER_GMAIL, "targetAgentName": "Writer"},
+        "ready",
+        {},
+    ),
+    (
+        "2 names this agent",
+        GMAIL,
+        {**USER_GMAIL, "targetAgentId": "agent-1", "targetAgentMentionedByUser": True},
+        "ready",
+        {},
+    ),
+    (
+        "3 diagnostics",
+        GMAIL,
+        {"intent": "connection_diagnostics", "targetServices": ["Gmail", "Slack"]},
+        "diagnostics",
+        {"missing": ["Slack"], "action.services": ["Slack"], "connected.0.id": "gmail-shared"},
+    ),
+    (
+        "3 diagnostics, nothing connected",
+        BARE,
+        {"intent": "connection_diagnostics", "capability": "email.send"},
+        "diagnostics",
+        {"connected": [], "missing": ["a email connection (Gmail or Outlook)"]},
+    ),
+    (
+        "3 diagnostics, all there",
+        GMAIL,
+        {"intent": "connection_diagnostics", "capability": "email.send"},
+        "diagnostics",
+        {"missing": [], "connected.0.functions": ["Gmail.SendEmail", "Gmail.ListMessages"]},
+    ),
+    (
+        "3 diagnostics, System Tool",
+        ORCHESTRATION,
+        {"intent": "connection_diagnostics", "capability": "agents.call"},
+        "diagnostics",
+        {"missing": ["sub-agents"], "subAgents": []},
+    ),
+    ("4 tool on", SEARCH_ON, {"capability": "web.search"}, "ready", {}),
+    (
+        "4 tool off",
+        BARE,
+        {"capability": "web.search"},
+        "needs_system_tool",
+        {"action.tool": "google_search", "action.kind": "enable_system_tool"},
+    ),
+    ("4 no sub-agents", ORCHESTRATION, {"capability": "agents.call"}, "needs_sub_agents", {}),
+    ("4 sub-agents", SUB_AGENTS, {"capability": "agents.call"}, "ready", {}),
+    ("5 generic email", BARE, {"capability": "email.send"}, "needs_service", {}),
+    ("5 named by the model", BARE, {"targetService": "Gmail"}, "needs_service", {}),
+    ("5 connected Gmail counts", GMAIL, {"capability": "email.send"}, "ready", {}),
+    (
+        "5 the capability names it",
+        BARE,
+        {"capability": "slack.send_message"},
+        "needs_connection",
+        {"action.services": ["Slack"]},
+    ),
+    ("6 connected", GMAIL, {**USER_GMAIL, "capability": "email.send"}, "ready", {}),
+    (
+        "6 connected, setup asked",
+        GMAIL,
+        {**USER_GMAIL, "intent": "connection_setup"},
+        "ready",
+        {},
+    ),
+    (
+        "6 function disabled",
+        GMAIL_SEND_OFF,
+        {**USER_GMAIL, "capability": "email.send"},
+        "needs_function",
+        {"action.kind": "enable_function", "action.functions": ["Gmail.SendEmail"]},
+    ),
+    (
+        "6 no such function",
+        GMAIL_READ_ONLY,
+        {**USER_GMAIL, "capability": "email.send"},
+        "needs_function",
+        {"action.connections": ["gmail-shared"]},
+    ),
+    (
+        "7 connect",
+        BARE,
+        USER_GMAIL,
+        "needs_connection",
+        {"action.kind": "setup_connection", "action.services": ["Gmail"]},
+    ),
+    (
+        "7 connect only the missing one",
+        GMAIL,
+        {"targetServices": ["Gmail", "Slack"]},
+        "needs_connection",
+        {"action.services": ["Slack"]},
+    ),
+    (
+        "7 assign",
+        BARE,
+        {**USER_GMAIL, "intent": "connection_assignment"},
+        "needs_assignment",
+        {"action.agent": "agent-1"},
+    ),
+    (
+        "7 assign by capability",
+        BARE,
+        {**USER_GMAIL, "capability": "connections.assign"},
+        "needs_assignment",
+        {},
+    ),
+    ("8 ask", BARE, {}, "needs_service", {}),
+    ("8 ask, other connections", GMAIL, {"targetService": "Slack"}, "needs_service", {}),
+]
+
+
+def _at(answer: Any, path: str) -> Any:
+    for part in path.split("."):
+        answer = answer[int(part)] if isinstance(answer, list) else answer[part]
+    return answer
+
+
 @pytest.mark.parametrize(
-    ("arguments", "state"),
-    [
-        ({"userRequest": "send an email"}, "needs_service"),
-        (
-            {
-                "userRequest": "send with gmail",
-                "targetService": "Gmail",
-                "targetServiceMentionedByUser": True,
-            },
-            "needs_connection",
-        ),
-        (
-            {
-                "userRequest": "let the writer use slack",
-                "targetServices": ["Slack"],
-                "targetAgentName": "Writer",
-            },
-            "needs_assignment",
-        ),
-        (
-            {
-                "userRequest": "how do workflows work",
-                "intent": "platform_docs",
-                "topic": "workflows",
-            },
-            "docs",
-        ),
-    ],
+    ("agent", "arguments", "state", "holds"),
+    [pytest.param(*case[1:], id=case[0]) for case in HELP_TABLE],
 )
-def test_help_diagnoses(arguments: dict[str, Any], state: str) -> None:
-    result = help_adapter()(CTX, arguments)
-    assert result["state"] == state and result["title"] and result["message"]
-    if state in ("needs_connection", "needs_assignment"):
-        assert result["action"]["label"]
+def test_help_follows_its_rules(
+    agent: dict[str, Any], arguments: dict[str, Any], state: str, holds: dict[str, Any]
+) -> None:
+    answer = help_adapter()(tool_call(agent=agent), {"userRequest": "help me", **arguments})
+    assert answer["state"] == state, answer
+    assert answer["title"] and answer["message"]
+    for path, value in holds.items():
+        assert _at(answer, path) == value, (path, answer)
+    if state.startswith("needs_") and state != "needs_service":
+        assert answer["action"]["label"]
 
 
-def test_help_does_not_guess_gmail_from_email() -> None:
-    result = help_adapter()(CTX, {"userRequest": "email", "targetService": "Gmail"})
-    assert result["state"] == "needs_service"  # named by the model, not by the user
+@pytest.mark.parametrize(
+    "case", [case for case in HELP_TABLE if case[1] is not BARE], ids=lambda case: case[0]
+)
+def test_help_never_says_connect_what_is_connected(
+    case: tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]],
+) -> None:
+    _, agent, arguments, _, _ = case
+    answer = help_adapter()(tool_call(agent=agent), {"userRequest": "x", **arguments})
+    text = f"{answer['title']} {answer['message']}"
+    assert "Connect Gmail" not in text and "Connect Gmail" not in str(answer.get("action"))
+    if answer.get("action", {}).get("kind") == "setup_connection":
+        assert "Gmail" not in answer["action"]["services"]
+
+
+def test_help_reads_the_call_not_only_the_arguments() -> None:
+    """The same arguments, two agents: the answer follows each one's configuration."""
+    arguments = {"userRequest": "send mail with gmail", **USER_GMAIL, "capability": "email.send"}
+    assert help_adapter()(tool_call(agent=BARE), arguments)["state"] == "needs_connection"
+    assert help_adapter()(tool_call(agent=GMAIL), arguments)["state"] == "ready"
     fails("invalid_arguments", help_adapter(), CTX, {"capability": "email.send"})
 
 
