@@ -462,6 +462,11 @@ class ToolSettings(BaseModel):
     used when an agent's configuration says nothing, and a floor it cannot go below
     (it holds on the direct sandbox and JS routes too). Functions nobody configured
     follow the reference: create/update/delete/send/publish actions ask first."""
+    search_deadline_seconds: float = Field(20.0, gt=0)
+    """One ``GoogleSearch.Search`` call from start to answer: the search request and
+    the fetches of its result pages together; pages not read by then get no context."""
+    search_parallel_fetches: int = Field(5, ge=1)
+    """Result pages one ``GoogleSearch.Search`` call fetches at once."""
 
 
 class TokenSettings(BaseModel):

@@ -146,6 +146,7 @@ class ConversationFiles:
         limit: int,
         *,
         editable: bool = False,
+        message_id: str | None = None,
     ) -> FileRecord:
         """Store a new file whose bytes ``fill`` writes; over ``limit`` nothing is kept."""
         check_file_name(name)
@@ -168,6 +169,7 @@ class ConversationFiles:
             kind=kind,
             created_at=self._clock(),
             editable=editable,
+            message_id=message_id,
         )
         try:
             self._store.add_file(record)
@@ -235,13 +237,22 @@ class ConversationFiles:
         return b"".join(self.chunks(record))
 
     def add_bytes(
-        self, ctx: CallContext, name: str, kind: FileKind, data: bytes, *, editable: bool = False
+        self,
+        ctx: CallContext,
+        name: str,
+        kind: FileKind,
+        data: bytes,
+        *,
+        editable: bool = False,
+        message_id: str | None = None,
     ) -> FileRecord:
         def fill(writer: BlobWriter) -> None:
             writer.write(data)
 
         limit = self._settings.max_upload_bytes
-        return self.add(ctx, name, None, kind, fill, limit, editable=editable)
+        return self.add(
+            ctx, name, None, kind, fill, limit, editable=editable, message_id=message_id
+        )
 
     def replace_content(self, ctx: CallContext, file_id: str, data: bytes) -> FileRecord:
         """New bytes for a file created for editing; any other file is refused."""

@@ -97,6 +97,9 @@ class FakeApis:
                     self._search(query)
                 elif parts.path == "/pages/a":
                     self._send(200, PAGE, "text/html; charset=utf-8")
+                elif parts.path == "/pages/slow":
+                    time.sleep(float(query.get("delay", "3")))
+                    self._send(200, PAGE, "text/html; charset=utf-8")
                 elif parts.path == "/pages/redirect":
                     self._send(302, "", "text/plain", {"Location": "/pages/a"})
                 elif parts.path == "/v1/crawl/job-1":
@@ -132,6 +135,8 @@ class FakeApis:
                 elif query.get("q") == "slow":
                     time.sleep(3)
                     self._send(200, {"items": []})
+                elif query.get("q", "").startswith("delayed:"):
+                    self._delayed_pages(query)
                 else:
                     items = [
                         {"title": "A", "link": f"{apis.url}/pages/a", "snippet": "snip a"},
@@ -142,6 +147,20 @@ class FakeApis:
                         },
                     ]
                     self._send(200, {"items": items[: int(query.get("num", "10"))]})
+
+            def _delayed_pages(self, query: dict[str, str]) -> None:
+                """``q=delayed:<n>:<seconds>``: page A, then n pages that take that long."""
+                _, count, delay = query["q"].split(":")
+                items = [{"title": "A", "link": f"{apis.url}/pages/a", "snippet": "snip a"}]
+                items += [
+                    {
+                        "title": f"Slow {i}",
+                        "link": f"{apis.url}/pages/slow?delay={delay}&i={i}",
+                        "snippet": f"snip slow {i}",
+                    }
+                    for i in range(int(count))
+                ]
+                self._send(200, {"items": items[: int(query.get("num", "10"))]})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -201,6 +220,8 @@ class FakeApis:
                     self._send(404, {"error": "not found"})
 
             def _images(self, body: dict[str, Any]) -> None:
+                if str(body.get("prompt")).startswith("slow"):
+                    time.sleep(0.3)  # concurrent calls finish together
                 if body.get("prompt") == "forbidden":
                     self._send(400, {"error": {"message": "Your request was rejected"}})
                 elif body.get("prompt") == "not a png":

@@ -4,18 +4,56 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from runtime.context import ID_MAX_CHARS, ID_PATTERN
 from runtime.functions.base import Arguments, FunctionSpec, Result
 from runtime.functions.files import FilePublic
+
+ImageSize = Literal["1024x1024", "1536x1024", "1024x1536", "auto"]
+AspectRatio = Literal["square", "landscape", "portrait"]
+ASPECT_SIZES: dict[AspectRatio, ImageSize] = {
+    "square": "1024x1024",
+    "landscape": "1536x1024",
+    "portrait": "1024x1536",
+}
+"""The sizes the OpenAI Images API takes for gpt-image models, by shape."""
 
 
 class ImageArgs(Arguments):
     prompt: str = Field(min_length=1, description="What to draw")
+    size: ImageSize | None = Field(None, description="Pixel size; default auto (the model chooses)")
+    aspectRatio: AspectRatio | None = Field(
+        None,
+        description="Shorthand for size: square 1024x1024, landscape 1536x1024, portrait 1024x1536",
+    )
+    messageId: str | None = Field(
+        None,
+        max_length=ID_MAX_CHARS,
+        pattern=ID_PATTERN,
+        description="The assistant message the image belongs to",
+    )
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> ImageArgs:
+        if self.aspectRatio and self.size and self.size != ASPECT_SIZES[self.aspectRatio]:
+            msg = (
+                f"size {self.size} conflicts with aspectRatio {self.aspectRatio} "
+                f"({ASPECT_SIZES[self.aspectRatio]}); give one of them"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def chosen_size(self) -> ImageSize | None:
+        """The size to ask for; ``None``: the API's default (auto)."""
+        return self.size or (ASPECT_SIZES[self.aspectRatio] if self.aspectRatio else None)
 
 
 class ImageResult(Result):
     artifact: FilePublic
+    size: ImageSize
+    messageId: str | None = None
 
 
 class HelpArgs(Arguments):

@@ -20,6 +20,8 @@ class FilePublic(Result):
     sha256: str
     kind: Literal["attachment", "artifact", "working"]
     createdAt: float
+    messageId: str | None = None
+    """The assistant message the file is attached to, when known."""
 
     @classmethod
     def of(cls, record: FileRecord) -> FilePublic:
@@ -31,6 +33,7 @@ class FilePublic(Result):
             sha256=record.sha256,
             kind=record.kind.value,
             createdAt=record.created_at,
+            messageId=record.message_id,
         )
 
 

@@ -49,7 +49,8 @@ class WebFetchArgs(Arguments):
 
 GOOGLE_SEARCH = FunctionSpec(
     "GoogleSearch.Search",
-    "Search Google and return titles, URLs, snippets and short page context.",
+    "Search Google and return titles, URLs, snippets and short page context (null for "
+    "pages not read within the search's deadline), with a View on Google link.",
     SearchArgs,
 )
 FIRECRAWL = [

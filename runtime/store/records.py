@@ -95,6 +95,8 @@ class FileRecord:
     created_at: float
     editable: bool = False
     """Created for editing (``copyFileAsArtifact``): its content may be replaced."""
+    message_id: str | None = None
+    """The assistant message the file belongs to, when its maker named one."""
 
 
 class ExecutionStatus(enum.StrEnum):

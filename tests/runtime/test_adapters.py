@@ -3,7 +3,10 @@ bad input."""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +108,59 @@ def test_google_search_clamps_fetches_and_extracts(apis: FakeApis) -> None:
     assert search(CTX, {"query": "q"})["results"][0]["url"].endswith("/pages/a")
 
 
+def test_google_search_lists_urls_and_a_view_on_google_button(apis: FakeApis) -> None:
+    search = google_search_adapter(settings(apis), UPSTREAMS)
+    result = search(CTX, {"query": "siesta runtime", "country": "us", "timePeriod": "w1"})
+    assert result["urls"] == [r["url"] for r in result["results"]] and result["urls"]
+    expected = "https://www.google.com/search?q=siesta+runtime&gl=us&tbs=qdr%3Aw1"
+    assert result["googleUrl"] == expected
+    assert result["button"] == {"label": "View on Google", "kind": "open_url", "url": expected}
+    assert result["notes"] == [] and result["deadlineSeconds"] == 20
+    plain = search(CTX, {"query": "a&b"})
+    assert plain["googleUrl"] == "https://www.google.com/search?q=a%26b&gl=cz"
+
+
+def test_google_search_has_one_deadline_for_all_pages(apis: FakeApis) -> None:
+    """Four pages of 3 s each under a 1.5 s deadline: the call ends near the deadline
+    (not 4 x the per-page timeout), the fast page has context, the slow ones null."""
+    search = google_search_adapter(
+        settings(apis, search_deadline_seconds=1.5, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    result = search(CTX, {"query": "delayed:4:3", "count": 5})
+    took = time.monotonic() - started
+    assert 1.4 < took < 2.2, took
+    fast, *slow = result["results"]
+    assert fast["context"].startswith("Heading A") and fast["contextError"] is None
+    assert [r["context"] for r in slow] == [None] * 4
+    assert all("limit of 1.5 seconds" in r["contextError"] for r in slow)
+    assert [r["snippet"] for r in slow] == [f"snip slow {i}" for i in range(4)]
+    (note,) = result["notes"]
+    assert "4 of 5" in note and "1.5 seconds" in note and "SEARCH_DEADLINE_SECONDS" in note
+
+
+def test_google_search_fetches_pages_at_once_within_a_bound(apis: FakeApis) -> None:
+    """Eight pages of 0.4 s: all read, in about two rounds with four at once (not 3.2 s)."""
+    search = google_search_adapter(
+        settings(apis, search_parallel_fetches=4, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    result = search(CTX, {"query": "delayed:8:0.4", "count": 9})
+    took = time.monotonic() - started
+    assert 0.8 <= took < 1.6, took
+    assert all(r["context"] for r in result["results"]) and result["notes"] == []
+
+
+def test_google_search_request_itself_is_under_the_deadline(apis: FakeApis) -> None:
+    search = google_search_adapter(
+        settings(apis, search_deadline_seconds=0.5, http_timeout_seconds=5), UPSTREAMS
+    )
+    started = time.monotonic()
+    error = fails("provider_failed", search, CTX, {"query": "slow"})
+    assert time.monotonic() - started < 1.2
+    assert "limit of 0.5 seconds" in error.message and error.fields["limit"] == 0.5
+
+
 def test_google_search_failures(apis: FakeApis) -> None:
     search = google_search_adapter(settings(apis), UPSTREAMS)
     assert (
@@ -198,13 +254,78 @@ def test_image_generation_stores_the_png_as_an_artifact(
     apis: FakeApis, files: ConversationFiles
 ) -> None:
     generate = image_adapter(settings(apis), files, UPSTREAMS)
-    first = generate(CTX, {"prompt": "a cat"})["artifact"]
-    second = generate(CTX, {"prompt": "a dog"})["artifact"]
+    result = generate(CTX, {"prompt": "a cat"})
+    first, second = result["artifact"], generate(CTX, {"prompt": "a dog"})["artifact"]
     request = [r for r in apis.requests if r["path"] == "/v1/images/generations"][-1]
-    assert request["body"]["model"] == "gpt-image-2"
-    assert (first["name"], second["name"]) == ("generated-image-1.png", "generated-image-2.png")
-    assert first["contentType"] == "image/png"
+    assert request["body"]["model"] == "gpt-image-2" and "size" not in request["body"]
+    assert result["size"] == "auto" and result["messageId"] is None
+    for artifact in (first, second):
+        assert re.fullmatch(r"generated-image-[0-9a-f]{12}\.png", artifact["name"])
+    assert first["name"] != second["name"]
+    assert first["contentType"] == "image/png" and first["messageId"] is None
     assert b"".join(files.chunks(files.get(CTX.ctx, first["id"]))) == PNG
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sent"),
+    [
+        ({"size": "1536x1024"}, "1536x1024"),
+        ({"size": "auto"}, "auto"),
+        ({"aspectRatio": "square"}, "1024x1024"),
+        ({"aspectRatio": "landscape"}, "1536x1024"),
+        ({"aspectRatio": "portrait"}, "1024x1536"),
+        ({"aspectRatio": "portrait", "size": "1024x1536"}, "1024x1536"),  # agreeing
+    ],
+)
+def test_image_generation_forwards_the_size(
+    apis: FakeApis, files: ConversationFiles, arguments: dict[str, Any], sent: str
+) -> None:
+    result = image_adapter(settings(apis), files, UPSTREAMS)(CTX, {"prompt": "x", **arguments})
+    request = [r for r in apis.requests if r["path"] == "/v1/images/generations"][-1]
+    assert request["body"]["size"] == sent and result["size"] == sent
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"size": "512x512"}, "size"),  # a dall-e size, not a gpt-image one
+        ({"size": "1792x1024"}, "size"),
+        ({"aspectRatio": "wide"}, "aspectRatio"),
+        ({"aspectRatio": "landscape", "size": "1024x1536"}, "conflicts with aspectRatio"),
+        ({"aspectRatio": "square", "size": "auto"}, "conflicts with aspectRatio"),
+        ({"messageId": "a/b"}, "messageId"),
+    ],
+)
+def test_image_generation_refuses_bad_shapes(
+    apis: FakeApis, files: ConversationFiles, arguments: dict[str, Any], message: str
+) -> None:
+    before = len(apis.requests)
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    error = fails("invalid_arguments", generate, CTX, {"prompt": "x", **arguments})
+    assert message in error.message
+    assert len(apis.requests) == before and files.list_files(CTX.ctx) == []
+
+
+def test_image_generation_ties_the_artifact_to_the_message(
+    apis: FakeApis, files: ConversationFiles
+) -> None:
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    result = generate(CTX, {"prompt": "a cat", "messageId": "msg-42"})
+    assert result["messageId"] == "msg-42" and result["artifact"]["messageId"] == "msg-42"
+    assert files.get(CTX.ctx, result["artifact"]["id"]).message_id == "msg-42"
+    (listed,) = files.list_files(CTX.ctx)
+    assert listed.message_id == "msg-42"
+
+
+def test_concurrent_image_generations_get_distinct_names(
+    apis: FakeApis, files: ConversationFiles
+) -> None:
+    generate = image_adapter(settings(apis), files, UPSTREAMS)
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda i: generate(CTX, {"prompt": f"slow {i}"}), range(12)))
+    names = [r["artifact"]["name"] for r in results]
+    assert len(set(names)) == 12, names
+    assert sorted(f.name for f in files.list_files(CTX.ctx)) == sorted(names)
 
 
 def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> None:
@@ -218,46 +339,197 @@ def test_image_generation_failures(apis: FakeApis, files: ConversationFiles) -> 
 # -- siesta_help_resolve and connections ------------------------------------------------------
 
 
+def gmail(*functions: dict[str, Any]) -> dict[str, Any]:
+    return {"connections": [{"id": "gmail-shared", "kind": "shared", "functions": list(functions)}]}
+
+
+BARE: dict[str, Any] = {}
+GMAIL = gmail({"name": "Gmail.SendEmail"}, {"name": "Gmail.ListMessages"})
+GMAIL_SEND_OFF = gmail({"name": "Gmail.SendEmail", "policy": "disabled"})
+GMAIL_READ_ONLY = gmail({"name": "Gmail.ListMessages"})
+SEARCH_ON = {"systemToolIds": ["google_search"]}
+ORCHESTRATION = {"systemToolIds": ["orchestration"]}
+SUB_AGENTS = {"systemToolIds": ["orchestration"], "subAgents": ["writer"]}
+USER_GMAIL = {"targetService": "Gmail", "targetServiceMentionedByUser": True}
+WRITER = {"targetAgentName": "Writer", "targetAgentMentionedByUser": True}
+
+# (rule of the module docstring, agent, arguments, state, what else the answer holds)
+HELP_TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]] = [
+    ("1 docs", BARE, {"intent": "platform_docs", "topic": "workflows"}, "docs", {}),
+    ("1 docs", BARE, {"topic": "agents"}, "docs", {"docsUrl": "/docs/agents"}),
+    ("1 not docs", BARE, {"topic": "email", "capability": "email.send"}, "needs_service", {}),
+    (
+        "2 other agent",
+        GMAIL,
+        {**USER_GMAIL, **WRITER},
+        "needs_assignment",
+        {"action.agent": "Writer", "action.connections": ["gmail-shared"]},
+    ),
+    (
+        "2 other agent, service unknown here",
+        BARE,
+        {"targetServices": ["Slack"], **WRITER},
+        "needs_assignment",
+        {"action.connections": []},
+    ),
+    (
+        "2 not mentioned: this agent",
+        GMAIL,
+        {**USER_GMAIL, "targetAgentName": "Writer"},
+        "ready",
+        {},
+    ),
+    (
+        "2 names this agent",
+        GMAIL,
+        {**USER_GMAIL, "targetAgentId": "agent-1", "targetAgentMentionedByUser": True},
+        "ready",
+        {},
+    ),
+    (
+        "3 diagnostics",
+        GMAIL,
+        {"intent": "connection_diagnostics", "targetServices": ["Gmail", "Slack"]},
+        "diagnostics",
+        {"missing": ["Slack"], "action.services": ["Slack"], "connected.0.id": "gmail-shared"},
+    ),
+    (
+        "3 diagnostics, nothing connected",
+        BARE,
+        {"intent": "connection_diagnostics", "capability": "email.send"},
+        "diagnostics",
+        {"connected": [], "missing": ["a email connection (Gmail or Outlook)"]},
+    ),
+    (
+        "3 diagnostics, all there",
+        GMAIL,
+        {"intent": "connection_diagnostics", "capability": "email.send"},
+        "diagnostics",
+        {"missing": [], "connected.0.functions": ["Gmail.SendEmail", "Gmail.ListMessages"]},
+    ),
+    (
+        "3 diagnostics, System Tool",
+        ORCHESTRATION,
+        {"intent": "connection_diagnostics", "capability": "agents.call"},
+        "diagnostics",
+        {"missing": ["sub-agents"], "subAgents": []},
+    ),
+    ("4 tool on", SEARCH_ON, {"capability": "web.search"}, "ready", {}),
+    (
+        "4 tool off",
+        BARE,
+        {"capability": "web.search"},
+        "needs_system_tool",
+        {"action.tool": "google_search", "action.kind": "enable_system_tool"},
+    ),
+    ("4 no sub-agents", ORCHESTRATION, {"capability": "agents.call"}, "needs_sub_agents", {}),
+    ("4 sub-agents", SUB_AGENTS, {"capability": "agents.call"}, "ready", {}),
+    ("5 generic email", BARE, {"capability": "email.send"}, "needs_service", {}),
+    ("5 named by the model", BARE, {"targetService": "Gmail"}, "needs_service", {}),
+    ("5 connected Gmail counts", GMAIL, {"capability": "email.send"}, "ready", {}),
+    (
+        "5 the capability names it",
+        BARE,
+        {"capability": "slack.send_message"},
+        "needs_connection",
+        {"action.services": ["Slack"]},
+    ),
+    ("6 connected", GMAIL, {**USER_GMAIL, "capability": "email.send"}, "ready", {}),
+    (
+        "6 connected, setup asked",
+        GMAIL,
+        {**USER_GMAIL, "intent": "connection_setup"},
+        "ready",
+        {},
+    ),
+    (
+        "6 function disabled",
+        GMAIL_SEND_OFF,
+        {**USER_GMAIL, "capability": "email.send"},
+        "needs_function",
+        {"action.kind": "enable_function", "action.functions": ["Gmail.SendEmail"]},
+    ),
+    (
+        "6 no such function",
+        GMAIL_READ_ONLY,
+        {**USER_GMAIL, "capability": "email.send"},
+        "needs_function",
+        {"action.connections": ["gmail-shared"]},
+    ),
+    (
+        "7 connect",
+        BARE,
+        USER_GMAIL,
+        "needs_connection",
+        {"action.kind": "setup_connection", "action.services": ["Gmail"]},
+    ),
+    (
+        "7 connect only the missing one",
+        GMAIL,
+        {"targetServices": ["Gmail", "Slack"]},
+        "needs_connection",
+        {"action.services": ["Slack"]},
+    ),
+    (
+        "7 assign",
+        BARE,
+        {**USER_GMAIL, "intent": "connection_assignment"},
+        "needs_assignment",
+        {"action.agent": "agent-1"},
+    ),
+    (
+        "7 assign by capability",
+        BARE,
+        {**USER_GMAIL, "capability": "connections.assign"},
+        "needs_assignment",
+        {},
+    ),
+    ("8 ask", BARE, {}, "needs_service", {}),
+    ("8 ask, other connections", GMAIL, {"targetService": "Slack"}, "needs_service", {}),
+]
+
+
+def _at(answer: Any, path: str) -> Any:
+    for part in path.split("."):
+        answer = answer[int(part)] if isinstance(answer, list) else answer[part]
+    return answer
+
+
 @pytest.mark.parametrize(
-    ("arguments", "state"),
-    [
-        ({"userRequest": "send an email"}, "needs_service"),
-        (
-            {
-                "userRequest": "send with gmail",
-                "targetService": "Gmail",
-                "targetServiceMentionedByUser": True,
-            },
-            "needs_connection",
-        ),
-        (
-            {
-                "userRequest": "let the writer use slack",
-                "targetServices": ["Slack"],
-                "targetAgentName": "Writer",
-            },
-            "needs_assignment",
-        ),
-        (
-            {
-                "userRequest": "how do workflows work",
-                "intent": "platform_docs",
-                "topic": "workflows",
-            },
-            "docs",
-        ),
-    ],
+    ("agent", "arguments", "state", "holds"),
+    [pytest.param(*case[1:], id=case[0]) for case in HELP_TABLE],
 )
-def test_help_diagnoses(arguments: dict[str, Any], state: str) -> None:
-    result = help_adapter()(CTX, arguments)
-    assert result["state"] == state and result["title"] and result["message"]
-    if state in ("needs_connection", "needs_assignment"):
-        assert result["action"]["label"]
+def test_help_follows_its_rules(
+    agent: dict[str, Any], arguments: dict[str, Any], state: str, holds: dict[str, Any]
+) -> None:
+    answer = help_adapter()(tool_call(agent=agent), {"userRequest": "help me", **arguments})
+    assert answer["state"] == state, answer
+    assert answer["title"] and answer["message"]
+    for path, value in holds.items():
+        assert _at(answer, path) == value, (path, answer)
+    if state.startswith("needs_") and state != "needs_service":
+        assert answer["action"]["label"]
 
 
-def test_help_does_not_guess_gmail_from_email() -> None:
-    result = help_adapter()(CTX, {"userRequest": "email", "targetService": "Gmail"})
-    assert result["state"] == "needs_service"  # named by the model, not by the user
+@pytest.mark.parametrize(
+    "case", [case for case in HELP_TABLE if case[1] is not BARE], ids=lambda case: case[0]
+)
+def test_help_never_says_connect_what_is_connected(
+    case: tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]],
+) -> None:
+    _, agent, arguments, _, _ = case
+    answer = help_adapter()(tool_call(agent=agent), {"userRequest": "x", **arguments})
+    text = f"{answer['title']} {answer['message']}"
+    assert "Connect Gmail" not in text and "Connect Gmail" not in str(answer.get("action"))
+    if answer.get("action", {}).get("kind") == "setup_connection":
+        assert "Gmail" not in answer["action"]["services"]
+
+
+def test_help_reads_the_call_not_only_the_arguments() -> None:
+    """The same arguments, two agents: the answer follows each one's configuration."""
+    arguments = {"userRequest": "send mail with gmail", **USER_GMAIL, "capability": "email.send"}
+    assert help_adapter()(tool_call(agent=BARE), arguments)["state"] == "needs_connection"
+    assert help_adapter()(tool_call(agent=GMAIL), arguments)["state"] == "ready"
     fails("invalid_arguments", help_adapter(), CTX, {"capability": "email.send"})
 
 

@@ -45,7 +45,11 @@ class RedisFiles:
             pipe = self._redis.pipeline(transaction=True)
             pipe.hset(
                 keys.file(record.file_id),
-                mapping={name: str(value) for name, value in asdict(record).items()},
+                mapping={
+                    name: str(value)
+                    for name, value in asdict(record).items()
+                    if value is not None  # an absent field reads back as None
+                },
             )
             pipe.zadd(keys.files(conversation), {record.file_id: record.created_at})
             pipe.execute()
@@ -101,4 +105,5 @@ def _file(fields: dict[str, str]) -> FileRecord:
         kind=FileKind(fields["kind"]),
         created_at=float(fields["created_at"]),
         editable=fields.get("editable") == "True",
+        message_id=fields.get("message_id"),
     )

@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS files (
     org TEXT NOT NULL, conversation TEXT NOT NULL, file_id TEXT NOT NULL PRIMARY KEY,
     name TEXT NOT NULL, size INTEGER NOT NULL, content_type TEXT NOT NULL,
     sha256 TEXT NOT NULL, kind TEXT NOT NULL, created_at REAL NOT NULL,
-    editable INTEGER NOT NULL DEFAULT 0
+    editable INTEGER NOT NULL DEFAULT 0, message_id TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_conversation ON files (org, conversation, created_at);
 CREATE TABLE IF NOT EXISTS leases (
@@ -78,6 +78,10 @@ class Database:
         ):
             if name not in columns:
                 self.conn.execute(f"ALTER TABLE sessions ADD COLUMN {name} {ddl}")
+        # Files before artifacts were tied to assistant messages.
+        file_columns = {row[1] for row in self.conn.execute("PRAGMA table_info(files)")}
+        if "message_id" not in file_columns:
+            self.conn.execute("ALTER TABLE files ADD COLUMN message_id TEXT")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

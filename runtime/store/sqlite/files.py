@@ -8,7 +8,8 @@ from runtime.store.records import FileKind, FileRecord
 from runtime.store.sqlite.db import Database
 
 FILE_COLUMNS = (
-    "org, conversation, file_id, name, size, content_type, sha256, kind, created_at, editable"
+    "org, conversation, file_id, name, size, content_type, sha256, kind, created_at, editable, "
+    "message_id"
 )
 
 
@@ -19,7 +20,7 @@ class SqliteFiles:
     def add_file(self, record: FileRecord) -> None:
         with self._db.lock:
             self._db.conn.execute(
-                f"INSERT INTO files ({FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO files ({FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 astuple(record),
             )
 
@@ -67,7 +68,7 @@ class SqliteFiles:
 
 
 def _file(row: tuple[object, ...]) -> FileRecord:
-    org, conv, file_id, name, size, content_type, sha256, kind, created, editable = row
+    org, conv, file_id, name, size, content_type, sha256, kind, created, editable, message = row
     return FileRecord(
         org=str(org),
         conversation=str(conv),
@@ -79,4 +80,5 @@ def _file(row: tuple[object, ...]) -> FileRecord:
         kind=FileKind(str(kind)),
         created_at=float(str(created)),
         editable=bool(editable),
+        message_id=None if message is None else str(message),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import secrets
 from typing import Any
 
 from runtime.config import ToolSettings
@@ -31,13 +32,16 @@ def image_adapter(
         if settings.openai_api_key is None:
             msg = "image_generation needs SIESTA_TOOLS__OPENAI_API_KEY"
             raise ToolNotConfigured(msg)
+        request: dict[str, Any] = {"model": settings.image_model, "prompt": args.prompt, "n": 1}
+        if args.chosen_size:
+            request["size"] = args.chosen_size
         body = call_api(
             client,
             "POST",
             f"{settings.openai_base_url}/v1/images/generations",
             "the OpenAI Images API",
             headers={"Authorization": f"Bearer {settings.openai_api_key.get_secret_value()}"},
-            json={"model": settings.image_model, "prompt": args.prompt, "n": 1},
+            json=request,
         )
         try:
             png = base64.b64decode(body["data"][0]["b64_json"], validate=True)
@@ -47,10 +51,19 @@ def image_adapter(
         if not png.startswith(PNG_SIGNATURE):
             msg = "the OpenAI Images API answered with something that is not a PNG"
             raise ProviderFailed(msg)
-        count = sum(1 for f in files.list_files(call.ctx) if f.name.startswith("generated-image-"))
         record = files.add_bytes(
-            call.ctx, f"generated-image-{count + 1}.png", FileKind.ARTIFACT, png
+            call.ctx, image_name(), FileKind.ARTIFACT, png, message_id=args.messageId
         )
-        return ImageResult(artifact=FilePublic.of(record)).model_dump(mode="json")
+        return ImageResult(
+            artifact=FilePublic.of(record),
+            size=args.chosen_size or "auto",
+            messageId=args.messageId,
+        ).model_dump(mode="json")
 
     return run
+
+
+def image_name() -> str:
+    """A name no other call can take: random, not counted from a listing (two calls
+    at once would both count the same files)."""
+    return f"generated-image-{secrets.token_hex(6)}.png"

@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
 from runtime.config import ToolSettings
-from runtime.errors import CrawlTimeout, FetchFailed, ProviderFailed, ToolNotConfigured
+from runtime.errors import CrawlTimeout, ProviderFailed, SiestaError, ToolNotConfigured
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
 from runtime.tools.adapters.web import fetch_page, page_client
 from runtime.tools.call import Adapter, ToolCall
 from runtime.upstreams import Upstreams
 
+GOOGLE_WEB_SEARCH = "https://www.google.com/search"
 
-def call_api(client: httpx.Client, method: str, url: str, what: str, **kwargs: Any) -> Any:
-    """One request to an upstream API; its JSON answer, or ``ProviderFailed``."""
+
+def call_api(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    what: str,
+    timeout: float | None = None,
+    **kwargs: Any,
+) -> Any:
+    """One request to an upstream API; its JSON answer, or ``ProviderFailed``.
+    ``timeout`` (seconds) replaces the client's own when a caller has less time."""
+    limit = client.timeout.read if timeout is None else timeout
+    if timeout is not None:
+        kwargs["timeout"] = timeout
     try:
         response = client.request(method, url, **kwargs)
     except httpx.TimeoutException as exc:
-        limit = client.timeout.read
         msg = f"{what} did not answer within {limit:g} seconds"
         raise ProviderFailed(msg, limit=limit, unit="seconds") from exc
     except httpx.HTTPError as exc:
@@ -37,17 +51,24 @@ def call_api(client: httpx.Client, method: str, url: str, what: str, **kwargs: A
         raise ProviderFailed(msg) from exc
 
 
+def google_url(args: SearchArgs) -> str:
+    """The same query on google.com, for the user's "View on Google" button."""
+    params = {"q": args.query, "gl": args.country}
+    if args.timePeriod:
+        params["tbs"] = f"qdr:{args.timePeriod}"
+    return f"{GOOGLE_WEB_SEARCH}?{urlencode(params)}"
+
+
 def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapter:
+    """One deadline for the whole call (``search_deadline_seconds``): the search
+    request, then the result pages fetched at once under what is left of it."""
     client = upstreams.client("google")
     pages = page_client(settings, upstreams)
+    budget = settings.search_deadline_seconds
 
-    def run(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
-        args = parse(SearchArgs, "GoogleSearch.Search", arguments)
-        if settings.google_api_key is None or not settings.google_cx:
-            msg = "GoogleSearch.Search needs SIESTA_TOOLS__GOOGLE_API_KEY and __GOOGLE_CX"
-            raise ToolNotConfigured(msg)
+    def search(args: SearchArgs, key: str, deadline: float) -> list[dict[str, Any]]:
         params = {
-            "key": settings.google_api_key.get_secret_value(),
+            "key": key,
             "cx": settings.google_cx,
             "q": args.query,
             "num": args.count,
@@ -55,29 +76,90 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
         }
         if args.timePeriod:
             params["dateRestrict"] = args.timePeriod
-        body = call_api(
-            client,
-            "GET",
-            f"{settings.google_base_url}/customsearch/v1",
-            "Google Custom Search",
-            params=params,
-        )
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            body = call_api(
+                client,
+                "GET",
+                f"{settings.google_base_url}/customsearch/v1",
+                "Google Custom Search",
+                timeout=min(left, settings.http_timeout_seconds),
+                params=params,
+            )
+        except ProviderFailed as exc:
+            if "unit" not in exc.fields or left >= settings.http_timeout_seconds:
+                raise
+            msg = (
+                f"Google Custom Search did not answer within the limit of {budget:g} seconds "
+                "for the whole search (SIESTA_TOOLS__SEARCH_DEADLINE_SECONDS)"
+            )
+            raise ProviderFailed(msg, limit=budget, unit="seconds") from exc
         items = body.get("items") if isinstance(body, dict) else None
-        results = []
-        for item in (items or [])[: args.count]:
-            if not isinstance(item, dict) or "link" not in item:
-                continue
-            entry = {
+        return [
+            {
                 "title": item.get("title", ""),
                 "url": item["link"],
                 "snippet": item.get("snippet", ""),
             }
-            try:
-                entry["context"] = fetch_page(str(item["link"]), settings, pages).text
-            except FetchFailed:
-                entry["context"] = None  # the snippet still helps
-            results.append(entry)
-        return {"query": args.query, "results": results}
+            for item in (items or [])[: args.count]
+            if isinstance(item, dict) and "link" in item
+        ]
+
+    def page_text(url: str, deadline: float) -> str:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return fetch_page(url, settings, pages, min(left, settings.http_timeout_seconds)).text
+
+    def add_contexts(results: list[dict[str, Any]], deadline: float) -> list[str]:
+        if not results:
+            return []
+        workers = min(len(results), settings.search_parallel_fetches)
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="search-page")
+        try:
+            futures = [pool.submit(page_text, str(r["url"]), deadline) for r in results]
+            wait(futures, timeout=max(0.0, deadline - time.monotonic()))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # late pages finish unread
+        late = 0
+        for result, future in zip(results, futures, strict=True):
+            result["context"], result["contextError"] = None, None  # the snippet still helps
+            error = future.exception() if future.done() and not future.cancelled() else None
+            if future.done() and not future.cancelled() and error is None:
+                result["context"] = future.result()
+            elif isinstance(error, SiestaError):
+                result["contextError"] = error.message
+            elif error is not None and not isinstance(error, TimeoutError):
+                result["contextError"] = f"the page could not be read: {type(error).__name__}"
+            else:
+                late += 1
+                result["contextError"] = f"not read within the search's limit of {budget:g} seconds"
+        if not late:
+            return []
+        return [
+            f"{late} of {len(results)} result pages were not read within the limit of "
+            f"{budget:g} seconds for the whole search (SIESTA_TOOLS__SEARCH_DEADLINE_SECONDS); "
+            "their context is null"
+        ]
+
+    def run(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
+        args = parse(SearchArgs, "GoogleSearch.Search", arguments)
+        if settings.google_api_key is None or not settings.google_cx:
+            msg = "GoogleSearch.Search needs SIESTA_TOOLS__GOOGLE_API_KEY and __GOOGLE_CX"
+            raise ToolNotConfigured(msg)
+        deadline = time.monotonic() + budget
+        results = search(args, settings.google_api_key.get_secret_value(), deadline)
+        notes = add_contexts(results, deadline)
+        on_google = google_url(args)
+        return {
+            "query": args.query,
+            "results": results,
+            "urls": [result["url"] for result in results],
+            "googleUrl": on_google,
+            "button": {"label": "View on Google", "kind": "open_url", "url": on_google},
+            "deadlineSeconds": budget,
+            "notes": notes,
+        }
 
     return run
 

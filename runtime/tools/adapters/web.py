@@ -38,8 +38,12 @@ class Page:
     text: str
 
 
-def fetch_page(url: str, settings: ToolSettings, client: httpx.Client) -> Page:
-    html, final_url = _get(url, settings, client)
+def fetch_page(
+    url: str, settings: ToolSettings, client: httpx.Client, timeout: float | None = None
+) -> Page:
+    """One page's title, description and text; ``timeout`` (seconds) bounds each
+    connect and read, below the client's own when a caller has less time left."""
+    html, final_url = _get(url, settings, client, timeout)
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     meta = tree.css_first('meta[name="description"]') or tree.css_first(
@@ -57,11 +61,14 @@ def fetch_page(url: str, settings: ToolSettings, client: httpx.Client) -> Page:
     )
 
 
-def _get(url: str, settings: ToolSettings, client: httpx.Client) -> tuple[str, str]:
+def _get(
+    url: str, settings: ToolSettings, client: httpx.Client, timeout: float | None
+) -> tuple[str, str]:
+    limit = httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout)
     for _ in range(MAX_REDIRECTS + 1):
         _check_url(url)
         try:
-            with client.stream("GET", url) as r:
+            with client.stream("GET", url, timeout=limit) as r:
                 if r.is_redirect and "location" in r.headers:
                     url = urljoin(url, r.headers["location"])
                     continue
