@@ -30,6 +30,10 @@ class ImagePublic(BaseModel):
 
 
 class ImagesPublic(BaseModel):
+    sandboxEnabled: bool
+    """False when this deployment does not offer Sandbox: ``images`` is then empty."""
+    reason: str | None = None
+    """Why there is nothing to choose (Sandbox disabled, or no enabled image)."""
     images: list[ImagePublic]
 
 
@@ -53,13 +57,19 @@ class ImageSelectionValid(BaseModel):
 
 @router.get("")
 def list_images(services: ServicesDep) -> ImagesPublic:
-    """The enabled images, in catalog order."""
-    return ImagesPublic(
-        images=[
-            ImagePublic(id=i.id, title=i.title, description=i.description)
-            for i in services.catalog.enabled()
-        ]
-    )
+    """The enabled images, in catalog order (none when Sandbox is disabled)."""
+    if not services.settings.sandbox.enabled:
+        return ImagesPublic(
+            sandboxEnabled=False,
+            reason="Sandbox is not enabled in this deployment (SIESTA_SANDBOX__ENABLED)",
+            images=[],
+        )
+    images = [
+        ImagePublic(id=i.id, title=i.title, description=i.description)
+        for i in services.catalog.enabled()
+    ]
+    reason = None if images else "the image catalog has no enabled image"
+    return ImagesPublic(sandboxEnabled=True, reason=reason, images=images)
 
 
 @router.post("/validate")

@@ -25,7 +25,8 @@ from runtime.errors import (
 )
 from runtime.store.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.call import CallEvents
-from runtime.tools.models import AgentConfig, Policy, UserInfo
+from runtime.tools.models import AgentConfig, Policy, Role, SystemToolId, UserInfo
+from runtime.tools.system_tools import system_tools
 
 router = APIRouter(
     prefix="/v1/tools",
@@ -120,6 +121,44 @@ def org_of(x_siesta_org: str | None) -> str:
 
 
 OrgHeader = Annotated[str | None, Header()]
+
+
+class SystemToolPublic(BaseModel):
+    id: SystemToolId
+    name: str
+    functions: list[str]
+    available: bool
+    """Whether this deployment can run it (what depends on the agent is ``requires``)."""
+    reason: str | None
+    """Why it is unavailable: the setting or catalog an administrator must fix."""
+    requires: str
+    """What must hold for an agent (checked per call by the catalog)."""
+    assignableBy: list[Role]
+    """Roles the configuration form offers it to."""
+
+
+class SystemToolsPublic(BaseModel):
+    systemTools: list[SystemToolPublic]
+
+
+@router.get("/system")
+def list_system_tools(services: ServicesDep) -> SystemToolsPublic:
+    """The System Tools this deployment offers, for the agent-configuration form:
+    each with its availability here and, when unavailable, why."""
+    return SystemToolsPublic(
+        systemTools=[
+            SystemToolPublic(
+                id=entry.tool.id,
+                name=entry.tool.name,
+                functions=list(entry.tool.functions),
+                available=entry.available,
+                reason=entry.reason,
+                requires=entry.tool.requires,
+                assignableBy=list(entry.tool.assignable_by),
+            )
+            for entry in system_tools(services.settings, services.catalog)
+        ]
+    )
 
 
 @router.post("/catalog")

@@ -36,6 +36,7 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", f"{CONVERSATION}/files"): "sandbox",
     ("GET", f"{CONVERSATION}/files/{{file_id}}/content"): "sandbox",
     ("POST", f"{CONVERSATION}/js"): "sandbox",
+    ("GET", "/v1/tools/system"): "tools",
     ("POST", "/v1/tools/catalog"): "tools",
     ("POST", "/v1/tools/execute"): "tools",
     ("GET", "/v1/tools/executions"): "tools",

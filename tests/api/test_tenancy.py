@@ -185,6 +185,7 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         lambda c, a: c.post("/v1/tools/catalog", headers=B, json={"agent": AGENT, "user": USER}),
     ),
     ("GET", "/v1/images"): (NO_ORG_DATA, lambda c, a: c.get("/v1/images", headers=B)),
+    ("GET", "/v1/tools/system"): (NO_ORG_DATA, lambda c, a: c.get("/v1/tools/system", headers=B)),
     ("POST", "/v1/images/validate"): (
         NO_ORG_DATA,
         lambda c, a: c.post("/v1/images/validate", headers=B, json={"baseImage": "debian-base"}),
