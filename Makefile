@@ -8,8 +8,11 @@ PORT ?= 8080
 # new machine does; FRESH_IMAGES=0 reuses them for a quicker local run.
 FRESH_IMAGES ?= 1
 
+# One token on a development machine: it may approve what it asked for (publishFiles asks first).
 run: setup  ## set everything up, then serve the API
-	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} $(VENV)/bin/siesta-runtime serve --host $(HOST) --port $(PORT) --create-token
+	SIESTA_DATA_DIR=$${SIESTA_DATA_DIR:-.siesta} \
+	SIESTA_TOOLS__ALLOW_SELF_APPROVAL=$${SIESTA_TOOLS__ALLOW_SELF_APPROVAL:-true} \
+	$(VENV)/bin/siesta-runtime serve --host $(HOST) --port $(PORT) --create-token
 
 test:  ## set everything up (images from scratch, gVisor registered), then linters and every test
 	SIESTA_GVISOR=1 FRESH_IMAGES=$(FRESH_IMAGES) ./scripts/setup.sh
