@@ -43,6 +43,15 @@ class ToolCall:
     """A wall-clock limit the direct route's caller set (``/js``'s ``timeoutSeconds``),
     capped by the deployment's; not an argument of the function."""
 
+    def upstream_context(self) -> dict[str, Any]:
+        """Who is calling, as forwarded to the platform API and the connection gateway."""
+        return {
+            "org": self.ctx.org,
+            "user": self.ctx.user,
+            "agentId": self.ctx.agent,
+            "conversationId": self.ctx.conversation,
+        }
+
     @property
     def connection_id(self) -> str | None:
         """The connection a connection function belongs to (``None`` for System Tools)."""

@@ -7,24 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
+from runtime.tools.models import SystemToolId
 from tests.helpers import headers
 from tests.inprocess import in_process_service
 
-ALL_TOOLS = [
-    "task_management",
-    "google_search",
-    "web_scraper",
-    "image_generation",
-    "sandbox",
-    "siesta_help",
-    "platform_tools",
-    "orchestration",
-    "js_executor",
-]
+ALL_TOOLS = list(get_args(SystemToolId))
 CONFIGURED = {
     "SIESTA_TOOLS__PLATFORM_BASE_URL": "http://platform.invalid",
     "SIESTA_TOOLS__GOOGLE_API_KEY": "k",

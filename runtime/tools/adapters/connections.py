@@ -49,12 +49,7 @@ def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable
                     "function": function,
                     "arguments": arguments,
                     "connection": {"id": connection_id, "kind": kind},
-                    "context": {
-                        "org": call.ctx.org,
-                        "user": call.ctx.user,
-                        "agentId": call.ctx.agent,
-                        "conversationId": call.ctx.conversation,
-                    },
+                    "context": call.upstream_context(),
                 },
             )
             return body.get("result") if isinstance(body, dict) else body

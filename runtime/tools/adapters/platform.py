@@ -58,13 +58,7 @@ def platform_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str,
             headers={"Authorization": f"Bearer {token}"} if token else {},
             json={
                 "arguments": arguments,
-                "context": {
-                    "org": call.ctx.org,
-                    "user": call.ctx.user,
-                    "agentId": call.ctx.agent,
-                    "conversationId": call.ctx.conversation,
-                    **context,
-                },
+                "context": {**call.upstream_context(), **context},
             },
         )
         return body.get("result") if isinstance(body, dict) else body
