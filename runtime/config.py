@@ -458,6 +458,10 @@ class ToolSettings(BaseModel):
     used when an agent's configuration says nothing, and a floor it cannot go below
     (it holds on the direct sandbox and JS routes too). Functions nobody configured
     follow the reference: create/update/delete/send/publish actions ask first."""
+    batch_deadline_seconds: float = Field(300.0, gt=0)
+    """One ``run_function_batch`` call, all its inputs together: calls not finished by
+    then are reported as failed, and the batch answers. Each call is also held to
+    ``SIESTA_AGENTS__TIMEOUT_SECONDS``."""
 
 
 class TokenSettings(BaseModel):

@@ -29,7 +29,10 @@ class JsError(Result):
     model_config = ConfigDict(extra="allow")
 
     code: str
-    """``js_syntax_error``, ``js_error``, ``js_timeout``, ``js_memory_limit``, ``js_crashed``."""
+    """``js_syntax_error``, ``js_error``, ``js_timeout``, ``js_memory_limit``, ``js_crashed``,
+    ``js_async_not_supported`` (``async``/``await`` used, or the final value is a Promise).
+    A ``js_error`` thrown by a helper carries the helper's code as ``helperCode``
+    (e.g. ``sub_agent_not_allowed``)."""
     message: str
 
 
