@@ -84,6 +84,8 @@ def call_parallel(
         try:
             return {"ok": True, "response": gateway.call(ctx, pair[0], pair[1], budget)}
         except AgentCallFailed as error:
+            if deadline is not None and budget < timeout and deadline.remaining() <= 0:
+                return deadline.missed()  # cut short by the deadline, not by its own timeout
             return {"ok": False, "error": str(error)}
 
     pool = concurrent.futures.ThreadPoolExecutor(max(1, min(max_parallel, len(names))))

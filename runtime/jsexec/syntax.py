@@ -46,6 +46,8 @@ class Token:
 
 def find_async(source: str) -> tuple[int, int] | None:
     """Line and column (1-based) of the first async function or ``for await``."""
+    if "async" not in source and "await" not in source:
+        return None  # most scripts: no need to tokenize (about 2.5 µs a byte)
     tokens = _tokens(source)
     for index, token in enumerate(tokens):
         if token.kind != "name" or (index and tokens[index - 1].text in (".", "?.")):
