@@ -57,7 +57,7 @@ class Deadline:
 
     def missed(self) -> dict[str, Any]:
         """The slot of a call that was not finished in time."""
-        msg = f"not finished within {self.name} of {self.limit:g} seconds"
+        msg = f"not finished within {self.name} of {self.limit:.3g} seconds"
         return {"ok": False, "error": msg, "deadlineExceeded": True}
 
 

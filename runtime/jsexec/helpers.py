@@ -89,7 +89,7 @@ class HelperHost:
             prompts,
             self._agent_settings.timeout_seconds,
             self._agent_settings.max_parallel,
-            Deadline.after(remaining, "the time left to the script"),
+            Deadline.after(remaining, "the script's remaining time"),
         )
 
     def _agent_timeout(self, remaining: float) -> float:
