@@ -467,6 +467,10 @@ class ToolSettings(BaseModel):
     the fetches of its result pages together; pages not read by then get no context."""
     search_parallel_fetches: int = Field(5, ge=1)
     """Result pages one ``GoogleSearch.Search`` call fetches at once."""
+    batch_deadline_seconds: float = Field(300.0, gt=0)
+    """One ``run_function_batch`` call, all its inputs together: calls not finished by
+    then are reported as failed, and the batch answers. Each call is also held to
+    ``SIESTA_AGENTS__TIMEOUT_SECONDS``."""
 
 
 class TokenSettings(BaseModel):

@@ -61,6 +61,7 @@ trust that value.
         ├── ApprovalExpired            approval_expired (limit: the approval TTL)
         ├── ToolNotConfigured          tool_not_configured
         ├── ToolFailed                 tool_failed
+        ├── SubAgentNotAllowed         sub_agent_not_allowed (refused, allowed)
         ├── ProviderFailed             provider_failed (status, limit)
         ├── CrawlTimeout               crawl_timeout (limit)
         └── FetchFailed                fetch_failed (url)
@@ -316,6 +317,12 @@ class ToolFailed(ToolError):
     code = "tool_failed"
 
 
+class SubAgentNotAllowed(ToolError, PermissionError):
+    """A name that is not one of the calling agent's configured sub-agents."""
+
+    code = "sub_agent_not_allowed"
+
+
 class ProviderFailed(ToolError):
     code = "provider_failed"
 
@@ -338,3 +345,5 @@ JS_ERROR = "js_error"
 JS_TIMEOUT = "js_timeout"
 JS_MEMORY_LIMIT = "js_memory_limit"
 JS_CRASHED = "js_crashed"
+JS_ASYNC_NOT_SUPPORTED = "js_async_not_supported"
+"""The script uses ``async`` / ``await`` or its final value is a Promise (or thenable)."""

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import httpx
 
-from runtime.agents.base import AgentCallFailed, AgentGateway, NoAgentGateway, call_parallel
+from runtime.agents.base import (
+    AgentCallFailed,
+    AgentGateway,
+    Deadline,
+    NoAgentGateway,
+    call_parallel,
+    check_allowed,
+)
 from runtime.config import AgentSettings, HttpGatewaySettings, OpenAIGatewaySettings
 
-__all__ = ["AgentCallFailed", "AgentGateway", "NoAgentGateway", "build_gateway", "call_parallel"]
+__all__ = [
+    "AgentCallFailed",
+    "AgentGateway",
+    "Deadline",
+    "NoAgentGateway",
+    "build_gateway",
+    "call_parallel",
+    "check_allowed",
+]
 
 
 def build_gateway(settings: AgentSettings, client: httpx.Client) -> AgentGateway:

@@ -6,11 +6,15 @@ reach sub-agents. Implementations: ``http.py`` (the agent backend runs them),
 from __future__ import annotations
 
 import concurrent.futures
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 
 from runtime.context import CallContext
+from runtime.errors import SubAgentNotAllowed
 
 
 class AgentCallFailed(Exception):
@@ -22,6 +26,41 @@ class AgentGateway(Protocol):
         """The sub-agent's response text; ``AgentCallFailed`` otherwise."""
 
 
+def check_allowed(ctx: CallContext, names: Iterable[str]) -> None:
+    """Refuse, before anything is called, names that are not the agent's own sub-agents."""
+    refused = [name for name in dict.fromkeys(names) if name not in ctx.sub_agents]
+    if not refused:
+        return
+    allowed = ", ".join(ctx.sub_agents) or "none: this agent has no sub-agents configured"
+    quoted = ", ".join(repr(name) for name in refused)
+    what = "sub-agent" if len(refused) == 1 else "sub-agents"
+    verb = "is" if len(refused) == 1 else "are"
+    msg = f"{what} {quoted} {verb} not among this agent's sub-agents (allowed: {allowed})"
+    raise SubAgentNotAllowed(msg, refused=refused, allowed=list(ctx.sub_agents))
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a group of calls must be finished (``time.monotonic``), and its name for messages."""
+
+    at: float
+    limit: float
+    """The seconds it was set to, as the messages state it."""
+    name: str
+
+    @classmethod
+    def after(cls, seconds: float, name: str) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds, name)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def missed(self) -> dict[str, Any]:
+        """The slot of a call that was not finished in time."""
+        msg = f"not finished within {self.name} of {self.limit:.3g} seconds"
+        return {"ok": False, "error": msg, "deadlineExceeded": True}
+
+
 def call_parallel(
     gateway: AgentGateway,
     ctx: CallContext,
@@ -29,17 +68,42 @@ def call_parallel(
     prompts: list[str],
     timeout: float,
     max_parallel: int,
+    deadline: Deadline | None = None,
 ) -> list[dict[str, Any]]:
-    """All calls at once (up to ``max_parallel``), results in order; a failure stays in its slot."""
+    """All calls at once (up to ``max_parallel``), results in order; a failure stays in its slot.
+
+    With a ``deadline``, each call gets at most what is left of it when it starts,
+    and the answer comes when the deadline passes even if some calls are still
+    waiting or running: those slots say they missed it.
+    """
 
     def one(pair: tuple[str, str]) -> dict[str, Any]:
+        budget = timeout if deadline is None else min(timeout, deadline.remaining())
+        if deadline is not None and budget <= 0:
+            return deadline.missed()
         try:
-            return {"ok": True, "response": gateway.call(ctx, pair[0], pair[1], timeout)}
+            return {"ok": True, "response": gateway.call(ctx, pair[0], pair[1], budget)}
         except AgentCallFailed as error:
+            if deadline is not None and budget < timeout and deadline.remaining() <= 0:
+                return deadline.missed()  # cut short by the deadline, not by its own timeout
             return {"ok": False, "error": str(error)}
 
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(max_parallel, len(names)))) as pool:
-        return list(pool.map(one, zip(names, prompts, strict=True)))
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, min(max_parallel, len(names))))
+    try:
+        futures = [pool.submit(one, pair) for pair in zip(names, prompts, strict=True)]
+        wait = None if deadline is None else max(0.0, deadline.remaining())
+        done, _ = concurrent.futures.wait(futures, timeout=wait)
+    finally:
+        # Calls still running end by themselves (their timeout is within the deadline).
+        pool.shutdown(wait=False, cancel_futures=True)
+    results = []
+    for future in futures:
+        if future in done:
+            results.append(future.result())
+        else:
+            assert deadline is not None  # without one, wait() returns when all are done
+            results.append(deadline.missed())
+    return results
 
 
 class NoAgentGateway:

@@ -77,7 +77,9 @@ class HelpArgs(Arguments):
 
 
 class BatchArgs(Arguments):
-    functionName: str = Field(min_length=1, description="The sub-agent function")
+    functionName: str = Field(
+        min_length=1, description="The sub-agent to call: one of the agent's configured sub-agents"
+    )
     input: list[str] = Field(description="One input string per call")
 
 
@@ -86,12 +88,18 @@ class BatchItem(Result):
     ok: bool
     response: str | None = None
     error: str | None = None
+    deadlineExceeded: bool | None = None
+    """Set when the call was not finished by the batch deadline."""
 
 
 class BatchResult(Result):
     functionName: str
     results: list[BatchItem]
     failed: int
+    unfinished: int = 0
+    """Calls cut off by the batch deadline (counted in ``failed`` too)."""
+    deadlineSeconds: float
+    """The batch deadline in force (``SIESTA_TOOLS__BATCH_DEADLINE_SECONDS``)."""
 
 
 IMAGE_GENERATION = FunctionSpec(
@@ -108,8 +116,9 @@ SIESTA_HELP = FunctionSpec(
 )
 RUN_FUNCTION_BATCH = FunctionSpec(
     "run_function_batch",
-    "Send many inputs to a named sub-agent function, one private "
-    "conversation each (at most 40 at once); results combined in input order.",
+    "Send many inputs to one of this agent's sub-agents, one private "
+    "conversation each (at most 40 at once); results combined in input order. "
+    "The whole batch has one deadline: calls not finished by then fail.",
     BatchArgs,
     BatchResult,
 )

@@ -29,7 +29,10 @@ class JsError(Result):
     model_config = ConfigDict(extra="allow")
 
     code: str
-    """``js_syntax_error``, ``js_error``, ``js_timeout``, ``js_memory_limit``, ``js_crashed``."""
+    """``js_syntax_error``, ``js_error``, ``js_timeout``, ``js_memory_limit``, ``js_crashed``,
+    ``js_async_not_supported`` (``async``/``await`` used, or the final value is a Promise).
+    A ``js_error`` thrown by a helper carries the helper's code as ``helperCode``
+    (e.g. ``sub_agent_not_allowed``)."""
     message: str
 
 
@@ -50,7 +53,10 @@ JS_EXECUTOR = FunctionSpec(
     "JsExecutorAgent",
     "Run synchronous JavaScript with log, logStatus, callAgent, "
     "callAgentsParallel, Excel and artifact helpers; returns the logs and the final expression. "
-    "All helpers are synchronous: do not use async, await or Promises.",
+    "All helpers are synchronous: do not use async, await or Promises (refused with "
+    "js_async_not_supported). searchExcelRows matches the whole cell text ignoring case "
+    "and surrounding spaces; pass {match: 'contains'} as a fifth argument for substrings. "
+    "callAgent and callAgentsParallel reach only this agent's configured sub-agents.",
     JsArgs,
     JsResult,
 )

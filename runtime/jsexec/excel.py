@@ -10,12 +10,13 @@ from __future__ import annotations
 import datetime
 import io
 import tempfile
-from typing import Any
+from typing import Any, Literal
 
 import xlsxwriter
 from python_calamine import CalamineWorkbook
 
 Row = dict[str, Any]
+Match = Literal["equals", "contains"]
 
 
 class ExcelError(Exception):
@@ -55,14 +56,25 @@ def column(rows: list[Row], file_name: str, name: str) -> list[Any]:
     return [row.get(name) for row in rows]
 
 
-def search(rows: list[Row], file_name: str, name: str, value: Any) -> list[Row]:
-    """Rows whose cell in the column contains ``value``, ignoring case."""
-    wanted = _text(value).casefold()
+def search(
+    rows: list[Row], file_name: str, name: str, value: Any, match: Match = "equals"
+) -> list[Row]:
+    """Rows whose cell in the column equals ``value`` as text, ignoring case and
+    surrounding whitespace (``" alice "`` is ``"ALICE"``); ``contains``: the cell's
+    text contains it. Numbers and dates compare by their text (``3``, ``4.5``,
+    ``2026-01-31``), as ``readExcelFile`` returns them."""
+    wanted = _folded(value)
     cells = column(rows, file_name, name)
+    if match == "contains":
+        return [
+            row
+            for row, cell in zip(rows, cells, strict=True)
+            if cell is not None and wanted in _folded(cell)
+        ]
     return [
         row
         for row, cell in zip(rows, cells, strict=True)
-        if cell is not None and wanted in _text(cell).casefold()
+        if cell is not None and _folded(cell) == wanted
     ]
 
 
@@ -136,6 +148,14 @@ def _cell(value: Any) -> Any:
     if value == "":
         return None
     return value
+
+
+def _folded(value: Any) -> str:
+    if isinstance(value, bool):  # as JavaScript writes them
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
+    return _text(value).strip().casefold()
 
 
 def _text(value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from python_calamine import CalamineWorkbook
 
-from runtime.agents import AgentCallFailed, AgentGateway, call_parallel
+from runtime.agents import AgentCallFailed, AgentGateway, Deadline, call_parallel, check_allowed
 from runtime.config import AgentSettings, JsSettings
 from runtime.context import CallContext
 from runtime.errors import SiestaError
@@ -64,15 +64,16 @@ class HelperHost:
             raise HelperError(msg) from error
         except SiestaError as error:
             msg = f"{helper}: {error.message}"
-            raise HelperError(msg) from error
+            raise HelperError(msg, error.code) from error
         except HelperError as error:
             msg = f"{helper}: {error}"
-            raise HelperError(msg) from error
+            raise HelperError(msg, error.code) from error
 
     # -- sub-agents --------------------------------------------------------------------
 
     def _call_agent(self, args: list[Any], remaining: float) -> str:
         name, prompt = _text(args, 0, "name"), _text(args, 1, "prompt")
+        check_allowed(self._ctx, [name])
         return self._agents.call(self._ctx, name, prompt, self._agent_timeout(remaining))
 
     def _call_agents_parallel(self, args: list[Any], remaining: float) -> list[dict[str, Any]]:
@@ -80,13 +81,15 @@ class HelperHost:
         if len(names) != len(prompts):
             msg = f"names and prompts must have equal lengths ({len(names)} != {len(prompts)})"
             raise _error(msg)
+        check_allowed(self._ctx, names)
         return call_parallel(
             self._agents,
             self._ctx,
             names,
             prompts,
-            self._agent_timeout(remaining),
+            self._agent_settings.timeout_seconds,
             self._agent_settings.max_parallel,
+            Deadline.after(remaining, "the script's remaining time"),
         )
 
     def _agent_timeout(self, remaining: float) -> float:
@@ -115,11 +118,13 @@ class HelperHost:
 
     def _search_excel_rows(self, args: list[Any], _: float) -> list[excel.Row]:
         name = _text(args, 0, "fileName")
-        rows = self._sheet_rows(name, _text(args, 1, "sheetName"))
-        if len(args) < 4 or args[3] is None:
-            msg = "searchValue is required"
+        value = args[3] if len(args) > 3 else None
+        if value is None or not isinstance(value, str | int | float | bool):
+            msg = "searchValue must be a string, number or boolean (dates as text, 2026-01-31)"
             raise _error(msg)
-        return excel.search(rows, name, _text(args, 2, "columnName"), args[3])
+        match = _match_mode(args[4] if len(args) > 4 else None)
+        rows = self._sheet_rows(name, _text(args, 1, "sheetName"))
+        return excel.search(rows, name, _text(args, 2, "columnName"), value, match)
 
     def _get_excel_column_stats(self, args: list[Any], _: float) -> dict[str, Any]:
         name = _text(args, 0, "fileName")
@@ -196,6 +201,20 @@ def _texts(args: list[Any], index: int, name: str) -> list[str]:
         msg = f"{name} must be an array of strings"
         raise _error(msg)
     return value
+
+
+def _match_mode(options: Any) -> excel.Match:
+    """``searchExcelRows``'s options: ``{match: "equals" | "contains"}``, equals by default."""
+    if options is None:
+        return "equals"
+    if not isinstance(options, dict) or set(options) - {"match"}:
+        msg = 'options must be an object with only "match" ("equals" or "contains")'
+        raise _error(msg)
+    match = options.get("match", "equals")
+    if match not in ("equals", "contains"):
+        msg = f'options.match must be "equals" or "contains" (got {match!r})'
+        raise _error(msg)
+    return "contains" if match == "contains" else "equals"
 
 
 def _optional_int(args: list[Any], index: int, name: str) -> int | None:

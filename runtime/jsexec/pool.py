@@ -38,7 +38,12 @@ Dispatch = Callable[[str, list[Any], float], Any]
 
 
 class HelperError(Exception):
-    """A helper refused its arguments or failed: becomes a catchable JS Error."""
+    """A helper refused its arguments or failed: becomes a catchable JS Error
+    (with ``code`` as the Error's ``code`` property when given)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -309,9 +314,10 @@ class _Session:
                 raise HelperError(msg)
             value = self.dispatch(helper, args, max(0.0, deadline - time.monotonic()))
         except HelperError as error:
-            return {"type": "reply", "ok": False, "error": str(error)}
+            return {"type": "reply", "ok": False, "error": str(error), "code": error.code}
         except SiestaError as error:
-            return {"type": "reply", "ok": False, "error": f"{helper}: {error.message}"}
+            failure = f"{helper}: {error.message}"
+            return {"type": "reply", "ok": False, "error": failure, "code": error.code}
         return {"type": "reply", "ok": True, "value": value}
 
     def _fail(self, code: str, message: str, **fields: Any) -> None:

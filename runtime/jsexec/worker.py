@@ -18,11 +18,18 @@ from typing import Any
 
 import STPyV8
 
-from runtime.errors import JS_ERROR, JS_SYNTAX_ERROR
+from runtime.errors import JS_ASYNC_NOT_SUPPORTED, JS_ERROR, JS_SYNTAX_ERROR
 from runtime.jsexec.protocol import receive, send
+from runtime.jsexec.syntax import find_async
 
 PRELUDE = r"""
 var __logState = {kept: 0, dropped: 0, max: 0};
+var __Promise = Promise;
+function __isThenable(value) {
+  if (value instanceof __Promise) return true;
+  if (value === null || (typeof value !== "object" && typeof value !== "function")) return false;
+  try { return typeof value.then === "function"; } catch (e) { return false; }
+}
 function __text(value) {
   if (typeof value === "string") return value;
   if (value === undefined) return "undefined";
@@ -31,13 +38,17 @@ function __text(value) {
 }
 function __call(helper, args) {
   var reply = JSON.parse(siestaHost.call(helper, JSON.stringify(args)));
-  if (!reply.ok) throw new Error(reply.error);
-  return reply.value;
+  if (reply.ok) return reply.value;
+  var error = new Error(reply.error);
+  if (reply.code) error.code = reply.code;
+  throw error;
 }
 function __run(source, maxLogs, maxChars) {
   __logState.max = maxLogs;
   try {
-    var text = __text((0, eval)(source));
+    var value = (0, eval)(source);
+    if (__isThenable(value)) return JSON.stringify({promise: true, dropped: __logState.dropped});
+    var text = __text(value);
     // Cut here, before the text is copied into the reply: a 100 MB result stays one copy.
     return JSON.stringify({result: text.length > maxChars ? text.slice(0, maxChars) : text,
                            resultChars: text.length, dropped: __logState.dropped});
@@ -47,6 +58,7 @@ function __run(source, maxLogs, maxChars) {
     return JSON.stringify({dropped: __logState.dropped, error: {
       name: isError ? e.name : "Error",
       message: isError ? String(e.message) : "uncaught " + __text(e),
+      code: isError && typeof e.code === "string" ? e.code : null,
       stack: isError && e.stack ? String(e.stack) : null}});
   }
 }
@@ -69,8 +81,9 @@ function writeExcelFile(fileName, sheetName, rows) {
 function createExcelDocument(fileName, sheetName, rows) {
   return __call("createExcelDocument", [fileName, sheetName, rows]);
 }
-function searchExcelRows(fileName, sheetName, columnName, searchValue) {
-  return __call("searchExcelRows", [fileName, sheetName, columnName, searchValue]);
+function searchExcelRows(fileName, sheetName, columnName, searchValue, options) {
+  return __call("searchExcelRows", [fileName, sheetName, columnName, searchValue,
+                                    options === undefined ? null : options]);
 }
 function getExcelColumnStats(fileName, sheetName, columnName) {
   return __call("getExcelColumnStats", [fileName, sheetName, columnName]);
@@ -105,7 +118,12 @@ class Host(STPyV8.JSClass):  # type: ignore[misc]  # STPyV8 ships no type inform
         if reply is None:  # the service went away: nothing sensible is left to do
             sys.exit(3)
         return json.dumps(
-            {"ok": reply["ok"], "value": reply.get("value"), "error": reply.get("error")}
+            {
+                "ok": reply["ok"],
+                "value": reply.get("value"),
+                "error": reply.get("error"),
+                "code": reply.get("code"),
+            }
         )
 
 
@@ -148,10 +166,21 @@ def _run(context: Any, engine: Any, code: str, limits: dict[str, int]) -> dict[s
     try:
         engine.compile(code)
     except SyntaxError as error:
-        return {"type": "done", "result": None, "error": _syntax_error(str(error))}
+        syntax = _syntax_error(str(error))
+        if _AWAIT_OUTSIDE_ASYNC in syntax["message"]:
+            return _async_not_supported(syntax["line"], syntax["column"])
+        position = find_async(code)  # e.g. ``for await``: V8 only says "reserved word"
+        if position is not None:
+            return _async_not_supported(*position)
+        return {"type": "done", "result": None, "error": syntax}
+    position = find_async(code)
+    if position is not None:
+        return _async_not_supported(*position)
     outcome = json.loads(context.locals.__run(code, limits["maxLogs"], limits["maxResultBytes"]))
     done: dict[str, Any] = {"type": "done", "droppedLogs": outcome.get("dropped", 0)}
-    if "error" in outcome:
+    if outcome.get("promise"):
+        done.update(_async_not_supported(None, None))
+    elif "error" in outcome:
         done["result"] = None
         done["error"] = _script_error(outcome["error"])
     else:
@@ -160,6 +189,27 @@ def _run(context: Any, engine: Any, code: str, limits: dict[str, int]) -> dict[s
         done["resultChars"] = int(outcome["resultChars"])
         done["truncated"] = len(done["result"]) < done["resultChars"]
     return done
+
+
+_AWAIT_OUTSIDE_ASYNC = "await is only valid in async functions"
+ASYNC_MESSAGE = (
+    "async functions, await and Promises are not supported here: the script runs "
+    "synchronously and every helper (callAgent, readExcelFile, ...) returns its value "
+    "directly, so call helpers without await and write plain synchronous code"
+)
+
+
+def _async_not_supported(line: int | None, column: int | None) -> dict[str, Any]:
+    return {
+        "type": "done",
+        "result": None,
+        "error": {
+            "code": JS_ASYNC_NOT_SUPPORTED,
+            "message": ASYNC_MESSAGE,
+            "line": line,
+            "column": column,
+        },
+    }
 
 
 def _syntax_error(text: str) -> dict[str, Any]:
@@ -183,7 +233,9 @@ def _script_error(error: dict[str, Any]) -> dict[str, Any]:
             for line in stack.splitlines()
             if "__run" not in line and "at eval (<anonymous>)" not in line
         )
+    details = {"helperCode": error["code"]} if error.get("code") else {}
     return {
+        **details,
         "code": JS_ERROR,
         "message": f"{error.get('name') or 'Error'}: {error.get('message')}",
         "line": int(match.group(1)) if match else None,

@@ -5,8 +5,11 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 from openpyxl import Workbook, load_workbook
 
@@ -22,6 +25,9 @@ from tests.helpers import (
 
 TIMEOUT = 3
 MEMORY_MB = 256
+SUB_AGENTS = "echo, slow,missing,hang,gate"
+"""The agent's configured sub-agents (X-Siesta-Sub-Agents); ``missing`` is configured
+but unknown to the backend."""
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +53,19 @@ def service(start_service: StartService, agents: AgentServer) -> ServiceProcess:
 
 
 def js(
-    service: ServiceProcess, code: str, conversation: str | None = None, **extra: Any
+    service: ServiceProcess,
+    code: str,
+    conversation: str | None = None,
+    sub_agents: str | None = SUB_AGENTS,
+    **extra: Any,
 ) -> dict[str, Any]:
+    sent = headers()
+    if sub_agents is not None:
+        sent["X-Siesta-Sub-Agents"] = sub_agents
     response = service.client.post(
         f"/v1/conversations/{conversation or new_conversation()}/js",
         json={"code": code, **extra},
-        headers=headers(),
+        headers=sent,
     )
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
@@ -80,6 +93,58 @@ def test_the_final_expression_is_the_result(
     service: ServiceProcess, code: str, result: str
 ) -> None:
     assert js(service, code)["result"] == result
+
+
+ASYNC_USES = [
+    ("async function f() { return 1 }\nf()", (1, 1)),
+    ("log('x');\nasync function f() { return 1 }\nf(); 'dropped'", (2, 1)),
+    ("var g = async () => 2;\n'not even called'", (1, 9)),
+    ("[1].map(async function (x) { return x })", (1, 9)),
+    ("var r = await Promise.resolve(1);\nr", (1, 9)),
+    ("function f() {\n  return await 1 }\nf()", (2, 10)),
+    ("for await (const x of []) {}", (1, 5)),
+    ("Promise.resolve(1)", (None, None)),
+    ("log('before');\nnew Promise(function (resolve) { resolve(1) })", (None, None)),
+    ("({then: function (done) { done(1) }})", (None, None)),
+    ("[1, 2].map(function (x) { return x }); Promise.all([])", (None, None)),
+]
+
+
+@pytest.mark.parametrize(("code", "where"), ASYNC_USES)
+def test_async_await_and_promises_are_refused_clearly(
+    service: ServiceProcess, code: str, where: tuple[int | None, int | None]
+) -> None:
+    body = js(service, code)
+    error = body["error"]
+    assert error["code"] == "js_async_not_supported"
+    assert "not supported" in error["message"] and "synchronous code" in error["message"]
+    assert (error.get("line"), error.get("column")) == where
+    assert "result" not in body or body["result"] is None
+    if "log('before')" in code:  # refused after it ran: the logs stay
+        assert body["logs"] == ["before"]
+
+
+@pytest.mark.parametrize(
+    ("code", "result"),
+    [
+        ("'an async function may await'", "an async function may await"),
+        ("// async function f() {}\n/* await x */ 1", "1"),
+        ("var o = {async: 1, await: 2}; o.async + o.await", "3"),
+        ("var await = 5; await", "5"),
+        ("var async = function (x) { return x }; async(7)", "7"),
+        ("/async function/.test('an async function')", "true"),
+        ("`async ${'await'} ${[1].map(function (x) { return x })}`", "async await 1"),
+        ("typeof Promise", "function"),
+        ("({then: 1})", '{"then":1}'),
+        ("[1, 2].map(function (x) { return x * 2 })", "[2,4]"),
+    ],
+)
+def test_synchronous_code_that_only_mentions_async_runs(
+    service: ServiceProcess, code: str, result: str
+) -> None:
+    body = js(service, code)
+    assert body.get("error") is None, body
+    assert body["result"] == result
 
 
 def test_logs_and_statuses_come_back(service: ServiceProcess) -> None:
@@ -282,8 +347,14 @@ def test_spreadsheet_helpers(service: ServiceProcess) -> None:
     )
     code = """
     ({sheets: listExcelSheets('t.xlsx'),
-      found: searchExcelRows('t.xlsx', 'Fruit', 'name', 'APPLE')
+      found: searchExcelRows('t.xlsx', 'Fruit', 'name', ' APPLE ')
                .map(function (r) { return r.name }),
+      contains: searchExcelRows('t.xlsx', 'Fruit', 'name', 'APPLE', {match: 'contains'})
+               .map(function (r) { return r.name }),
+      byNumber: searchExcelRows('t.xlsx', 'Fruit', 'qty', 4.5).length,
+      badOption: (function () {
+        try { searchExcelRows('t.xlsx', 'Fruit', 'name', 'x', {match: 'fuzzy'}) }
+        catch (e) { return e.message } })(),
       stats: getExcelColumnStats('t.xlsx', 'Fruit', 'qty'),
       limited: readExcelFile('t.xlsx', 'Fruit', 1).length,
       written: writeExcelFile('copy.xlsx', 'S', [[1, 2], [3, 4]]).kind,
@@ -292,7 +363,12 @@ def test_spreadsheet_helpers(service: ServiceProcess) -> None:
     """
     result = json.loads(js(service, code, conversation)["result"])
     assert result["sheets"] == ["Fruit"]
-    assert result["found"] == ["Apple", "pineapple"]
+    assert result["found"] == ["Apple"]
+    assert result["contains"] == ["Apple", "pineapple"]
+    assert result["byNumber"] == 1
+    assert result["badOption"] == (
+        'searchExcelRows: options.match must be "equals" or "contains" (got \'fuzzy\')'
+    )
     assert result["stats"] == {"min": 3, "max": 4.5, "sum": 7.5, "average": 3.75, "count": 2}
     assert result["limited"] == 1
     assert result["written"] == "working"
@@ -340,6 +416,37 @@ def test_sub_agents_through_the_backend(service: ServiceProcess, agents: AgentSe
     assert request["body"]["context"]["org"] == "org-a"
 
 
+def test_sub_agents_outside_the_agents_own_are_refused_before_any_call(
+    service: ServiceProcess, agents: AgentServer
+) -> None:
+    before = len(agents.requests)
+    code = """
+    var out = [];
+    [function () { return callAgent('slow', 'x') },
+     function () { return callAgentsParallel(['echo', 'other'], ['a', 'b']) }
+    ].forEach(function (f) {
+      try { f(); out.push('no error') } catch (e) { out.push([e.code, e.message]) }
+    });
+    out
+    """
+    caught = json.loads(js(service, code, sub_agents="echo")["result"])
+    uncaught = js(service, "callAgent('echo', 'x')", sub_agents=None)["error"]
+    refused = "is not among this agent's sub-agents"
+    assert caught == [
+        ["sub_agent_not_allowed", f"callAgent: sub-agent 'slow' {refused} (allowed: echo)"],
+        [
+            "sub_agent_not_allowed",
+            f"callAgentsParallel: sub-agent 'other' {refused} (allowed: echo)",
+        ],
+    ]
+    assert uncaught["code"] == "js_error" and uncaught["helperCode"] == "sub_agent_not_allowed"
+    assert uncaught["message"] == (
+        f"Error: callAgent: sub-agent 'echo' {refused} "
+        "(allowed: none: this agent has no sub-agents configured)"
+    )
+    assert len(agents.requests) == before  # the backend was never asked
+
+
 def test_a_sub_agent_that_never_answers_cannot_break_the_deadline(
     service: ServiceProcess,
 ) -> None:
@@ -359,8 +466,7 @@ def test_status_events_stream_before_the_result(
     code = "logStatus('one'); callAgent('gate', 'x'); logStatus('two'); 'end'"
     agents.gate.clear()
     events: list[str] = []
-    path = f"/v1/conversations/{new_conversation()}/js"
-    with event_stream(service, path, {"code": code}, timeout=30) as response:
+    with _stream(service, code) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("event: "):
@@ -371,6 +477,19 @@ def test_status_events_stream_before_the_result(
                 final = json.loads(line.removeprefix("data: "))
     assert events == ["status", "status", "result"]
     assert final["result"] == "end" and final["statuses"] == ["one", "two"]
+
+
+@contextmanager
+def _stream(service: ServiceProcess, code: str) -> Iterator[httpx.Response]:
+    """The script's server-sent events, as an agent with ``SUB_AGENTS`` asks for them."""
+    with httpx.stream(
+        "POST",
+        f"{service.base_url}/v1/conversations/{new_conversation()}/js",
+        json={"code": code},
+        headers={**headers(), "Accept": "text/event-stream", "X-Siesta-Sub-Agents": SUB_AGENTS},
+        timeout=30,
+    ) as response:
+        yield response
 
 
 def test_bad_requests(service: ServiceProcess) -> None:

@@ -197,7 +197,11 @@ def test_batch_runs_each_input_through_the_gateway(service: InProcessService) ->
 def test_batch_reports_failures_in_place_and_refuses_bad_input(service: InProcessService) -> None:
     conversation = new_conversation()
     mixed = execute(
-        service, conversation, "run_function_batch", {"functionName": "fail", "input": ["x"]}
+        service,
+        conversation,
+        "run_function_batch",
+        {"functionName": "fail", "input": ["x"]},
+        {**AGENT, "subAgents": ["echo", "fail"]},
     )
     bad = execute(
         service, conversation, "run_function_batch", {"functionName": "echo", "input": "not a list"}

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from runtime.agents import AgentCallFailed, NoAgentGateway, call_parallel
+from runtime.agents import AgentCallFailed, Deadline, NoAgentGateway, call_parallel, check_allowed
 from runtime.agents.http import HttpAgentGateway
 from runtime.agents.openai import OpenAIAgentGateway
 from runtime.config import SubAgent
 from runtime.context import CallContext
+from runtime.errors import SubAgentNotAllowed
 from tests.agent_server import AgentServer
 
 CTX = CallContext("org", "user", "conv", agent="main-agent")
@@ -88,3 +90,68 @@ def test_parallel_calls_keep_order_and_failures_in_their_slot(server: AgentServe
 def test_without_a_gateway_the_error_says_so() -> None:
     with pytest.raises(AgentCallFailed, match="no sub-agent gateway is configured"):
         NoAgentGateway().call(CTX, "x", "y", timeout=1)
+
+
+@pytest.mark.parametrize(
+    ("configured", "names", "refused", "message"),
+    [
+        (("echo", "slow"), ["echo"], None, None),
+        (("echo", "slow"), ["slow", "echo", "slow"], None, None),
+        (
+            ("echo", "slow"),
+            ["echo", "other"],
+            ["other"],
+            "sub-agent 'other' is not among this agent's sub-agents (allowed: echo, slow)",
+        ),
+        (
+            ("echo",),
+            ["x", "Echo", "x"],
+            ["x", "Echo"],
+            "sub-agents 'x', 'Echo' are not among this agent's sub-agents (allowed: echo)",
+        ),
+        (
+            (),
+            ["echo"],
+            ["echo"],
+            "sub-agent 'echo' is not among this agent's sub-agents "
+            "(allowed: none: this agent has no sub-agents configured)",
+        ),
+    ],
+)
+def test_only_the_agents_own_sub_agents_are_allowed(
+    configured: tuple[str, ...], names: list[str], refused: list[str] | None, message: str | None
+) -> None:
+    ctx = CallContext("org", "user", "conv", sub_agents=configured)
+    if refused is None:
+        check_allowed(ctx, names)
+        return
+    with pytest.raises(SubAgentNotAllowed) as caught:
+        check_allowed(ctx, names)
+    assert caught.value.code == "sub_agent_not_allowed"
+    assert caught.value.message == message
+    assert caught.value.fields == {"refused": refused, "allowed": list(configured)}
+
+
+def test_a_deadline_cuts_waiting_and_running_calls_and_answers_on_time(
+    server: AgentServer,
+) -> None:
+    gateway = gateways(server)[0]
+    started = time.monotonic()
+    results = call_parallel(
+        gateway,
+        CTX,
+        ["echo", "hang", "slow", "slow", "slow"],
+        ["1", "2", "3", "4", "5"],
+        timeout=30,
+        max_parallel=2,  # echo, then slow 3 (1 s), then slow 4 (cut at 1.5 s), 5 never starts
+        deadline=Deadline.after(1.5, "the test deadline"),
+    )
+    elapsed = time.monotonic() - started
+    assert 1.5 <= elapsed < 2.0
+    assert [r["ok"] for r in results] == [True, False, True, False, False]
+    for cut in (results[1], results[3], results[4]):
+        assert cut == {
+            "ok": False,
+            "error": "not finished within the test deadline of 1.5 seconds",
+            "deadlineExceeded": True,
+        }

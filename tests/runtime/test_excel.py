@@ -69,3 +69,61 @@ def test_stats_count_only_numbers() -> None:
         "average": 2.25,
         "count": 2,
     }
+
+
+SEARCH_BOOK: list[list[object]] = [
+    ["name", "qty", "when", "flag"],
+    [" alice ", 3, datetime.date(2026, 1, 31), True],
+    ["ALICE", 4.5, datetime.datetime(2026, 1, 31, 8, 30), False],
+    ["Alicia", "3", None, None],
+    ["Straße", 30, None, None],
+    [None, None, None, None],
+    ["bob", None, None, None],
+]
+
+
+def search_rows() -> list[excel.Row]:
+    return excel.read_rows(excel.open_workbook(book(SEARCH_BOOK), "s.xlsx"), "s.xlsx", "S", 100)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "match", "expected"),
+    [
+        # Equality after case folding and trimming, on both sides.
+        ("name", "Alice", "equals", [" alice ", "ALICE"]),
+        ("name", "  aLiCe\t", "equals", [" alice ", "ALICE"]),
+        ("name", "Ali", "equals", []),
+        ("name", "alice x", "equals", []),
+        ("name", "STRASSE", "equals", ["Straße"]),  # casefold, not lower
+        ("name", "", "equals", []),  # empty cells are not matched
+        # Numbers and dates compare by their text, as readExcelFile returns them.
+        ("qty", 3, "equals", [" alice ", "Alicia"]),
+        ("qty", "3", "equals", [" alice ", "Alicia"]),
+        ("qty", 3.0, "equals", [" alice ", "Alicia"]),
+        ("qty", 4.5, "equals", ["ALICE"]),
+        ("qty", 30, "equals", ["Straße"]),
+        ("when", "2026-01-31", "equals", [" alice "]),
+        ("when", "2026-01-31T08:30:00", "equals", ["ALICE"]),
+        ("flag", True, "equals", [" alice "]),
+        ("flag", "FALSE", "equals", ["ALICE"]),
+        # Substring only when asked for.
+        ("name", "Ali", "contains", [" alice ", "ALICE", "Alicia"]),
+        ("qty", 3, "contains", [" alice ", "Alicia", "Straße"]),
+        ("when", "2026-01", "contains", [" alice ", "ALICE"]),
+        ("name", "zed", "contains", []),
+    ],
+)
+def test_search_matches_equal_text_ignoring_case_and_spaces(
+    column: str, value: object, match: excel.Match, expected: list[str]
+) -> None:
+    found = excel.search(search_rows(), "s.xlsx", column, value, match)
+    assert [row["name"] for row in found] == expected
+
+
+def test_search_by_default_is_equality() -> None:
+    assert excel.search(search_rows(), "s.xlsx", "name", "Ali") == []
+
+
+def test_search_of_a_missing_column_names_the_columns() -> None:
+    with pytest.raises(excel.ExcelError, match="has no column 'nom' \\(columns: name, qty"):
+        excel.search(search_rows(), "s.xlsx", "nom", "x")

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime.agents import AgentGateway, call_parallel
+from runtime.agents import AgentGateway, Deadline, call_parallel, check_allowed
 from runtime.config import AgentSettings, ToolSettings
 from runtime.errors import InvalidArguments
 from runtime.functions.assistant import RUN_FUNCTION_BATCH, BatchArgs, BatchItem, BatchResult
@@ -86,6 +86,11 @@ def batch_adapter(gateway: AgentGateway, agents: AgentSettings, tools: ToolSetti
         if len(a.input) > tools.max_batch_inputs:
             msg = f"{len(a.input)} inputs, over the limit of {tools.max_batch_inputs}"
             raise InvalidArguments(msg, limit=tools.max_batch_inputs)
+        check_allowed(call.ctx, [a.functionName])
+        deadline = Deadline.after(
+            tools.batch_deadline_seconds,
+            "the batch deadline (SIESTA_TOOLS__BATCH_DEADLINE_SECONDS)",
+        )
         results = call_parallel(
             gateway,
             call.ctx,
@@ -93,6 +98,7 @@ def batch_adapter(gateway: AgentGateway, agents: AgentSettings, tools: ToolSetti
             a.input,
             agents.timeout_seconds,
             tools.max_batch_parallel,
+            deadline,
         )
         items = [
             BatchItem(input=text, **outcome) for text, outcome in zip(a.input, results, strict=True)
@@ -101,6 +107,8 @@ def batch_adapter(gateway: AgentGateway, agents: AgentSettings, tools: ToolSetti
             functionName=a.functionName,
             results=items,
             failed=sum(1 for outcome in results if not outcome["ok"]),
+            unfinished=sum(1 for outcome in results if outcome.get("deadlineExceeded")),
+            deadlineSeconds=tools.batch_deadline_seconds,
         )
         return batch.model_dump(mode="json", exclude_none=True)  # an item has one of the two
 
