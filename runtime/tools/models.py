@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.context import ID_MAX_CHARS, ID_PATTERN
 from runtime.egress.rules import ENTRY_PATTERN
@@ -54,14 +54,8 @@ class Connection(_Wire):
     functions: list[ConnectionFunction] = Field(default_factory=list)
     shared_with: list[Principal] | None = Field(None, alias="sharedWith")
     """Whom a shared connection is shared with. With the agent's ``audience`` the
-    catalog checks that it covers everyone the agent serves; ``None``: not checked."""
-
-    @model_validator(mode="after")
-    def _shared_only(self) -> Connection:
-        if self.shared_with is not None and self.kind != "shared":
-            msg = "sharedWith applies to shared connections only"
-            raise ValueError(msg)
-        return self
+    catalog checks that it covers everyone the agent serves; ``None``: not checked.
+    A private connection's is never read (its credential is the user's own)."""
 
 
 class AgentConfig(_Wire):

@@ -305,11 +305,25 @@ def test_a_shared_connection_must_be_shared_with_the_agents_audience(
         assert catalog.notes == []
 
 
-def test_only_shared_connections_say_whom_they_are_shared_with() -> None:
-    with pytest.raises(ValueError, match="sharedWith applies to shared connections only"):
-        AgentConfig.model_validate(
-            {"id": "a1", "connections": [{"id": "c", "kind": "private", "sharedWith": ["x"]}]}
-        )
+def test_a_private_connection_is_never_held_to_an_audience() -> None:
+    config = AgentConfig.model_validate(
+        {
+            "id": "a1",
+            "audience": ["team-a", "team-b"],
+            "connections": [
+                {
+                    "id": "c",
+                    "kind": "private",
+                    "sharedWith": ["nobody"],
+                    "functions": [{"name": "Drive.ListFiles", "policy": "enabled"}],
+                }
+            ],
+        }
+    )
+    user = UserInfo(id="u", role="User")
+    catalog = build_catalog(config, user, ToolSettings(), IMAGES, sandbox_enabled=True)
+    assert [f.name for f in catalog.functions] == ["Drive.ListFiles"]
+    assert catalog.notes == []
 
 
 def test_the_catalog_shows_each_effective_policy_and_why() -> None:
