@@ -262,18 +262,17 @@ class Sandbox:
             raise InvalidArguments(msg, offset=offset)
         limit = min(max_bytes or self._limits.max_read_bytes, self._limits.max_read_bytes)
         window = _Window(offset)
+        slack = _MAX_CONTINUATION if offset else 0  # room to move past a split character
         with self._sessions.operation(ctx) as session:
             # siesta-fs reads from the start: the bytes before the offset are dropped
             # as they stream by, never kept.
             size = self._provider.read_file(
-                session.record.sandbox_id, relative, offset + limit, window.write
+                session.record.sandbox_id, relative, offset + limit + slack, window.write
             )
         if offset > size:
             msg = f"offset {offset} is past the end of {path!r}, which is {size} bytes"
             raise InvalidArguments(msg, offset=offset, size=size, path=absolute_path(relative))
-        data = bytes(window.data)
-        cut = offset + len(data) < size
-        content, encoding, skipped, returned = _page(data, cut=cut, inside=offset > 0)
+        content, encoding, skipped, returned = _page(bytes(window.data), offset, limit, size)
         start = offset + skipped
         end = start + returned
         return ReadFileResult(
@@ -387,23 +386,25 @@ _MAX_CONTINUATION = 3
 """Bytes of one UTF-8 character after its first."""
 
 
-def _page(data: bytes, *, cut: bool, inside: bool) -> tuple[str, str, int, int]:
-    """(content, encoding, bytes skipped at the start, bytes returned).
+def _page(data: bytes, offset: int, limit: int, size: int) -> tuple[str, str, int, int]:
+    """(content, encoding, bytes skipped at the start, bytes returned) of the page of
+    at most ``limit`` bytes in ``data``, which starts at ``offset`` of a file of ``size``.
 
-    ``inside``: the page starts at an offset, perhaps in the middle of a character;
-    up to three continuation bytes there are skipped when the rest is text."""
+    A page at an offset may start in the middle of a character: up to three
+    continuation bytes there are skipped when what follows is text."""
     lead = 0
-    if inside:
+    if offset:
         while lead < min(_MAX_CONTINUATION, len(data)) and 0x80 <= data[lead] <= 0xBF:
             lead += 1
-    if lead:
-        text = _utf8(data[lead:], cut=cut)
-        if text is not None:
-            return text[0], "utf-8", lead, text[1]
-    text = _utf8(data, cut=cut)
-    if text is not None:
-        return text[0], "utf-8", 0, text[1]
-    return base64.b64encode(data).decode("ascii"), "base64", 0, len(data)
+    for skip in dict.fromkeys((lead, 0)):
+        chunk = data[skip : skip + limit]
+        text = _utf8(chunk, cut=offset + skip + len(chunk) < size)
+        if text is not None and (skip + text[1] > 0 or not chunk):
+            return text[0], "utf-8", skip, text[1]
+    # Not text, or one character longer than the page: raw bytes, so a reader
+    # that follows nextOffset always moves on.
+    chunk = data[:limit]
+    return base64.b64encode(chunk).decode("ascii"), "base64", 0, len(chunk)
 
 
 def _utf8(data: bytes, *, cut: bool) -> tuple[str, int] | None:
