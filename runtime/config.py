@@ -177,8 +177,9 @@ class ContentSettings(BaseModel):
     """Most context lines before and after each match."""
     max_pattern_chars: int = Field(500, ge=1)
     """Longest ``grep_content`` query."""
-    max_scan_bytes: int = Field(100 * 1024 * 1024, ge=1)
-    """Most bytes one call reads from a file; past it the result says where to resume."""
+    max_scan_chars: int = Field(100_000_000, ge=1)
+    """Most characters one ``grep_content`` searches (from its ``startLine``) and
+    ``get_content_stats`` counts; past it the result says where to go on."""
     max_list_sources: int = Field(200, ge=1)
     """Most files ``list_content_sources`` returns."""
 
