@@ -37,15 +37,15 @@ class Tools:
             ctx, name, None, iter([raw[i : i + 7] for i in range(0, len(raw), 7)])
         ).file_id
 
-    def __call__(self, function: str, ctx: CallContext = CTX, **arguments: Any) -> Any:
+    def __call__(self, function: str, *, ctx: CallContext = CTX, **arguments: Any) -> Any:
         base = tool_call(function)
         return self.adapters[function](
             ToolCall(ctx, base.agent, base.user, base.function), arguments
         )
 
-    def error(self, function: str, ctx: CallContext = CTX, **arguments: Any) -> dict[str, Any]:
+    def error(self, function: str, *, ctx: CallContext = CTX, **arguments: Any) -> dict[str, Any]:
         with pytest.raises(SiestaError) as caught:
-            self(function, ctx, **arguments)
+            self(function, ctx=ctx, **arguments)
         return caught.value.to_dict()
 
 
@@ -301,10 +301,10 @@ def test_another_conversations_file_is_not_found(
 ) -> None:
     file = tools.upload("secret.txt", "x")
     with pytest.raises(MissingInput):
-        tools(function, other, file=file, **extra)
+        tools(function, ctx=other, file=file, **extra)
     with pytest.raises(MissingInput):
-        tools(function, other, file="secret.txt", **extra)
-    assert tools("list_content_sources", other)["sources"] == []
+        tools(function, ctx=other, file="secret.txt", **extra)
+    assert tools("list_content_sources", ctx=other)["sources"] == []
 
 
 @pytest.mark.parametrize(
