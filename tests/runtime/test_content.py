@@ -100,7 +100,7 @@ TEXT = "héllo wörld\nsecond line\r\nthird\n"
 )
 def test_peek_a_character_or_line_range(
     tools: Tools,
-    arguments: dict[str, int],
+    arguments: dict[str, Any],
     content: str,
     start: int,
     end: int,
@@ -154,7 +154,7 @@ def test_a_long_line_is_cut_at_the_character_cap(tools: Tools) -> None:
     ],
 )
 def test_bad_ranges_are_invalid_arguments(
-    tools: Tools, arguments: dict[str, int], field: str | None
+    tools: Tools, arguments: dict[str, Any], field: str | None
 ) -> None:
     file = tools.upload("t.txt", TEXT)
     error = tools.error("peek_content", file=file, **arguments)
@@ -165,7 +165,11 @@ def test_bad_ranges_are_invalid_arguments(
 
 def test_binary_files_are_refused_with_a_hint(tools: Tools) -> None:
     file = tools.upload("img.png", b"\x89PNG\r\n\x1a\n\x00\x00")
-    for function, extra in (("peek_content", {}), ("grep_content", {"query": "PNG"})):
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("peek_content", {}),
+        ("grep_content", {"query": "PNG"}),
+    ]
+    for function, extra in calls:
         error = tools.error(function, file=file, **extra)
         assert error["code"] == "invalid_arguments" and "sandbox" in error["message"]
     stats = tools("get_content_stats", file=file)
