@@ -29,7 +29,7 @@ from runtime.errors import (
 )
 from runtime.functions.constraints import MAX_FILE_NAME_CHARS, is_file_name
 from runtime.store.base import FileStore
-from runtime.store.records import FileKind, FileRecord
+from runtime.store.records import FileKind, FileRecord, StagingCount
 
 CHUNK = 64 * 1024
 
@@ -271,6 +271,14 @@ class ConversationFiles:
         updated = replace(record, size=writer.size, sha256=writer.sha256)
         self._store.replace_file(updated)
         return updated
+
+    def count_staged(
+        self, ctx: CallContext, session_id: str, records: list[FileRecord], limit: int
+    ) -> StagingCount:
+        """Count files staged into the conversation's sandbox against ``limit``
+        (all or nothing; the same file with the same bytes counts once per session)."""
+        items = {record.staging_key: record.size for record in records}
+        return self._store.count_staged(ctx.org, ctx.conversation, session_id, items, limit)
 
     def delete_all(self, org: str, conversation: str) -> int:
         records = self._store.delete_files(org, conversation)

@@ -21,6 +21,7 @@ from runtime.errors import (
     Cancelled,
     CommandTooLarge,
     FileMissing,
+    InvalidArguments,
     InvalidCommand,
     InvalidRequest,
     SiestaError,
@@ -104,6 +105,7 @@ class Sandbox:
         )
         cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:
+            self._count_staged(ctx, session, [record for _, record in inputs])
             staged = [self._stage(session, name, record) for name, record in inputs]
             sandbox_id = session.record.sandbox_id
             if cancellation.cancelled:
@@ -182,6 +184,34 @@ class Sandbox:
         names = unique_names([record.name for record in records])
         return list(zip(names, records, strict=True))
 
+    def _count_staged(
+        self, ctx: CallContext, session: ActiveSession, records: list[FileRecord]
+    ) -> None:
+        """Count the files against the conversation's staging total before any is copied.
+
+        The total belongs to the sandbox: a replaced sandbox starts from zero. A file
+        staged again with the same bytes counts once (it is copied again all the same,
+        so the agent gets back what it may have changed)."""
+        if not records:
+            return
+        limit = self._limits.max_staged_bytes_per_conversation
+        count = self._files.count_staged(ctx, session.record.session_id, records, limit)
+        if not count.accepted:
+            msg = (
+                f"staging these files would add {count.added} bytes to the {count.total} "
+                f"bytes already staged into this conversation's sandbox, over the limit of "
+                f"{limit} bytes per conversation; work with the files already in "
+                "/mnt/work/in or stage fewer"
+            )
+            raise TransferTooLarge(
+                msg,
+                limit=limit,
+                unit="bytes",
+                scope="conversation",
+                stagedBytes=count.total,
+                requestedBytes=count.added,
+            )
+
     def _stage(self, session: ActiveSession, name: str, record: FileRecord) -> StagedFile:
         path = f"{STAGING_FOLDER}/{name}"
         size = self._provider.write_file(
@@ -212,26 +242,48 @@ class Sandbox:
         return WriteFileResult(path=absolute_path(relative), size=size, **_session_fields(session))
 
     def read_file(
-        self, ctx: CallContext, path: str, max_bytes: int | None = None
+        self, ctx: CallContext, path: str, max_bytes: int | None = None, offset: int = 0
     ) -> ReadFileResult:
-        """Text as text; anything not UTF-8 as base64; long files cut at the read limit."""
+        """Up to ``max_bytes`` from byte ``offset``: text as text, anything not UTF-8 as
+        base64. ``nextOffset`` says where the next page starts (``None``: the end).
+
+        A text page never starts or ends inside a character: an ``offset`` that falls
+        inside one moves forward to the next character (the result's ``offset`` says
+        where it starts), and a cut character is left to the next page. An offset past
+        the end of the file is ``invalid_arguments`` naming the size; the size itself
+        is an empty last page.
+        """
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes)
         if max_bytes is not None and max_bytes < 1:
             msg = "maxBytes must be at least 1"
             raise InvalidRequest(msg)
+        if offset < 0:
+            msg = "offset must be at least 0"
+            raise InvalidArguments(msg, offset=offset)
         limit = min(max_bytes or self._limits.max_read_bytes, self._limits.max_read_bytes)
-        data = bytearray()
+        window = _Window(offset)
+        slack = _MAX_CONTINUATION if offset else 0  # room to move past a split character
         with self._sessions.operation(ctx) as session:
-            size = self._provider.read_file(session.record.sandbox_id, relative, limit, data.extend)
-        truncated = size > len(data)
-        content, encoding, returned = _as_text_or_base64(bytes(data), cut=truncated)
+            # siesta-fs reads from the start: the bytes before the offset are dropped
+            # as they stream by, never kept.
+            size = self._provider.read_file(
+                session.record.sandbox_id, relative, offset + limit + slack, window.write
+            )
+        if offset > size:
+            msg = f"offset {offset} is past the end of {path!r}, which is {size} bytes"
+            raise InvalidArguments(msg, offset=offset, size=size, path=absolute_path(relative))
+        content, encoding, skipped, returned = _page(bytes(window.data), offset, limit, size)
+        start = offset + skipped
+        end = start + returned
         return ReadFileResult(
             path=absolute_path(relative),
             content=content,
             encoding=encoding,
             size=size,
+            offset=start,
             returnedBytes=returned,
-            truncated=truncated,
+            nextOffset=end if end < size else None,
+            truncated=end < size,
             limitBytes=limit,
             **_session_fields(session),
         )
@@ -315,16 +367,57 @@ def _truncation(stdout: CapturedStream, stderr: CapturedStream, limit: int) -> O
     )
 
 
-def _as_text_or_base64(data: bytes, *, cut: bool) -> tuple[str, str, int]:
-    """(content, encoding, bytes returned). A cut may split the last character:
-    those few bytes are left out rather than turning a text file into base64."""
+class _Window:
+    """A byte sink that drops everything before ``offset`` and keeps the rest."""
+
+    def __init__(self, offset: int) -> None:
+        self._skip = offset
+        self.data = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        if self._skip >= len(chunk):
+            self._skip -= len(chunk)
+            return
+        self.data += chunk[self._skip :]
+        self._skip = 0
+
+
+_MAX_CONTINUATION = 3
+"""Bytes of one UTF-8 character after its first."""
+
+
+def _page(data: bytes, offset: int, limit: int, size: int) -> tuple[str, str, int, int]:
+    """(content, encoding, bytes skipped at the start, bytes returned) of the page of
+    at most ``limit`` bytes in ``data``, which starts at ``offset`` of a file of ``size``.
+
+    A page at an offset may start in the middle of a character: up to three
+    continuation bytes there are skipped when what follows is text."""
+    lead = 0
+    if offset:
+        while lead < min(_MAX_CONTINUATION, len(data)) and 0x80 <= data[lead] <= 0xBF:
+            lead += 1
+    for skip in dict.fromkeys((lead, 0)):
+        chunk = data[skip : skip + limit]
+        text = _utf8(chunk, cut=offset + skip + len(chunk) < size)
+        if text is not None and (skip + text[1] > 0 or not chunk):
+            return text[0], "utf-8", skip, text[1]
+    # Not text, or one character longer than the page: raw bytes, so a reader
+    # that follows nextOffset always moves on.
+    chunk = data[:limit]
+    return base64.b64encode(chunk).decode("ascii"), "base64", 0, len(chunk)
+
+
+def _utf8(data: bytes, *, cut: bool) -> tuple[str, int] | None:
+    """(text, bytes used), or ``None`` when ``data`` is not UTF-8. A cut may split the
+    last character: those few bytes are left out rather than turning a text file into
+    base64."""
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     try:
         text = decoder.decode(data, final=not cut)
     except UnicodeDecodeError:
-        return base64.b64encode(data).decode("ascii"), "base64", len(data)
+        return None
     pending, _ = decoder.getstate()
-    return text, "utf-8", len(data) - len(pending)
+    return text, len(data) - len(pending)
 
 
 def _publish_error(error: SiestaError) -> PublishError:

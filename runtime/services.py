@@ -12,6 +12,7 @@ import httpx
 from runtime.agents import AgentGateway, build_gateway
 from runtime.auth import TokenRegistry
 from runtime.config import DockerProviderSettings, Settings
+from runtime.content import ContentReader
 from runtime.context import CallContext
 from runtime.deployment import resolve_deployment_id
 from runtime.egress.service import Egress, build_egress
@@ -33,6 +34,7 @@ from runtime.store import open_stores
 from runtime.store.base import Stores
 from runtime.store.records import SessionRecord, conversation_key
 from runtime.tools.adapters.connections import connection_adapter
+from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.platform import platform_adapters
@@ -189,6 +191,7 @@ class Services:
             **sandbox_adapters(self.sandbox),
             **firecrawl_adapters(tools, upstreams),
             **platform_adapters(tools, upstreams),
+            **content_adapters(ContentReader(self.files, self.settings.files.content)),
             "JsExecutorAgent": js_adapter(self.js),
             "run_function_batch": batch_adapter(gateway, self.settings.agents, tools),
             "GoogleSearch.Search": google_search_adapter(tools, upstreams),

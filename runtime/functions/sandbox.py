@@ -44,6 +44,12 @@ class ReadFileArgs(Arguments):
     maxBytes: int | None = Field(
         None, ge=1, description="Most bytes to return (capped by the deployment)"
     )
+    offset: int = Field(
+        0,
+        ge=0,
+        description="Byte to start at, for reading a large file page by page: pass the "
+        "previous result's nextOffset. Past the end of the file is an error",
+    )
 
 
 class ListFilesArgs(Arguments):
@@ -112,8 +118,15 @@ class ReadFileResult(SessionFields):
     content: str
     encoding: Literal["utf-8", "base64"]
     size: int
+    """The whole file's size in bytes."""
+    offset: int
+    """Where this page starts: the requested offset, moved forward to the next
+    character when it fell inside a UTF-8 character."""
     returnedBytes: int
+    nextOffset: int | None
+    """Where the next page starts; ``None`` when this page reaches the end."""
     truncated: bool
+    """More of the file follows this page (``nextOffset`` is set)."""
     limitBytes: int
 
 
@@ -177,7 +190,8 @@ SANDBOX = [
     ),
     FunctionSpec(
         "readFile",
-        "Read a workspace file: text as text, binary as base64; reports truncation.",
+        "Read a workspace file: text as text, binary as base64; reports truncation. "
+        "Page through a large file with offset and the result's nextOffset.",
         ReadFileArgs,
         ReadFileResult,
     ),

@@ -25,6 +25,7 @@ from runtime.store.records import (
     FileRecord,
     PoolMember,
     SessionRecord,
+    StagingCount,
     ToolExecution,
 )
 
@@ -111,7 +112,16 @@ class FileStore(Protocol):
         """Update an existing file's size, type and hash (its bytes were replaced)."""
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
-        """Forget the conversation's files and return them (to delete their blobs)."""
+        """Forget the conversation's files and return them (to delete their blobs);
+        its staging count goes too."""
+
+    def count_staged(
+        self, org: str, conversation: str, session_id: str, items: dict[str, int], limit: int
+    ) -> StagingCount:
+        """Add the sizes of ``items`` (staging key -> bytes) not yet counted to the
+        conversation's staged total, all or nothing: when the total would pass
+        ``limit``, nothing is counted. The count belongs to one session: another
+        ``session_id`` (the sandbox was replaced) starts again from zero."""
 
 
 class DeletionStore(Protocol):

@@ -54,6 +54,12 @@ def files(key: str) -> str:
     return f"{PREFIX}files:{key}"
 
 
+def staged(key: str) -> str:
+    """Hash: what was staged into a conversation's sandbox: ``=session`` (the session
+    counted), ``=total`` (bytes), and ``f:<file id>:<sha256>`` -> bytes per file."""
+    return f"{PREFIX}staged:{key}"
+
+
 def execution(org: str, execution_id: str) -> str:
     """Hash: one Tool Execution (``status`` and the JSON ``body``)."""
     return f"{PREFIX}execution:{org}/{execution_id}"

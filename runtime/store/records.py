@@ -98,6 +98,24 @@ class FileRecord:
     message_id: str | None = None
     """The assistant message the file belongs to, when its maker named one."""
 
+    @property
+    def staging_key(self) -> str:
+        """What staging counts once per sandbox: this file with these bytes (an
+        editable file whose bytes changed counts again)."""
+        return f"{self.file_id}:{self.sha256}"
+
+
+@dataclass(frozen=True)
+class StagingCount:
+    """The answer of ``FileStore.count_staged``."""
+
+    accepted: bool
+    """False: counting the files would pass the limit, so nothing was counted."""
+    total: int
+    """The conversation's staged bytes after this call (unchanged when refused)."""
+    added: int
+    """Bytes of the files not counted before (what the call adds, or would add)."""
+
 
 class ExecutionStatus(enum.StrEnum):
     PENDING_APPROVAL = "pending_approval"

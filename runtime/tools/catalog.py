@@ -9,7 +9,9 @@ The rules are the reference text's (shared/seeds/000_*, "System Tools"):
 * Platform_CreateTask only with a task workspace; GoogleSearch.Search and the
   Firecrawl functions only when the assignment references the system connection;
   run_function_batch when assigned (with a warning when there are no sub-agents);
-  JsExecutorAgent and siesta_help_resolve when assigned;
+  JsExecutorAgent and siesta_help_resolve when assigned; the content tools
+  (``list_content_sources``, ``peek_content``, ``grep_content``,
+  ``get_content_stats``, over the conversation's files) when assigned;
 * a shared connection's functions only when it is shared with all of the agent's
   audience, when the request says both (``sharedWith``, ``audience``);
 * every function's policy comes from ``policy.py`` (the agent's configuration,
@@ -29,6 +31,7 @@ from typing import Any
 from runtime.config import ToolSettings
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
+from runtime.functions.content import CONTENT
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
@@ -223,4 +226,6 @@ def _system_functions(
             )
     if "js_executor" in assigned:
         chosen.append((JS_EXECUTOR, "js_executor"))
+    if "content" in assigned:
+        chosen.extend((function, "content") for function in CONTENT)
     return chosen

@@ -19,6 +19,7 @@ SystemToolId = Literal[
     "platform_tools",
     "orchestration",
     "js_executor",
+    "content",
 ]
 Role = Literal["Owner", "Admin", "User"]
 Policy = Literal["enabled", "disabled", "confirm"]

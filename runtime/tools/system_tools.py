@@ -98,6 +98,12 @@ SYSTEM_TOOLS = (
         ("JsExecutorAgent",),
         "Assigned.",
     ),
+    SystemToolInfo(
+        "content",
+        "Content tools",
+        ("list_content_sources", "peek_content", "grep_content", "get_content_stats"),
+        "Assigned.",
+    ),
 )
 
 

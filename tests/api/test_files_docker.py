@@ -291,6 +291,7 @@ def small_limits(start_service: StartService, docker_client: docker.DockerClient
         SIESTA_FILES__MAX_UPLOAD_BYTES="2000",
         SIESTA_FILES__MAX_LIST_ENTRIES="3",
         SIESTA_FILES__MAX_READ_BYTES="10",
+        SIESTA_FILES__MAX_STAGED_BYTES_PER_CONVERSATION="2000",
     )
 
 
@@ -368,3 +369,78 @@ def test_long_listings_and_reads_are_cut_and_say_so(small_limits: ServiceProcess
     assert (listed["total"], listed["truncated"], listed["limitEntries"]) == (6, True, 3)
     assert (read["content"], read["size"], read["truncated"]) == ("0123456789", 16, True)
     assert read["limitBytes"] == 10
+
+
+def test_staging_is_capped_per_conversation_across_calls(small_limits: ServiceProcess) -> None:
+    client = small_limits.client
+    conversation = new_conversation()
+    for name in ("a.bin", "b.bin", "c.bin"):
+        upload(client, conversation, name, b"x" * 800)
+    run_command(client, conversation, "true", files=["a.bin"])
+    run_command(client, conversation, "true", files=["b.bin"])
+    run_command(client, conversation, "true", files=["a.bin"])  # staged again: counts once
+    refused = client.post(
+        f"/v1/conversations/{conversation}/sandbox/runCommand",
+        json={"command": "touch ran", "files": ["c.bin"]},
+        headers=headers(),
+    )
+    error = limit_error(refused, 2000)
+    assert (error["unit"], error["scope"], error["stagedBytes"], error["requestedBytes"]) == (
+        "bytes",
+        "conversation",
+        1600,
+        800,
+    )
+    listing = run_command(client, conversation, "ls in; ls ran 2>&1; true")["stdout"]
+    assert listing.split()[:2] == ["a.bin", "b.bin"] and "No such file" in listing
+    other = new_conversation()  # another conversation has its own total
+    upload(client, other, "c.bin", b"x" * 800)
+    assert run_command(client, other, "true", files=["c.bin"])["stagedFiles"][0]["size"] == 800
+
+
+def execute(
+    service: ServiceProcess, conversation: str, function: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """``/v1/tools/execute``: the path through the function's adapter."""
+    response = service.client.post(
+        "/v1/tools/execute",
+        headers=headers(),
+        json={
+            "conversationId": conversation,
+            "agent": {"id": "agent-1", "systemToolIds": ["sandbox"], "baseImage": "debian-base"},
+            "user": {"id": "user-1", "role": "User"},
+            "function": function,
+            "arguments": arguments,
+        },
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_read_file_pages_through_a_large_file_with_offsets(small_limits: ServiceProcess) -> None:
+    conversation = new_conversation()
+    text = "Grüße aus Köln, 世界 " * 3
+    run_command(small_limits.client, conversation, f"printf '%s' '{text}' > t.txt")
+    pages, offset = [], 0
+    while True:
+        page = execute(small_limits, conversation, "readFile", {"path": "t.txt", "offset": offset})
+        assert page["ok"], page
+        result = page["result"]
+        assert result["returnedBytes"] <= result["limitBytes"] == 10
+        assert result["size"] == len(text.encode())
+        pages.append(result["content"])
+        if result["nextOffset"] is None:
+            assert result["truncated"] is False
+            break
+        assert result["truncated"] is True and result["nextOffset"] > offset
+        offset = result["nextOffset"]
+    assert "".join(pages) == text
+    inside = execute(small_limits, conversation, "readFile", {"path": "t.txt", "offset": 3})
+    assert (inside["result"]["offset"], inside["result"]["content"][:3]) == (4, "ße ")
+    past = execute(small_limits, conversation, "readFile", {"path": "t.txt", "offset": 10**6})
+    assert past["ok"] is False
+    assert (past["error"]["code"], past["error"]["size"]) == (
+        "invalid_arguments",
+        len(text.encode()),
+    )

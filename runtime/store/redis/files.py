@@ -7,11 +7,12 @@ from dataclasses import asdict
 import redis
 
 from runtime.store import keys
-from runtime.store.records import FileKind, FileRecord, conversation_key
+from runtime.store.records import FileKind, FileRecord, StagingCount, conversation_key
 from runtime.store.redis.client import pairs, redis_errors, strings
 
 DELETE_FILES = """
--- KEYS[1] the conversation's file index; ARGV[1] the prefix of file keys
+-- KEYS[1] the conversation's file index, KEYS[2] its staging hash;
+-- ARGV[1] the prefix of file keys
 -- returns each deleted file as field, value, ...
 local out = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
@@ -19,8 +20,31 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   out[#out + 1] = redis.call('HGETALL', key)
   redis.call('DEL', key)
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 return out
+"""
+
+COUNT_STAGED = """
+-- KEYS[1] the conversation's staging hash; ARGV[1] session id, ARGV[2] limit,
+-- ARGV[3..] staging key, bytes, staging key, bytes, ...
+-- returns {accepted (1/0), total after (or unchanged), bytes of the keys not yet counted}
+if redis.call('HGET', KEYS[1], '=session') ~= ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], '=session', ARGV[1], '=total', 0)
+end
+local total = tonumber(redis.call('HGET', KEYS[1], '=total'))
+local added, new = 0, {}
+for i = 3, #ARGV, 2 do
+  local field = 'f:' .. ARGV[i]
+  if redis.call('HEXISTS', KEYS[1], field) == 0 and not new[field] then
+    new[field] = ARGV[i + 1]
+    added = added + tonumber(ARGV[i + 1])
+  end
+end
+if total + added > tonumber(ARGV[2]) then return {0, total, added} end
+for field, size in pairs(new) do redis.call('HSET', KEYS[1], field, size) end
+redis.call('HSET', KEYS[1], '=total', total + added)
+return {1, total + added, added}
 """
 
 REPLACE_FILE = """
@@ -38,6 +62,7 @@ class RedisFiles:
         self._redis = client
         self._delete_files = client.register_script(DELETE_FILES)
         self._replace_file = client.register_script(REPLACE_FILE)
+        self._count_staged = client.register_script(COUNT_STAGED)
 
     def add_file(self, record: FileRecord) -> None:
         conversation = conversation_key(record.org, record.conversation)
@@ -86,11 +111,24 @@ class RedisFiles:
             )
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
+        key = conversation_key(org, conversation)
         with redis_errors():
             rows = self._delete_files(
-                keys=[keys.files(conversation_key(org, conversation))], args=[keys.file("")]
+                keys=[keys.files(key), keys.staged(key)], args=[keys.file("")]
             )
         return [_file(pairs(row)) for row in rows if row]
+
+    def count_staged(
+        self, org: str, conversation: str, session_id: str, items: dict[str, int], limit: int
+    ) -> StagingCount:
+        flat: list[str | int] = [session_id, limit]
+        for item, size in items.items():
+            flat += [item, size]
+        with redis_errors():
+            accepted, total, added = self._count_staged(
+                keys=[keys.staged(conversation_key(org, conversation))], args=flat
+            )
+        return StagingCount(accepted=bool(accepted), total=int(total), added=int(added))
 
 
 def _file(fields: dict[str, str]) -> FileRecord:

@@ -27,6 +27,10 @@ CREATE TABLE IF NOT EXISTS files (
     editable INTEGER NOT NULL DEFAULT 0, message_id TEXT
 );
 CREATE INDEX IF NOT EXISTS files_by_conversation ON files (org, conversation, created_at);
+CREATE TABLE IF NOT EXISTS staged (
+    org TEXT NOT NULL, conversation TEXT NOT NULL, session_id TEXT NOT NULL,
+    item TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY (org, conversation, item)
+);
 CREATE TABLE IF NOT EXISTS leases (
     key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at REAL NOT NULL
 );

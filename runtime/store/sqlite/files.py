@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from runtime.store.records import FileKind, FileRecord
+from runtime.store.records import FileKind, FileRecord, StagingCount
 from runtime.store.sqlite.db import Database
 
 FILE_COLUMNS = (
@@ -59,12 +59,38 @@ class SqliteFiles:
         return cursor.rowcount == 1
 
     def delete_files(self, org: str, conversation: str) -> list[FileRecord]:
-        with self._db.lock:
-            rows = self._db.conn.execute(
+        with self._db.transaction() as conn:
+            rows = conn.execute(
                 f"DELETE FROM files WHERE org = ? AND conversation = ? RETURNING {FILE_COLUMNS}",
                 (org, conversation),
             ).fetchall()
+            conn.execute(
+                "DELETE FROM staged WHERE org = ? AND conversation = ?", (org, conversation)
+            )
         return [_file(row) for row in rows]
+
+    def count_staged(
+        self, org: str, conversation: str, session_id: str, items: dict[str, int], limit: int
+    ) -> StagingCount:
+        where = "org = ? AND conversation = ?"
+        with self._db.transaction() as conn:
+            conn.execute(
+                f"DELETE FROM staged WHERE {where} AND session_id != ?",
+                (org, conversation, session_id),
+            )
+            counted = dict(
+                conn.execute(f"SELECT item, size FROM staged WHERE {where}", (org, conversation))
+            )
+            total = sum(int(size) for size in counted.values())
+            new = {item: size for item, size in items.items() if item not in counted}
+            added = sum(new.values())
+            if total + added > limit:
+                return StagingCount(accepted=False, total=total, added=added)
+            conn.executemany(
+                "INSERT INTO staged (org, conversation, session_id, item, size) VALUES (?,?,?,?,?)",
+                [(org, conversation, session_id, item, size) for item, size in new.items()],
+            )
+        return StagingCount(accepted=True, total=total + added, added=added)
 
 
 def _file(row: tuple[object, ...]) -> FileRecord:

@@ -50,7 +50,7 @@ def sandbox_adapters(sandbox: Sandbox) -> dict[str, Adapter]:
 
     def read_file(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(ReadFileArgs, "readFile", arguments)
-        return _wire(sandbox.read_file(call.ctx, a.path, a.maxBytes))
+        return _wire(sandbox.read_file(call.ctx, a.path, a.maxBytes, a.offset))
 
     def list_files(call: ToolCall, arguments: dict[str, Any]) -> Any:
         a = parse_arguments(ListFilesArgs, "listFiles", arguments)
