@@ -264,3 +264,14 @@ def test_execute_streams_statuses_while_the_script_runs(plain: ServiceProcess) -
     outcome = events[-1][1]
     assert outcome["ok"] is True and outcome["result"]["result"] == "42"
     assert outcome["result"]["statuses"] == ["reading", "done"]
+
+
+def test_the_direct_read_route_pages_with_offset(plain: ServiceProcess) -> None:
+    conversation = new_conversation()
+    direct(plain, conversation, "sandbox/writeFile", {"path": "p.txt", "content": "abcdefghij"})
+    first = direct(plain, conversation, "sandbox/readFile", {"path": "p.txt", "maxBytes": 4})
+    assert first.json()["content"] == "abcd" and first.json()["nextOffset"] == 4
+    second = direct(
+        plain, conversation, "sandbox/readFile", {"path": "p.txt", "maxBytes": 4, "offset": 4}
+    )
+    assert second.json()["content"] == "efgh" and second.json()["nextOffset"] == 8
