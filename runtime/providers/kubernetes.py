@@ -279,7 +279,13 @@ class KubernetesProvider(agent_ops.HelperFiles):
             claims = self._core.list_namespaced_persistent_volume_claim(
                 self._namespace, label_selector=self._selector(), _request_timeout=self._timeout
             ).items
-        return [WorkspaceInfo(_name(claim), _labels(claim), _timestamp(claim)) for claim in claims]
+        # A claim being deleted waits only for its pod to go (pvc-protection): it is
+        # no workspace any more, and listing it would make reconciliation delete it again.
+        return [
+            WorkspaceInfo(_name(claim), _labels(claim), _timestamp(claim))
+            for claim in claims
+            if claim.metadata is None or claim.metadata.deletion_timestamp is None
+        ]
 
     def _pod_info(self, pod: V1Pod) -> SandboxInfo:
         phase = pod.status.phase if pod.status else None
