@@ -85,7 +85,14 @@ class RedisIdempotency:
     def complete_key(self, key: str, owner: str, response: KeptResponse, ttl: float) -> bool:
         body = base64.b64encode(response.body or b"").decode()
         kept = "1" if response.body is not None else "0"
-        args = [owner, _ms(ttl), response.status, response.content_type, body, kept]
+        args: list[str | int] = [
+            owner,
+            _ms(ttl),
+            response.status,
+            response.content_type,
+            body,
+            kept,
+        ]
         with redis_errors():
             return bool(self._complete(keys=[keys.idempotency(key)], args=args))
 
