@@ -176,7 +176,7 @@ def test_keys_are_scoped_by_org(service: ServiceProcess) -> None:
 @pytest.mark.parametrize("bad", [b"", b"x" * 256, b"with space", "naïve".encode()])
 def test_a_malformed_key_is_refused(service: ServiceProcess, bad: bytes) -> None:
     call = Call("POST", "/v1/images/validate", {"baseImage": "debian-base"})
-    sent: dict[str, str | bytes] = {**headers(), "Idempotency-Key": bad}
+    sent = [(k.encode(), v.encode()) for k, v in headers().items()] + [(b"Idempotency-Key", bad)]
     response = service.client.post(call.path, json=call.json, headers=sent)
     assert response.status_code == 400, response.text
     error = response.json()["error"]
