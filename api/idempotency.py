@@ -18,8 +18,8 @@ path, query, ``X-Siesta-Org``, ``X-Siesta-User`` and body (hashed).
   is its last event as a JSON answer (``result``: 200 with its data; ``error``:
   the code's status with ``{"error": ...}``), which is what a retry gets.
 
-Pure ASGI middleware, so streamed answers are not held back. ``/mcp`` and routes
-outside ``/v1`` are left alone.
+Pure ASGI middleware, so streamed answers are not held back. ``/mcp``, paths
+outside ``/v1`` and methods no route takes (404, 405) are left alone.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from anyio import CapacityLimiter, to_thread
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import STATUS_BY_CODE, status_for
@@ -74,7 +75,7 @@ class Idempotency:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _idempotency_key(scope)
-        if key is None:
+        if key is None or not _routed(scope):
             await self.app(scope, receive, send)
             return
         services = scope["app"].state.services
@@ -263,6 +264,11 @@ def _idempotency_key(scope: Scope) -> bytes | None:
         if name == HEADER:
             return bytes(value)
     return None
+
+
+def _routed(scope: Scope) -> bool:
+    """A route takes this method at this path (else the app answers 404 or 405 itself)."""
+    return any(route.matches(scope)[0] is Match.FULL for route in scope["app"].routes)
 
 
 def _bearer(authorization: bytes) -> str:

@@ -320,3 +320,12 @@ def test_a_retry_on_another_instance_waits_for_the_first(
         answers = [first.result(), retry.result()]
     assert answers[0].json()["stdout"] == "1\n"
     assert answers[1].content == answers[0].content
+
+
+def test_a_method_no_route_takes_is_answered_by_the_app(service: ServiceProcess) -> None:
+    used = key()
+    reconcile = "/v1/admin/reconcile?dryRun=true"
+    assert Call("POST", reconcile).send(service, used).status_code == 200
+    response = Call("PATCH", reconcile).send(service, used)
+    assert response.status_code == 405, response.text
+    assert response.json()["error"]["code"] == "method_not_allowed"
