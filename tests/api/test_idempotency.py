@@ -329,3 +329,19 @@ def test_a_method_no_route_takes_is_answered_by_the_app(service: ServiceProcess)
     response = Call("PATCH", reconcile).send(service, used)
     assert response.status_code == 405, response.text
     assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_the_openapi_document_offers_the_header_on_every_mutating_route(
+    service: ServiceProcess,
+) -> None:
+    paths = service.client.get("/openapi.json").json()["paths"]
+    mutating = [
+        (path, method, operation)
+        for path, item in paths.items()
+        for method, operation in item.items()
+        if method in ("post", "put", "patch", "delete") and path.startswith("/v1/")
+    ]
+    assert len(mutating) >= 13
+    for path, method, operation in mutating:
+        names = [p["name"] for p in operation.get("parameters", []) if p["in"] == "header"]
+        assert "Idempotency-Key" in names, (method, path)
