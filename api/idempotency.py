@@ -95,7 +95,11 @@ class Idempotency:
         with spool:
             org = headers.get(b"x-siesta-org", b"")
             user = headers.get(b"x-siesta-user", b"")
-            request = [scope["method"].encode(), scope["path"].encode(), scope["query_string"]]
+            request = [
+                scope["method"].encode(),
+                scope["path"].encode(),
+                scope.get("query_string", b""),
+            ]
             fingerprint = _digest(*request, org, user, body_digest)
             scoped = f"{caller.name}/{_digest(org, key)}"
             run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
