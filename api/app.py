@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from api import errors, openapi
 from api.context import RequestContext
+from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
 from api.routes import (
     admin,
@@ -70,6 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
             services.close()
 
     app = FastAPI(title="Siesta Runtime", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(Idempotency)  # inside the body limit: reads only bodies it allows
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.http.max_request_bytes,

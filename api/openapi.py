@@ -22,6 +22,18 @@ REQUIRED_HEADERS = {
 }
 """Required wherever a route declares them (``X-Siesta-User`` only on conversation routes)."""
 ID_PATH_PARAMETERS = ("conversation_id",)
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+    "description": "Safe retries: a retry with the same key and request gets the first "
+    "answer again (`Idempotent-Replayed: true`) and runs nothing; another request with "
+    "the key is `idempotency_key_reused`; a retry while the first runs waits for it, up "
+    "to `SIESTA_IDEMPOTENCY__WAIT_SECONDS`, then `session_busy`. Kept for "
+    "`SIESTA_IDEMPOTENCY__TTL_SECONDS`, scoped by token and org.",
+}
+MUTATING = ("post", "put", "patch", "delete")
 
 
 def install(app: FastAPI) -> None:
@@ -34,9 +46,11 @@ def install(app: FastAPI) -> None:
                 routes=app.routes,
             )
             images = _enabled_images(app)
-            for path_item in schema.get("paths", {}).values():
-                for operation in path_item.values():
+            for path, path_item in schema.get("paths", {}).items():
+                for method, operation in path_item.items():
                     _state_context_rules(operation, images)
+                    if method in MUTATING and path.startswith("/v1/"):
+                        operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
             selection = schema.get("components", {}).get("schemas", {}).get("ImageSelection")
             if selection is not None and images:
                 selection["properties"]["baseImage"]["enum"] = images

@@ -270,6 +270,24 @@ class LeaseSettings(BaseModel):
     """How long a call waits for a busy conversation before ``session_busy``."""
 
 
+class IdempotencySettings(BaseModel):
+    """Safe retries: what the ``Idempotency-Key`` header keeps, and for how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttl_seconds: float = Field(24 * 3600.0, gt=0)
+    """How long a key's answer is kept; a retry after it runs the request again."""
+    wait_seconds: float = Field(30.0, ge=0)
+    """How long a retry waits for the key's first request to finish before
+    ``session_busy``."""
+    hold_seconds: float = Field(30.0, gt=0)
+    """A running request renews its claim on the key; when its instance dies the claim
+    lapses after this long, and a retry runs the request again."""
+    max_response_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest answer kept; a larger one is not (``Idempotency-Kept: false``), and a
+    retry with its key gets ``idempotency_result_not_kept`` instead of a second run."""
+
+
 class CapacitySettings(BaseModel):
     """Limits on active (running) sandboxes."""
 
@@ -622,6 +640,7 @@ class Settings(BaseSettings):
         default_factory=SqliteStoreSettings
     )
     lease: LeaseSettings = Field(default_factory=LeaseSettings)
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)

@@ -17,7 +17,9 @@ trust that value.
     │   ├── CodeTooLarge               code_too_large (limit)
     │   ├── InvalidFileName            invalid_file_name (limit)
     │   ├── FileNotEditable            file_not_editable
-    │   └── InvalidArguments           invalid_arguments (a tool call's arguments)
+    │   ├── InvalidArguments           invalid_arguments (a tool call's arguments)
+    │   ├── InvalidIdempotencyKey      invalid_idempotency_key (limit)
+    │   └── IdempotencyKeyReused       idempotency_key_reused (the key came with another request)
     ├── RequestTooLarge                request_too_large (limit)
     ├── Unauthorized                   unauthorized
     ├── Forbidden                      forbidden
@@ -47,6 +49,7 @@ trust that value.
     ├── MissingInput                   missing_input (missing)
     ├── ResumeTimeout                  resume_timeout (limit)
     ├── SessionBusy                    session_busy (limit: seconds waited)
+    ├── IdempotentResultNotKept        idempotency_result_not_kept (limit: bytes kept)
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
     ├── StateUnavailable               state_unavailable
@@ -251,6 +254,21 @@ class MissingInput(SiestaError, LookupError):
 
 class SessionBusy(SiestaError):
     code = "session_busy"
+
+
+class InvalidIdempotencyKey(InvalidRequest):
+    code = "invalid_idempotency_key"
+
+
+class IdempotencyKeyReused(InvalidRequest):
+    code = "idempotency_key_reused"
+
+
+class IdempotentResultNotKept(SiestaError):
+    """The key's first request ran, but its answer was too large (or streamed
+    without a result) to keep: it is not run again."""
+
+    code = "idempotency_result_not_kept"
 
 
 class LeaseExpired(SiestaError):

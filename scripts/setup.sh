@@ -115,10 +115,13 @@ setup_venv() {
         step "creating the virtual environment $VENV"
         "$PYTHON" -m venv "$VENV"
     fi
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-        step "installing the project into $VENV"
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
+        || [ clients/python/pyproject.toml -nt "$stamp" ]; then
+        step "installing the project and its Python client into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
         "$VENV/bin/python" -m pip install -q -e '.[dev]'
+        # The client needs the server package (its models), installed just above.
+        "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
         touch "$stamp"
     fi
 }

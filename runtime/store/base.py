@@ -1,7 +1,8 @@
 """Shared state: one narrow protocol per concern, and the bundle a backend opens.
 
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
-deletion markers, the tool-executions log, the warm pool, and the deployment id. Each backend
+deletion markers, the tool-executions log, the warm pool, idempotency keys, and
+the deployment id. Each backend
 implements every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
@@ -23,6 +24,8 @@ from runtime.store.records import (
     ExecutionFilter,
     ExecutionStatus,
     FileRecord,
+    IdempotencyEntry,
+    KeptResponse,
     PoolMember,
     SessionRecord,
     StagingCount,
@@ -192,6 +195,28 @@ class PoolStore(Protocol):
         """Every ready member, oldest first."""
 
 
+class IdempotencyStore(Protocol):
+    """``Idempotency-Key``s: claimed by the request that runs, then its kept answer.
+
+    ``key`` is already scoped (token, org, key); ``owner`` is the running request.
+    """
+
+    def claim_key(
+        self, key: str, fingerprint: str, owner: str, hold: float
+    ) -> IdempotencyEntry | None:
+        """Claim ``key`` for ``owner`` for ``hold`` seconds if nobody holds it (absent,
+        expired, or its running claim lapsed): ``None``. Otherwise what it holds."""
+
+    def renew_key(self, key: str, owner: str, hold: float) -> bool:
+        """Extend a running claim by ``hold`` seconds if ``owner`` still has it."""
+
+    def complete_key(self, key: str, owner: str, response: KeptResponse, ttl: float) -> bool:
+        """Keep the answer for ``ttl`` seconds, if ``owner`` still has the claim."""
+
+    def release_key(self, key: str, owner: str) -> bool:
+        """Drop a running claim (nothing to keep: a retry runs again)."""
+
+
 class DeploymentStore(Protocol):
     def claim_deployment_id(self, candidate: str) -> str:
         """The deployment id kept in this store; ``candidate`` becomes it if none is
@@ -213,6 +238,7 @@ class Stores:
     deletions: DeletionStore
     executions: ExecutionStore
     pool: PoolStore
+    idempotency: IdempotencyStore
     deployment: DeploymentStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""

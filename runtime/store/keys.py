@@ -76,3 +76,10 @@ EXECUTIONS_INDEXED = PREFIX + "executions-indexed"
 """String: set once the executions an earlier version wrote are in ``EXECUTIONS_BY_TIME``."""
 APPROVALS_PENDING = PREFIX + "approvals-pending"
 """Sorted set: executions waiting for approval (``org/id``), scored by their deadline."""
+
+
+def idempotency(key: str) -> str:
+    """Hash: an ``Idempotency-Key`` (scoped ``token/org/key``): ``fingerprint``,
+    ``owner`` while its first request runs (the hash expires with the claim), then
+    ``status``, ``contentType``, ``body`` (base64) and ``kept``, expiring with the TTL."""
+    return f"{PREFIX}idempotency:{key}"

@@ -217,3 +217,22 @@ class ExecutionFilter:
     since: float | None = None
     until: float | None = None
     limit: int = 100
+
+
+@dataclass(frozen=True)
+class KeptResponse:
+    """The answer an ``Idempotency-Key``'s first request gave, replayed to retries."""
+
+    status: int
+    content_type: str
+    body: bytes | None
+    """``None``: the answer was over the size kept (retries are refused, not run)."""
+
+
+@dataclass(frozen=True)
+class IdempotencyEntry:
+    """What a key holds: the request it came with, and its answer once there is one."""
+
+    fingerprint: str
+    response: KeptResponse | None
+    """``None`` while the first request runs."""

@@ -14,6 +14,7 @@ from runtime.store.redis.client import connect, redis_errors
 from runtime.store.redis.deployment import RedisDeployment
 from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
+from runtime.store.redis.idempotency import RedisIdempotency
 from runtime.store.redis.leases import RedisLeases
 from runtime.store.redis.pool import RedisPool
 from runtime.store.redis.sessions import RedisDeletions, RedisSessions
@@ -35,6 +36,7 @@ def open_redis(url: str) -> Stores:
         deletions=RedisDeletions(client),
         executions=RedisExecutions(client),
         pool=RedisPool(client),
+        idempotency=RedisIdempotency(client),
         deployment=RedisDeployment(client),
         ping=ping,
         close=client.close,

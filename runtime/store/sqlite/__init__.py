@@ -12,13 +12,14 @@ from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
 from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
+from runtime.store.sqlite.idempotency import SqliteIdempotency
 from runtime.store.sqlite.leases import SqliteLeases
 from runtime.store.sqlite.pool import SqlitePool
 from runtime.store.sqlite.sessions import SqliteDeletions, SqliteSessions
 
 
 def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
-    """Every concern over one database file; ``clock`` is the leases' time."""
+    """Every concern over one database file; ``clock`` is the leases' and keys' time."""
     db = Database(path)
     return Stores(
         sessions=SqliteSessions(db),
@@ -28,6 +29,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         deletions=SqliteDeletions(db),
         executions=SqliteExecutions(db),
         pool=SqlitePool(db),
+        idempotency=SqliteIdempotency(db, clock),
         deployment=SqliteDeployment(db),
         ping=db.ping,
         close=db.close,

@@ -26,6 +26,7 @@ SEMANTIC_REFUSALS = {
     "command_too_large": "a limit in UTF-8 bytes set by the deployment",
     "code_too_large": "a limit in UTF-8 bytes set by the deployment",
     "request_too_large": "a limit in bytes set by the deployment",
+    "idempotency_key_reused": "the keys earlier requests came with (fuzzed keys repeat)",
 }
 """Codes a schema-valid request may be refused with, and what they depend on."""
 

@@ -1,0 +1,51 @@
+"""Python client for Siesta Runtime: ``SiestaClient`` (sync) and ``AsyncSiestaClient``.
+
+    with SiestaClient("http://127.0.0.1:8080", token) as siesta:
+        conv = siesta.conversation("conv-1", org="acme", user="u1", base_image="debian-base")
+        print(conv.run_command("echo hello").stdout)
+
+Arguments and results are the server's own models (``runtime.functions``); error
+answers raise ``SiestaError`` subclasses (``siesta_client.errors``).
+"""
+
+from __future__ import annotations
+
+from siesta_client._retry import Retries
+from siesta_client.aio import AsyncConversation, AsyncSiestaClient, AsyncTools
+from siesta_client.client import Conversation, SiestaClient, Tools
+from siesta_client.errors import (
+    ApprovalRequired,
+    Conflict,
+    ConnectionFailed,
+    Forbidden,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    LimitError,
+    NotFound,
+    SessionBusy,
+    SiestaError,
+    Unauthorized,
+    Unavailable,
+)
+
+__all__ = [
+    "ApprovalRequired",
+    "AsyncConversation",
+    "AsyncSiestaClient",
+    "AsyncTools",
+    "Conflict",
+    "ConnectionFailed",
+    "Conversation",
+    "Forbidden",
+    "IdempotencyKeyReused",
+    "InvalidRequest",
+    "LimitError",
+    "NotFound",
+    "Retries",
+    "SessionBusy",
+    "SiestaClient",
+    "SiestaError",
+    "Tools",
+    "Unauthorized",
+    "Unavailable",
+]

@@ -1,0 +1,84 @@
+"""Each call as data (method, path, body, how to read the answer), shared by the
+sync and async clients; and the answer's reading, errors included."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from siesta_client.errors import SiestaError, error_from
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who a conversation's calls are for: the ``X-Siesta-*`` headers."""
+
+    org: str
+    user: str | None = None
+    base_image: str | None = None
+    agent: str | None = None
+    sub_agents: tuple[str, ...] | None = None
+
+    def headers(self) -> dict[str, str]:
+        found = {
+            "X-Siesta-Org": self.org,
+            "X-Siesta-User": self.user,
+            "X-Siesta-Base-Image": self.base_image,
+            "X-Siesta-Agent": self.agent,
+        }
+        headers = {name: value for name, value in found.items() if value}
+        if self.sub_agents is not None:
+            headers["X-Siesta-Sub-Agents"] = ",".join(self.sub_agents)
+        return headers
+
+
+@dataclass(frozen=True)
+class Op(Generic[T]):
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    headers: Mapping[str, str] = field(default_factory=dict)
+    json: Any = None
+    files: Any = None
+    params: Mapping[str, Any] | None = None
+
+
+def model(cls: type[M]) -> Callable[[httpx.Response], M]:
+    def read(response: httpx.Response) -> M:
+        return cls.model_validate(response.json())
+
+    return read
+
+
+def raw_bytes(response: httpx.Response) -> bytes:
+    return response.content
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """An error answer (4xx/5xx, or 202 holding the call for approval) as an exception."""
+    if response.status_code < 400 and response.status_code != 202:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        raise error_from(response.status_code, error)
+    if response.status_code >= 400:
+        text = response.text[:500]
+        raise SiestaError(text, code="http_error", status=response.status_code)
+
+
+def args(model_cls: type[BaseModel], **values: Any) -> dict[str, Any]:
+    """A body checked by the server's own argument model, without unset fields."""
+    given = {name: value for name, value in values.items() if value is not None}
+    return model_cls.model_validate(given).model_dump(mode="json", exclude_unset=True)

@@ -1,0 +1,224 @@
+"""The asynchronous client: ``AsyncSiestaClient``, the same calls as ``SiestaClient``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import httpx
+
+from api.routes.conversations import ConversationDeleted, SandboxPublic
+from api.routes.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
+from runtime.functions.files import FilePublic, FilesPublic
+from runtime.functions.js import JsResult
+from runtime.functions.sandbox import (
+    ListFilesResult,
+    PublishFilesResult,
+    ReadFileResult,
+    RunCommandResult,
+    WriteFileResult,
+)
+from runtime.tools.models import AgentConfig, UserInfo
+from siesta_client import _calls
+from siesta_client._ops import MUTATING, Context, Op, raise_for_error
+from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
+from siesta_client.errors import ConnectionFailed
+
+T = TypeVar("T")
+DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
+
+
+class AsyncSiestaClient:
+    """A Siesta Runtime service at ``base_url``, called with ``token``.
+
+    Mutating calls carry an ``Idempotency-Key`` (one per call, the same for its
+    retries); connection errors and 502/503 answers are retried per ``retries``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        retries: Retries | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.retries = retries or Retries()
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+        self.tools = AsyncTools(self)
+
+    async def __aenter__(self) -> AsyncSiestaClient:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def conversation(
+        self,
+        conversation: str,
+        *,
+        org: str,
+        user: str,
+        base_image: str | None = None,
+        agent: str | None = None,
+        sub_agents: list[str] | None = None,
+    ) -> AsyncConversation:
+        """A conversation's sandbox and files, on behalf of ``user`` of ``org``."""
+        sub = tuple(sub_agents) if sub_agents is not None else None
+        return AsyncConversation(self, conversation, Context(org, user, base_image, agent, sub))
+
+    async def call(self, op: Op[T], idempotency_key: str | None = None) -> T:
+        """Send one call (with its retries) and read its answer; errors raise."""
+        request = self._http.build_request(
+            op.method, op.path, json=op.json, files=op.files, params=op.params, headers=op.headers
+        )
+        if op.method in MUTATING:
+            request.headers["Idempotency-Key"] = idempotency_key or new_key()
+        request.read()  # the same bytes for every attempt (a multipart boundary too)
+        response = await self._send(request)
+        raise_for_error(response)
+        return op.read(response)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        attempt = 0
+        while True:
+            attempt += 1
+            response: httpx.Response | None = None
+            try:
+                response = await self._http.send(request)
+            except httpx.TransportError as error:
+                if not retryable(error) or attempt >= self.retries.attempts:
+                    msg = f"no answer from {request.url} after {attempt} tries: {error}"
+                    limit = {"limit": self.retries.attempts, "unit": "tries"}
+                    raise ConnectionFailed(
+                        msg, code="connection_failed", status=0, fields=limit
+                    ) from error
+            else:
+                if response.status_code not in RETRYABLE_STATUSES:
+                    return response
+                if attempt >= self.retries.attempts:
+                    return response
+            await asyncio.sleep(self.retries.delay(attempt, response))
+
+
+class AsyncConversation:
+    """One conversation: its sandbox functions, files and JavaScript."""
+
+    def __init__(self, client: AsyncSiestaClient, conversation: str, context: Context) -> None:
+        self.client = client
+        self.id = conversation
+        self.context = context
+
+    async def run_command(
+        self, command: str, *, files: list[str] | None = None, timeout_seconds: int | None = None
+    ) -> RunCommandResult:
+        """``bash -lc command`` in /mnt/work; a nonzero exit is a result, not an error."""
+        return await self.client.call(
+            _calls.run_command(self.context, self.id, command, files, timeout_seconds)
+        )
+
+    async def write_file(self, path: str, content: str) -> WriteFileResult:
+        return await self.client.call(_calls.write_file(self.context, self.id, path, content))
+
+    async def read_file(
+        self, path: str, *, offset: int | None = None, max_bytes: int | None = None
+    ) -> ReadFileResult:
+        """One page from byte ``offset``; the next page starts at its ``nextOffset``."""
+        return await self.client.call(
+            _calls.read_file(self.context, self.id, path, offset, max_bytes)
+        )
+
+    async def read_pages(
+        self, path: str, *, max_bytes: int | None = None
+    ) -> AsyncIterator[ReadFileResult]:
+        """Every page of the file, in order."""
+        offset: int | None = 0
+        while offset is not None:
+            page = await self.read_file(path, offset=offset, max_bytes=max_bytes)
+            yield page
+            offset = page.nextOffset
+
+    async def list_files(self, path: str = ".") -> ListFilesResult:
+        return await self.client.call(_calls.list_files(self.context, self.id, path))
+
+    async def publish_files(self, paths: list[str]) -> PublishFilesResult:
+        """Raises ``ApprovalRequired`` (with ``approval_id``) when a person must decide."""
+        return await self.client.call(_calls.publish_files(self.context, self.id, paths))
+
+    async def run_js(self, code: str, *, timeout_seconds: float | None = None) -> JsResult:
+        return await self.client.call(_calls.run_js(self.context, self.id, code, timeout_seconds))
+
+    async def upload_file(
+        self, name: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> FilePublic:
+        return await self.client.call(
+            _calls.upload_file(self.context, self.id, name, data, content_type)
+        )
+
+    async def files(self) -> FilesPublic:
+        return await self.client.call(_calls.list_conversation_files(self.context, self.id))
+
+    async def download_file(self, file_id: str) -> bytes:
+        return await self.client.call(_calls.download_file(self.context, self.id, file_id))
+
+    async def sandbox(self) -> SandboxPublic:
+        return await self.client.call(_calls.sandbox(self.context, self.id))
+
+    async def delete(self) -> ConversationDeleted:
+        """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""
+        return await self.client.call(_calls.delete(self.context, self.id))
+
+
+class AsyncTools:
+    """The tool layer: catalog, execute, approvals, the executions log."""
+
+    def __init__(self, client: AsyncSiestaClient) -> None:
+        self.client = client
+
+    async def catalog(
+        self, agent: AgentConfig | dict[str, Any], user: UserInfo | dict[str, Any]
+    ) -> CatalogPublic:
+        return await self.client.call(_calls.catalog(agent, user))
+
+    async def execute(
+        self,
+        *,
+        org: str,
+        conversation: str,
+        agent: AgentConfig | dict[str, Any],
+        user: UserInfo | dict[str, Any],
+        function: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> ExecutionOutcome:
+        """A function call as the model made it; failures are outcomes (``ok: false``)."""
+        op = _calls.execute(org, conversation, agent, user, function, arguments or {})
+        return await self.client.call(op)
+
+    async def decide(
+        self, approval_id: str, *, org: str, approve: bool, by: str
+    ) -> ExecutionOutcome:
+        return await self.client.call(_calls.decide(org, approval_id, approve, by))
+
+    async def executions(
+        self,
+        *,
+        org: str,
+        conversation: str | None = None,
+        function: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> ExecutionsPublic:
+        op = _calls.executions(
+            org, conversationId=conversation, function=function, status=status, limit=limit
+        )
+        return await self.client.call(op)
