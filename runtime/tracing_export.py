@@ -7,6 +7,7 @@ Only this module imports the OpenTelemetry SDK, and only when
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from runtime import tracing
@@ -33,7 +34,7 @@ def start_tracing(settings: TracingSettings) -> Shutdown | None:
     if settings.exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        exporter = ConsoleSpanExporter(service_name=settings.service_name)
+        exporter = ConsoleSpanExporter(service_name=settings.service_name, out=sys.stdout)
     else:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
