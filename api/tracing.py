@@ -25,38 +25,43 @@ class TraceContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {
-            name: value.decode("latin-1")
-            for name, value in scope.get("headers") or []
-            if name in _PROPAGATED or name == _ORG
-        }
-        carrier = {name.decode(): value for name, value in headers.items() if name != _ORG}
+        carrier: dict[str, str] = {}
+        org = None
+        for name, value in scope.get("headers") or []:
+            if name in _PROPAGATED:
+                carrier[name.decode()] = value.decode("latin-1")
+            elif name == _ORG:
+                org = value.decode("latin-1")
+        # Attached even with tracing off (no-op spans): the caller's trace still
+        # reaches the upstream calls.
+        token = otel_context.attach(tracing.extract(carrier)) if carrier else None
+        try:
+            if tracing.recording():
+                await self._traced(scope, receive, send, org)
+            else:
+                await self.app(scope, receive, send)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+
+    async def _traced(self, scope: Scope, receive: Receive, send: Send, org: str | None) -> None:
         method = str(scope.get("method", ""))
         parts = str(scope.get("path", "")).split("/")
         conversation = parts[3][:128] if len(parts) > 3 and parts[2] == "conversations" else None
-        # Attached first, so that even with tracing off (no-op spans) the
-        # caller's trace reaches the upstream calls.
-        token = otel_context.attach(tracing.extract(carrier))
-        try:
-            with tracing.span(
-                method,
-                kind=tracing.SpanKind.SERVER,
-                org=headers.get(_ORG),
-                conversation=conversation,
-            ) as span:
-                span.set_attribute("http.request.method", method)
+        with tracing.span(
+            method, kind=tracing.SpanKind.SERVER, org=org, conversation=conversation
+        ) as span:
+            span.set_attribute("http.request.method", method)
 
-                async def send_traced(message: Message) -> None:
-                    if message["type"] == "http.response.start":
-                        status = int(message["status"])
-                        span.set_attribute("http.response.status_code", status)
-                        tracing.outcome(span, f"http_{status}" if status >= 500 else None)
-                    await send(message)
+            async def send_traced(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                    span.set_attribute("http.response.status_code", status)
+                    tracing.outcome(span, f"http_{status}" if status >= 500 else None)
+                await send(message)
 
-                await self.app(scope, receive, send_traced)
-                route = getattr(scope.get("route"), "path", None)
-                if isinstance(route, str):
-                    span.set_attribute("http.route", route)
-                    span.update_name(f"{method} {route}")
-        finally:
-            otel_context.detach(token)
+            await self.app(scope, receive, send_traced)
+            route = getattr(scope.get("route"), "path", None)
+            if isinstance(route, str):
+                span.set_attribute("http.route", route)
+                span.update_name(f"{method} {route}")

@@ -25,7 +25,17 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-__all__ = ["Span", "SpanKind", "carry", "extract", "inject", "install", "outcome", "span"]
+__all__ = [
+    "Span",
+    "SpanKind",
+    "carry",
+    "extract",
+    "inject",
+    "install",
+    "outcome",
+    "recording",
+    "span",
+]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -51,20 +61,28 @@ def install(provider: trace.TracerProvider | None) -> None:
     )
 
 
-@contextlib.contextmanager
 def span(
     name: str,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
     parent: Context | None = None,
     **attributes: AttributeValue | None,
-) -> Iterator[Span]:
+) -> contextlib.AbstractContextManager[Span]:
     """A span that is current for the block; ``attributes`` become ``siesta.<name>``
     (``None`` values are left out). An exception marks it failed with its code."""
-    if not _recording():
+    if not recording():
         # A no-op span would only wrap the current span context again: skip the cost.
-        yield trace.get_current_span()
-        return
+        return _CURRENT
+    return _recorded(name, kind, parent, attributes)
+
+
+@contextlib.contextmanager
+def _recorded(
+    name: str,
+    kind: SpanKind,
+    parent: Context | None,
+    attributes: dict[str, AttributeValue | None],
+) -> Iterator[Span]:
     given = {f"siesta.{key}": value for key, value in attributes.items() if value is not None}
     with _tracer.start_as_current_span(
         name,
@@ -79,6 +97,19 @@ def span(
         except BaseException as exc:
             outcome(current, _code(exc))
             raise
+
+
+class _Current(contextlib.AbstractContextManager[Span]):
+    """The block runs in the current span, untouched (tracing is off)."""
+
+    def __enter__(self) -> Span:
+        return trace.get_current_span()
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+_CURRENT = _Current()
 
 
 def outcome(current: Span, error_code: str | None) -> None:
@@ -117,7 +148,8 @@ def carry(function: Callable[_P, _R]) -> Callable[_P, _R]:
     return within
 
 
-def _recording() -> bool:
+def recording() -> bool:
+    """Whether spans are recorded (a provider is installed here or globally)."""
     return _installed or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
