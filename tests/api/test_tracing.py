@@ -303,3 +303,44 @@ def assert_no_secret(found: list[ReadableSpan]) -> None:
         values = [*(span.attributes or {}).values(), span.name, span.status.description or ""]
         values += [value for event in span.events for value in (event.attributes or {}).values()]
         assert not any(SECRET in str(value) for value in values), span.name
+
+
+def test_a_streamed_command_is_traced_to_the_end_of_its_stream(
+    service: InProcessService, spans: InMemorySpanExporter
+) -> None:
+    with service.client.stream(
+        "POST",
+        f"/v1/conversations/{new_conversation()}/sandbox/runCommand",
+        json={"command": "echo one; echo two"},
+        headers=traced(Accept="text/event-stream"),
+    ) as response:
+        body = response.read().decode()
+
+    found = of_trace(spans)
+    server = server_span(found)
+    exec_span = named(found, "sandbox.exec")
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert "event: result" in body
+    assert descends_from(exec_span, server, found)
+    assert exec_span.end_time is not None and server.end_time is not None
+    assert server.end_time >= exec_span.end_time
+
+
+def test_publishing_is_a_span(service: InProcessService, spans: InMemorySpanExporter) -> None:
+    conversation = new_conversation()
+    written = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/writeFile",
+        json={"path": "out.txt", "content": SECRET},
+        headers=headers(),
+    )
+    response = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/publishFiles",
+        json={"paths": ["out.txt", "missing.txt"]},
+        headers=traced(),
+    )
+
+    publish = named(of_trace(spans), "sandbox.publish")
+    assert written.status_code == 200 and response.status_code == 200, response.text
+    assert publish.attributes is not None
+    assert (publish.attributes["siesta.files"], publish.attributes["siesta.failed"]) == (2, 1)
+    assert_no_secret(of_trace(spans))

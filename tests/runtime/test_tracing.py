@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,12 @@ from pydantic import ValidationError
 
 from runtime import tracing
 from runtime.config import Settings, TracingSettings
+from runtime.context import CallContext
 from runtime.errors import ConfigurationError, SessionBusy
+from runtime.images import CatalogImage, ImageCatalog
+from runtime.providers.fake import FakeProvider
+from runtime.services import assemble_sessions
+from runtime.store.sqlite import open_sqlite
 from runtime.tracing_export import start_tracing
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -75,6 +81,39 @@ def test_carry_runs_a_function_on_a_pool_thread_in_the_callers_trace(
     children = [span for span in exported.get_finished_spans() if span.name == "child"]
     assert len(children) == 3
     assert all(span.parent == parent.get_span_context() for span in children)
+
+
+@pytest.mark.parametrize("tier", ["paused", "stopped"])
+def test_a_resume_is_a_span_inside_the_operation(
+    tmp_path: Path, exported: InMemorySpanExporter, tier: str
+) -> None:
+    stores = open_sqlite(tmp_path / "siesta.db")
+    provider = FakeProvider(tmp_path / "sandboxes")
+    images = ImageCatalog([CatalogImage(id="base", title="B", image="siesta/b:1")], tmp_path)
+    sessions, leases, lifecycle, _ = assemble_sessions(stores, provider, images, Settings())
+    ctx = CallContext("org", "user", "c1", base_image="base")
+    try:
+        with sessions.operation(ctx) as first:
+            pass
+        with leases.hold(ctx.key) as lease:
+            suspend = lifecycle.pause if tier == "paused" else lifecycle.stop
+            assert suspend(first.record, lease)
+        exported.clear()
+        with tracing.span("operation") as operation, sessions.operation(ctx) as resumed:
+            pass
+    finally:
+        sessions.close()
+        provider.close()
+        stores.close()
+
+    spans = {span.name: span for span in exported.get_finished_spans()}
+    assert resumed.resumed == tier
+    assert spans["session.resume"].parent == operation.get_span_context()
+    assert spans["session.resume"].attributes == {
+        "siesta.tier": tier,
+        "siesta.session_id": first.record.session_id,
+    }
+    assert "session.provision" not in spans
 
 
 def test_nothing_is_exported_by_default() -> None:
