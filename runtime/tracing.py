@@ -29,6 +29,7 @@ __all__ = [
     "Span",
     "SpanKind",
     "carry",
+    "current_trace_id",
     "extract",
     "inject",
     "install",
@@ -130,6 +131,12 @@ def inject(headers: MutableMapping[str, str]) -> None:
 def extract(headers: Mapping[str, str]) -> Context:
     """The trace context a caller sent (an empty one when none or malformed)."""
     return _PROPAGATOR.extract(headers)
+
+
+def current_trace_id() -> str | None:
+    """The current trace's id in hex (a caller's even with tracing off), or ``None``."""
+    context = trace.get_current_span().get_span_context()
+    return f"{context.trace_id:032x}" if context.is_valid else None
 
 
 def carry(function: Callable[_P, _R]) -> Callable[_P, _R]:

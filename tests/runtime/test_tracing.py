@@ -3,6 +3,8 @@ threads, and the exporters chosen by ``SIESTA_TRACING__*``."""
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -23,6 +26,7 @@ from runtime.config import Settings, TracingSettings
 from runtime.context import CallContext
 from runtime.errors import ConfigurationError, SessionBusy
 from runtime.images import CatalogImage, ImageCatalog
+from runtime.logs import JsonFormatter
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.store.sqlite import open_sqlite
@@ -52,6 +56,18 @@ def test_without_a_provider_spans_record_nothing_but_the_context_passes_on() -> 
         tracing.inject(headers)
     assert not outer.is_recording()
     assert headers == {"traceparent": TRACEPARENT}
+
+
+def test_logs_name_the_callers_trace() -> None:
+    record = logging.LogRecord("siesta", logging.INFO, __file__, 1, "hello", None, None)
+    outside = json.loads(JsonFormatter().format(record))
+    token = otel_context.attach(tracing.extract({"traceparent": TRACEPARENT}))
+    try:
+        inside = json.loads(JsonFormatter().format(record))
+    finally:
+        otel_context.detach(token)
+    assert "traceId" not in outside
+    assert inside["traceId"] == TRACEPARENT.split("-")[1]
 
 
 def test_a_span_names_the_error_code_only(exported: InMemorySpanExporter) -> None:
