@@ -66,7 +66,6 @@ def span(
     name: str,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
-    parent: Context | None = None,
     **attributes: AttributeValue | None,
 ) -> contextlib.AbstractContextManager[Span]:
     """A span that is current for the block; ``attributes`` become ``siesta.<name>``
@@ -74,20 +73,18 @@ def span(
     if not recording():
         # A no-op span would only wrap the current span context again: skip the cost.
         return _CURRENT
-    return _recorded(name, kind, parent, attributes)
+    return _recorded(name, kind, attributes)
 
 
 @contextlib.contextmanager
 def _recorded(
     name: str,
     kind: SpanKind,
-    parent: Context | None,
     attributes: dict[str, AttributeValue | None],
 ) -> Iterator[Span]:
     given = {f"siesta.{key}": value for key, value in attributes.items() if value is not None}
     with _tracer.start_as_current_span(
         name,
-        context=parent,
         kind=kind,
         attributes=given,
         record_exception=False,  # its message may quote the arguments
