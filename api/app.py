@@ -26,6 +26,7 @@ from api.routes import (
     sandbox,
     tools,
 )
+from api.tracing import TraceContext
 from runtime import metrics
 from runtime.config import Settings, SqliteStoreSettings
 from runtime.pool import refill_forever
@@ -79,6 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
     )
     app.add_middleware(RequestContext)
+    app.add_middleware(TraceContext)
     errors.install(app)
     openapi.install(app)
     for module in (health, images, sandbox, files, js, conversations, tools, approvals, admin):

@@ -612,6 +612,24 @@ class HttpSettings(BaseModel):
     """Sandbox calls that can run at once in one process (each holds a thread)."""
 
 
+class TracingSettings(BaseModel):
+    """Where spans go. The W3C trace context a caller sends is passed on to upstream
+    APIs and the agent gateway whatever is chosen here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exporter: Literal["none", "otlp", "console"] = "none"
+    """``none``: nothing is recorded; ``otlp``: OTLP over HTTP (needs the ``otlp``
+    extra: ``pip install 'siesta-runtime[otlp]'``); ``console``: JSON on stdout."""
+    otlp_endpoint: str | None = None
+    """The collector's traces URL (``http://collector:4318/v1/traces``); default:
+    the exporter's own (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or localhost)."""
+    service_name: str = "siesta-runtime"
+    """``service.name`` of every span."""
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    """Share of new traces recorded; a caller's sampling decision is always followed."""
+
+
 class Settings(BaseSettings):
     """Everything configurable."""
 
@@ -651,6 +669,7 @@ class Settings(BaseSettings):
     provider: ProviderSettings = Field(default_factory=DockerProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     debug: bool = False
     """Log at debug level."""
 

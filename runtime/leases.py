@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from runtime import tracing
 from runtime.clock import SYSTEM_CLOCK, Clock
 from runtime.config import LeaseSettings
 from runtime.errors import SessionBusy, StateUnavailable
@@ -52,7 +53,8 @@ class Leases:
         self, key: str, on_lost: Callable[[], None] | None = None, *, wait: bool = True
     ) -> Iterator[Lease]:
         """Hold ``key``'s lease for the block, renewing it in the background."""
-        lease = self._acquire(key, wait=wait)
+        with tracing.span("lease.wait", conversation_key=key):
+            lease = self._acquire(key, wait=wait)
         renewer = _Renewer(self._store, self._clock, lease, on_lost)
         try:
             yield lease

@@ -1,4 +1,5 @@
-"""Structured JSON logs, one object per line, with request, conversation and session ids.
+"""Structured JSON logs, one object per line, with request, conversation and session ids
+(and the trace id, when the request came with a trace or tracing is on).
 
 The ids come from context variables set at the edge (the API middleware) and
 by the session manager; command text and file content are never logged above
@@ -11,6 +12,8 @@ import contextvars
 import json
 import logging
 import time
+
+from runtime import tracing
 
 REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
 CONVERSATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -39,6 +42,9 @@ class JsonFormatter(logging.Formatter):
             value = variable.get()
             if value is not None:
                 entry[name] = value
+        trace_id = tracing.current_trace_id()
+        if trace_id is not None:
+            entry["traceId"] = trace_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

@@ -13,6 +13,7 @@ import codecs
 import posixpath
 from typing import Any
 
+from runtime import tracing
 from runtime.cancellation import Cancellation
 from runtime.config import CommandSettings, FileSettings, SandboxSettings
 from runtime.context import CallContext
@@ -105,14 +106,23 @@ class Sandbox:
         )
         cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:
-            self._count_staged(ctx, session, [record for _, record in inputs])
-            staged = [self._stage(session, name, record) for name, record in inputs]
+            session_id = session.record.session_id
+            with tracing.span("sandbox.stage", session_id=session_id, files=len(inputs)):
+                self._count_staged(ctx, session, [record for _, record in inputs])
+                staged = [self._stage(session, name, record) for name, record in inputs]
             sandbox_id = session.record.sandbox_id
             if cancellation.cancelled:
                 msg = "the caller went away before the command started"
                 raise Cancelled(msg)
-            with cancellation.on_cancel(lambda: self._provider.cancel_exec(sandbox_id)):
+            with (
+                tracing.span(
+                    "sandbox.exec", session_id=session_id, timeout_seconds=timeout
+                ) as span,
+                cancellation.on_cancel(lambda: self._provider.cancel_exec(sandbox_id)),
+            ):
                 result = self._provider.exec(sandbox_id, request)
+                span.set_attribute("siesta.exit_code", result.exit_code)
+                span.set_attribute("siesta.timed_out", result.timed_out)
         return RunCommandResult(
             exitCode=result.exit_code,
             stdout=result.stdout.text,
@@ -319,7 +329,12 @@ class Sandbox:
             msg = f"{len(paths)} paths, over the limit of {self._limits.max_publish_paths} per call"
             raise InvalidRequest(msg, limit=self._limits.max_publish_paths, unit="paths")
         results = []
-        with self._sessions.operation(ctx) as session:
+        with (
+            self._sessions.operation(ctx) as session,
+            tracing.span(
+                "sandbox.publish", session_id=session.record.session_id, files=len(paths)
+            ) as span,
+        ):
             for path in paths:
                 try:
                     record = self._publish_one(ctx, session, path)
@@ -327,7 +342,8 @@ class Sandbox:
                     results.append(PublishOutcome(path=path, error=_publish_error(error)))
                 else:
                     results.append(PublishOutcome(path=path, artifact=FilePublic.of(record)))
-        failed = sum(1 for result in results if result.error is not None)
+            failed = sum(1 for result in results if result.error is not None)
+            span.set_attribute("siesta.failed", failed)
         return PublishFilesResult(
             files=results,
             published=len(results) - failed,

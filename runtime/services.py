@@ -45,6 +45,7 @@ from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
 from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tracing_export import Shutdown, start_tracing
 from runtime.upstreams import Upstreams
 
 
@@ -110,6 +111,7 @@ class Services:
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
     tools: ToolExecutor = field(init=False)
+    stop_tracing: Shutdown | None = field(init=False, default=None)
 
     @classmethod
     def build(
@@ -173,6 +175,7 @@ class Services:
             WorkerPool(settings.js), files, gateway, settings.js, settings.agents
         )
         services.tools = services._tool_executor(gateway)
+        services.stop_tracing = start_tracing(settings.tracing)
         return services
 
     def tool_catalog(self, agent: AgentConfig, user: UserInfo) -> Catalog:
@@ -247,3 +250,5 @@ class Services:
         self.stores.close()
         self.provider.close()
         self.egress.close()
+        if self.stop_tracing is not None:
+            self.stop_tracing()

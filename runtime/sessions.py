@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from runtime import metrics
+from runtime import metrics, tracing
 from runtime.config import LifecycleSettings, SandboxSettings
 from runtime.context import CallContext
 from runtime.errors import (
@@ -198,7 +198,8 @@ class SessionManager:
         limit = self._lifecycle.resume_timeout_seconds
         started = time.monotonic()
         try:
-            self._within_limit(action, record.sandbox_id, limit, _resume_timeout)
+            with tracing.span("session.resume", tier=tier, session_id=record.session_id):
+                self._within_limit(action, record.sandbox_id, limit, _resume_timeout)
         except BaseException:
             self._quotas.release(record)
             raise
@@ -223,7 +224,11 @@ class SessionManager:
         self._quotas.claim(member, ctx.org, ctx.user)
         started = time.monotonic()
         try:
-            session_id, sandbox_id = self._from_pool(image) or self._create(ctx, image)
+            with tracing.span(
+                "session.provision", org=ctx.org, conversation=ctx.conversation, image=image.id
+            ) as span:
+                session_id, sandbox_id = self._from_pool(image) or self._create(ctx, image)
+                span.set_attribute("siesta.session_id", session_id)
         except BaseException:
             self._quotas.release_member(member, ctx.org, ctx.user)
             raise

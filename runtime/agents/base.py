@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from runtime import tracing
 from runtime.context import CallContext
 from runtime.errors import SubAgentNotAllowed
 
@@ -90,7 +91,8 @@ def call_parallel(
 
     pool = concurrent.futures.ThreadPoolExecutor(max(1, min(max_parallel, len(names))))
     try:
-        futures = [pool.submit(one, pair) for pair in zip(names, prompts, strict=True)]
+        traced = tracing.carry(one)
+        futures = [pool.submit(traced, pair) for pair in zip(names, prompts, strict=True)]
         wait = None if deadline is None else max(0.0, deadline.remaining())
         done, _ = concurrent.futures.wait(futures, timeout=wait)
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from runtime import tracing
 from runtime.agents import AgentGateway
 from runtime.config import AgentSettings, JsSettings
 from runtime.context import CallContext
@@ -46,7 +47,9 @@ class JsExecutor:
             timeout_seconds or self._settings.timeout_seconds, self._settings.timeout_seconds
         )
         host = HelperHost(ctx, self._files, self._agents, self._settings, self._agent_settings)
-        outcome = self._pool.run(code, host.dispatch, on_status or _ignore, timeout)
+        with tracing.span("js.run", org=ctx.org, conversation=ctx.conversation) as span:
+            outcome = self._pool.run(code, host.dispatch, on_status or _ignore, timeout)
+            tracing.outcome(span, outcome.error.get("code") if outcome.error else None)
         return JsResult(
             result=outcome.result if outcome.error is None else None,
             error=JsError.model_validate(outcome.error) if outcome.error is not None else None,

@@ -9,6 +9,7 @@ asked (a token deciding its own request could approve anything it asks for).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime import tracing
 from runtime.context import CallContext
 from runtime.errors import (
     ApprovalAlreadyDecided,
@@ -153,15 +155,17 @@ class ToolExecutor:
             raise self._hold(execution, call, arguments)
         self._log.add(execution)
         started = time.monotonic()
-        try:
-            result = self._adapters[function.name](call, arguments)
-        except SiestaError as error:
-            self._finish(execution, error=error.to_dict(), started=started)
-            raise
-        except Exception as error:
-            failed = ToolFailed(f"{function.name} failed: {type(error).__name__}")
-            self._finish(execution, error=failed.to_dict(), started=started)
-            raise
+        with _span(execution, call) as span:
+            try:
+                result = self._adapters[function.name](call, arguments)
+            except SiestaError as error:
+                self._finish(execution, error=error.to_dict(), started=started)
+                raise
+            except Exception as error:
+                failed = ToolFailed(f"{function.name} failed: {type(error).__name__}")
+                self._finish(execution, error=failed.to_dict(), started=started)
+                raise
+            tracing.outcome(span, None)
         self._finish(execution, result=result, started=started)
         return result
 
@@ -278,6 +282,14 @@ class ToolExecutor:
     def _run(
         self, execution: ToolExecution, call: ToolCall, arguments: dict[str, Any]
     ) -> dict[str, Any]:
+        with _span(execution, call) as span:
+            answer = self._call_adapter(execution, call, arguments)
+            tracing.outcome(span, None if answer["ok"] else answer["error"].get("code"))
+            return answer
+
+    def _call_adapter(
+        self, execution: ToolExecution, call: ToolCall, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
         entry = call.function
         adapter = self._adapter_for(entry)
         started = time.monotonic()
@@ -336,6 +348,21 @@ class ToolExecutor:
             "status": execution.status.value,
             "result": result,
         }
+
+
+def _span(
+    execution: ToolExecution, call: ToolCall
+) -> contextlib.AbstractContextManager[tracing.Span]:
+    """The span of one function call: which function, by which policy; never its arguments."""
+    return tracing.span(
+        "tool.execute",
+        org=call.ctx.org,
+        conversation=call.ctx.conversation,
+        function=call.function.name,
+        policy=call.function.policy,
+        source=call.function.source,
+        execution_id=execution.id,
+    )
 
 
 def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInfo) -> CallContext:

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from runtime import tracing
 from runtime.config import ToolSettings
 from runtime.errors import CrawlTimeout, ProviderFailed, SiestaError, ToolNotConfigured
 from runtime.functions.base import parse_arguments as parse
@@ -117,7 +118,8 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
         workers = min(len(results), settings.search_parallel_fetches)
         pool = ThreadPoolExecutor(workers, thread_name_prefix="search-page")
         try:
-            futures = [pool.submit(page_text, str(r["url"]), deadline) for r in results]
+            fetch = tracing.carry(page_text)
+            futures = [pool.submit(fetch, str(r["url"]), deadline) for r in results]
             wait(futures, timeout=max(0.0, deadline - time.monotonic()))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # late pages finish unread

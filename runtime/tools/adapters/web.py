@@ -104,7 +104,7 @@ def page_client(settings: ToolSettings, upstreams: Upstreams) -> httpx.Client:
     allow_private = settings.allow_private_networks
     backend = CheckedBackend(allow_private=allow_private)
     name = "pages-any-address" if allow_private else "pages"
-    return upstreams.client(name, transport=checked_transport(backend))
+    return upstreams.client(name, transport=checked_transport(backend), propagate=False)
 
 
 def web_fetch_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapter:
