@@ -60,10 +60,13 @@ Resolve = Callable[[ServerRequestContext[Any, Any]], McpCaller]
 
 
 def build_server(services: Services, resolve: Resolve) -> Server[Any]:
+    tools = [_tool(spec) for spec, _ in TOOLS.values()]  # schemas are made once
+    schemas = {tool.name: tool.input_schema for tool in tools}
+
     async def list_tools(
         _: ServerRequestContext[Any, Any], __: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_tool(spec) for spec, _ in TOOLS.values()])
+        return types.ListToolsResult(tools=tools)
 
     async def call_tool(
         request: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -97,6 +100,7 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
         version="0.1.0",
         instructions="A Linux workspace (/mnt/work) and a JavaScript executor for one "
         "conversation. Files and installed packages persist between calls.",
+        get_tool_input_schema=schemas.get,  # else each call lists the tools to check headers
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
