@@ -27,6 +27,7 @@ from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp.stdio import REQUESTED_BY
 from tests.helpers import (
+    APPROVER_TOKEN,
     PUBLISH_WITHOUT_APPROVAL,
     REPO,
     TEST_DISK_ROOT,
@@ -37,10 +38,12 @@ from tests.helpers import (
     StartService,
     headers,
     new_conversation,
+    tokens_setting,
 )
 
 ORG, USER, IMAGE = "org-a", "user-1", "debian-base"
 HELD_POLICIES = '{"runCommand": "confirm", "publishFiles": "enabled"}'
+APPROVER = {"Authorization": f"Bearer {APPROVER_TOKEN}", "X-Siesta-Org": ORG}
 
 Connect = Callable[[ServiceProcess, str], contextlib.AbstractAsyncContextManager[Client]]
 
@@ -52,11 +55,13 @@ def service(start_service: StartService) -> ServiceProcess:
 
 @pytest.fixture(scope="module")
 def held_service(start_service: StartService) -> ServiceProcess:
-    """A deployment whose policy asks a person before every ``runCommand``."""
+    """A deployment whose policy asks a person before every ``runCommand``, with a
+    token that may only decide (``approve``)."""
     return start_service(
         "fake",
         SIESTA_RECONCILE__BACKGROUND="false",
         SIESTA_TOOLS__FUNCTION_POLICIES=HELD_POLICIES,
+        SIESTA_TOKENS=tokens_setting(("approver", APPROVER_TOKEN, ["approve"])),
     )
 
 
@@ -264,20 +269,38 @@ def test_a_policy_that_asks_first_holds_the_call(
     conversation = new_conversation()
     [result] = call(connect, held_service, conversation, ("runCommand", {"command": "echo x"}))
     error = result.structured_content["error"]
-    log = held_service.client.get(
-        "/v1/tools/executions", headers=headers(), params={"conversationId": conversation}
-    ).json()["executions"]
+    held = log_of(held_service, conversation)
+    decided = held_service.client.post(
+        f"/v1/tools/approvals/{error['approvalId']}",
+        headers=APPROVER,
+        json={"decision": "approve", "by": "ann"},
+    )
 
     assert result.is_error
     assert error["code"] == "approval_required"
     assert f"approvalId: {error['approvalId']}" in text_of(result)
-    assert [(e["id"], e["function"], e["status"]) for e in log] == [
+    assert [(e["id"], e["function"], e["status"]) for e in held] == [
         (error["approvalId"], "runCommand", "pending_approval")
     ]
-    assert log[0]["requestedBy"] in {LEGACY_TOKEN_NAME, REQUESTED_BY}
+    assert held[0]["requestedBy"] in {LEGACY_TOKEN_NAME, REQUESTED_BY}
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["result"]["stdout"] == "x\n"
+    assert [e["status"] for e in log_of(held_service, conversation)] == ["succeeded"]
 
 
-def test_http_needs_the_token_and_the_conversation(service: ServiceProcess) -> None:
+def log_of(service: ServiceProcess, conversation: str) -> list[dict[str, Any]]:
+    response = service.client.get(
+        "/v1/tools/executions", headers=headers(), params={"conversationId": conversation}
+    )
+    assert response.status_code == 200, response.text
+    executions: list[dict[str, Any]] = response.json()["executions"]
+    return executions
+
+
+def test_http_needs_the_token_its_scope_and_the_conversation(
+    held_service: ServiceProcess,
+) -> None:
+    service = held_service
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -296,6 +319,7 @@ def test_http_needs_the_token_and_the_conversation(service: ServiceProcess) -> N
 
     no_token = post({k: v for k, v in context.items() if k != "Authorization"})
     wrong_token = post({**context, "Authorization": "Bearer not-" + TOKEN})
+    no_scope = post({**context, "Authorization": f"Bearer {APPROVER_TOKEN}"})
     no_conversation = post({k: v for k, v in context.items() if k != "X-Siesta-Conversation"})
     fine = post(context)
 
@@ -303,6 +327,13 @@ def test_http_needs_the_token_and_the_conversation(service: ServiceProcess) -> N
         assert refused.status_code == 401
         assert refused.json()["error"]["code"] == "unauthorized"
         assert refused.headers["www-authenticate"] == "Bearer"
+    assert no_scope.status_code == 403
+    assert no_scope.json()["error"] == {
+        "code": "forbidden_scope",
+        "message": "/mcp needs a token with the 'sandbox' scope; 'approver' lacks it",
+        "scope": "sandbox",
+        "token": "approver",
+    }
     assert no_conversation.status_code == 400
     assert no_conversation.json()["error"]["code"] == "missing_context"
     assert fine.status_code == 200, fine.text
