@@ -247,6 +247,21 @@ def test_statuses_and_output_are_progress_notifications(
     assert "".join(message or "" for _, message in received["command"]) == "stdout: streamed\n"
 
 
+def test_a_cancelled_call_stops_its_command(connect: Connect, service: ServiceProcess) -> None:
+    async def work() -> types.CallToolResult:
+        async with connect(service, new_conversation()) as client:
+            with anyio.move_on_after(1):
+                await client.call_tool("runCommand", {"command": "sleep 30 && touch late"})
+            # The conversation is free at once (else this waits or is session_busy),
+            # and the command died before it could touch anything.
+            return await client.call_tool("listFiles", {})
+
+    listing = run(work)
+
+    assert not listing.is_error, text_of(listing)
+    assert listing.structured_content["entries"] == []
+
+
 def test_a_bad_argument_is_a_tool_error(connect: Connect, service: ServiceProcess) -> None:
     missing, unknown = call(
         connect,
