@@ -20,7 +20,9 @@ from typing import Any
 import mcp_types as types
 from anyio import to_thread
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from runtime.cancellation import Cancellation
 from runtime.context import CallContext
@@ -28,7 +30,7 @@ from runtime.errors import SiestaError, ToolFailed
 from runtime.functions.base import FunctionSpec
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX
-from runtime.mcp import results
+from runtime.mcp import resources, results
 from runtime.services import Services
 from runtime.tools.call import CallEvents, FailedWithResult
 
@@ -95,6 +97,27 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
             return results.error_failure(ToolFailed(f"{params.name} failed"))
         return results.success(spec.name, dict(result), caller.file_link)
 
+    async def list_files(
+        request: ServerRequestContext[Any, Any], _: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        caller = _resolved(request)
+        return await to_thread.run_sync(resources.list_files, services, caller)
+
+    async def read_file(
+        request: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        caller = _resolved(request)
+        try:
+            return await to_thread.run_sync(resources.read_file, services, caller, params.uri)
+        except SiestaError as error:
+            raise MCPError(INVALID_PARAMS, error.message, error.to_dict()) from error
+
+    def _resolved(request: ServerRequestContext[Any, Any]) -> McpCaller:
+        try:
+            return resolve(request)
+        except SiestaError as error:
+            raise MCPError(INVALID_PARAMS, error.message, error.to_dict()) from error
+
     return Server(
         "siesta-runtime",
         version="0.1.0",
@@ -103,6 +126,8 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
         get_tool_input_schema=schemas.get,  # else each call lists the tools to check headers
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_files,
+        on_read_resource=read_file,
     )
 
 

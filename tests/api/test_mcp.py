@@ -39,6 +39,7 @@ from tests.helpers import (
     headers,
     new_conversation,
     tokens_setting,
+    upload,
 )
 
 ORG, USER, IMAGE = "org-a", "user-1", "debian-base"
@@ -181,6 +182,30 @@ def test_write_read_list_and_publish(connect: Connect, service: ServiceProcess) 
     assert "out/missing.md: publish_target_missing" in text_of(published)
     assert link.name == "notes.md" and link.uri.startswith(service.base_url)
     assert download.status_code == 200 and download.content == "# héllo\n".encode()
+
+
+def test_conversation_files_are_resources(connect: Connect, service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    upload(service.client, conversation, "data.bin", b"\x00\x01", org=ORG)
+
+    async def work() -> tuple[types.CallToolResult, list[types.Resource], list[Any]]:
+        async with connect(service, conversation) as client:
+            await client.call_tool("writeFile", {"path": "a.txt", "content": "hi"})
+            published = await client.call_tool("publishFiles", {"paths": ["a.txt"]})
+            listed = (await client.list_resources()).resources
+            contents = [(await client.read_resource(r.uri)).contents[0] for r in listed]
+            return published, listed, contents
+
+    published, listed, contents = run(work)
+    [link] = [block for block in published.content if isinstance(block, types.ResourceLink)]
+
+    assert sorted(r.name for r in listed) == ["a.txt", "data.bin"]
+    assert link.uri in {r.uri for r in listed}
+    by_name = {r.name: c for r, c in zip(listed, contents, strict=True)}
+    assert isinstance(by_name["a.txt"], types.TextResourceContents)
+    assert by_name["a.txt"].text == "hi"
+    assert isinstance(by_name["data.bin"], types.BlobResourceContents)
+    assert by_name["data.bin"].blob == "AAE="
 
 
 def test_a_script_with_excel_helpers(connect: Connect, service: ServiceProcess) -> None:
