@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.jsonrpc import INVALID_PARAMS
 
+from runtime import logs
 from runtime.cancellation import Cancellation
 from runtime.context import CallContext
 from runtime.errors import SiestaError, ToolFailed
@@ -79,6 +80,8 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
         arguments = dict(params.arguments or {})
         try:
             caller = resolve(request)
+            logs.CALLER.set(caller.requested_by)  # this task's: the worker thread copies it
+            logs.CONVERSATION.set(caller.ctx.conversation)
             spec.parse(arguments)  # a bad call is refused before it is held or logged
 
             def run(events: CallEvents) -> Any:
