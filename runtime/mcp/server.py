@@ -28,7 +28,7 @@ from runtime import logs
 from runtime.cancellation import Cancellation
 from runtime.context import CallContext
 from runtime.errors import SiestaError, ToolFailed
-from runtime.functions.base import FunctionSpec
+from runtime.functions.base import FunctionSpec, tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp import resources, results
@@ -140,6 +140,7 @@ def _tool(spec: FunctionSpec) -> types.Tool:
         name=spec.name,
         description=spec.description,
         input_schema=spec.parameters(),
+        output_schema=tool_schema(spec.result) if spec.result else None,
         annotations=types.ToolAnnotations(
             read_only_hint=read_only, destructive_hint=False if read_only else None
         ),

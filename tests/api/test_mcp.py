@@ -23,6 +23,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from openpyxl import load_workbook
 
 from runtime.config import LEGACY_TOKEN_NAME
+from runtime.functions.base import tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp.stdio import REQUESTED_BY
@@ -140,6 +141,9 @@ def test_the_tools_are_the_catalogs_functions(connect: Connect, service: Service
 
     assert {name: tool.input_schema for name, tool in tools.items()} == {
         spec.name: spec.parameters() for spec in [*SANDBOX, JS_EXECUTOR]
+    }
+    assert {name: tool.output_schema for name, tool in tools.items()} == {
+        spec.name: tool_schema(spec.result) for spec in [*SANDBOX, JS_EXECUTOR] if spec.result
     }
     assert tools["runCommand"].description == SANDBOX[0].description
 
