@@ -18,6 +18,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.client import ConnectMode
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from openpyxl import load_workbook
@@ -68,7 +69,9 @@ def held_service(start_service: StartService) -> ServiceProcess:
 
 
 @contextlib.asynccontextmanager
-async def over_http(service: ServiceProcess, conversation: str) -> AsyncIterator[Client]:
+async def over_http(
+    service: ServiceProcess, conversation: str, mode: ConnectMode = "auto"
+) -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(
         headers={**headers(ORG, USER, IMAGE), "X-Siesta-Conversation": conversation},
         timeout=httpx2.Timeout(30, read=120),
@@ -81,7 +84,9 @@ async def over_http(service: ServiceProcess, conversation: str) -> AsyncIterator
 
 
 @contextlib.asynccontextmanager
-async def over_stdio(service: ServiceProcess, conversation: str) -> AsyncIterator[Client]:
+async def over_stdio(
+    service: ServiceProcess, conversation: str, mode: ConnectMode = "auto"
+) -> AsyncIterator[Client]:
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(REPO),
@@ -99,13 +104,18 @@ async def over_stdio(service: ServiceProcess, conversation: str) -> AsyncIterato
         env={**env, "SIESTA_MCP_FILES_URL": service.base_url},
         cwd=REPO,
     )
-    async with Client(parameters) as c:
+    async with Client(parameters, mode=mode) as c:
         yield c
 
 
-@pytest.fixture(params=["http", "stdio"])
+@pytest.fixture(params=["http", "stdio", "http-legacy", "stdio-legacy"])
 def connect(request: pytest.FixtureRequest) -> Connect:
-    return over_http if request.param == "http" else over_stdio
+    """Each transport, in the 2026 protocol (per-request envelopes: the SDK's default)
+    and in the handshake era (``initialize`` first: what most hosts speak today)."""
+    transport, _, legacy = request.param.partition("-")
+    opened = over_http if transport == "http" else over_stdio
+    mode: ConnectMode = "legacy" if legacy else "auto"
+    return lambda service, conversation: opened(service, conversation, mode)
 
 
 def run(work: Callable[[], Awaitable[Any]]) -> Any:
