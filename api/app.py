@@ -10,11 +10,13 @@ from contextlib import asynccontextmanager
 
 from anyio import to_thread
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from api import errors, openapi
 from api.context import RequestContext
 from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
+from api.mcp import McpEndpoint
 from api.routes import (
     admin,
     approvals,
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings) -> FastAPI:
+    mcp = McpEndpoint()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Sandbox handlers are sync and hold a thread for a command's whole run.
@@ -61,7 +65,8 @@ def create_app(settings: Settings) -> FastAPI:
             loops.append(refill_forever(services.pool, settings.pool.refill_interval_seconds))
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:
-            yield
+            async with mcp.serving(services):
+                yield
         finally:
             for task in tasks:
                 task.cancel()
@@ -85,6 +90,7 @@ def create_app(settings: Settings) -> FastAPI:
     openapi.install(app)
     for module in (health, images, sandbox, files, js, conversations, tools, approvals, admin):
         app.include_router(module.router)
+    app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     return app
 
 

@@ -1,4 +1,4 @@
-"""``siesta-runtime serve | reconcile | images build|list | sandboxes list|clean | tokens hash``."""
+"""``siesta-runtime serve | mcp | reconcile | images | sandboxes | tokens hash``."""
 
 from __future__ import annotations
 
@@ -69,6 +69,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
 
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve MCP over stdio for one conversation (options default to SIESTA_MCP_*)",
+    )
+    for option, required, text in MCP_OPTIONS:
+        variable = "SIESTA_MCP_" + option.upper().replace("-", "_")
+        mcp.add_argument(
+            f"--{option}",
+            default=os.environ.get(variable),
+            required=required and variable not in os.environ,
+            help=f"{text} (env {variable})",
+        )
+    mcp.set_defaults(handler=_mcp)
+
     images = commands.add_parser("images", help="the base-image catalog")
     image_commands = images.add_subparsers(required=True, metavar="ACTION")
     build = image_commands.add_parser("build", help="build catalog images (all, or the ids given)")
@@ -114,6 +128,46 @@ def _parser() -> argparse.ArgumentParser:
     )
     hash_token.set_defaults(handler=_tokens_hash)
     return parser
+
+
+MCP_OPTIONS = (
+    ("org", True, "organisation id"),
+    ("user", True, "user id"),
+    ("conversation", True, "conversation id: the session's workspace"),
+    ("base-image", False, "catalog image id for a new sandbox"),
+    ("agent", False, "agent id, as logged"),
+    ("egress-allow", False, "the agent's egress allowlist, comma-separated"),
+    ("sub-agents", False, "sub-agents a script may call, comma-separated"),
+    ("files-url", False, "the HTTP service's address, for artifact links"),
+)
+
+
+def _mcp(args: argparse.Namespace, settings: Settings) -> int:
+    """Serves until the host closes stdin; logs go to stderr."""
+    import anyio
+
+    from runtime.context import CallContext
+    from runtime.mcp.stdio import serve_stdio, stdio_caller
+    from runtime.services import Services
+
+    def items(value: str | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(p.strip() for p in value.split(",") if p.strip())
+
+    ctx = CallContext(
+        args.org,
+        args.user,
+        args.conversation,
+        agent=args.agent or None,
+        base_image=args.base_image or None,
+        egress_allow=items(args.egress_allow),
+        sub_agents=items(args.sub_agents) or (),
+    )
+    services = Services.build(settings)
+    try:
+        anyio.run(serve_stdio, services, stdio_caller(ctx, args.files_url))
+    finally:
+        services.close()
+    return 0
 
 
 def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:

@@ -136,6 +136,7 @@ class FakeProvider:
         stdout = HeadTailBuffer(request.max_output_bytes)
         stderr = HeadTailBuffer(request.max_output_bytes)
         sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+        names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
         deadline = started + request.timeout_seconds
         timed_out = False
         while sinks:
@@ -149,6 +150,8 @@ class FakeProvider:
                 chunk = os.read(fd, 65536)
                 if chunk:
                     sinks[fd].write(chunk)
+                    if request.on_output is not None:
+                        request.on_output(names[fd], chunk)
                 else:
                     del sinks[fd]
         exit_code = proc.wait()

@@ -1,0 +1,113 @@
+"""``/mcp``: the MCP server over streamable HTTP, behind the same bearer tokens.
+
+Every request carries what a session serves in its headers, as on the
+conversation routes — ``X-Siesta-Org``, ``X-Siesta-User``, ``X-Siesta-Conversation``
+and optionally ``X-Siesta-Agent``, ``X-Siesta-Base-Image``,
+``X-Siesta-Egress-Allow``, ``X-Siesta-Sub-Agents`` — so an MCP host configures
+them once per server entry. A request without a valid token gets 401, without the
+``sandbox`` scope 403, without the context 400, with the service's error body.
+
+Stateless: no MCP session lives in this process between requests (they carry all
+their context), so any instance behind a load balancer can serve any request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from api.deps import call_context
+from api.errors import error_response, status_for
+from runtime.errors import (
+    ForbiddenScope,
+    MissingContext,
+    SiestaError,
+    StateUnavailable,
+    Unauthorized,
+)
+from runtime.mcp.server import McpCaller, build_server
+from runtime.services import Services
+
+CALLER_KEY = "siesta.mcp.caller"
+"""Where the checked caller rides in the ASGI scope, from the check to the tool call."""
+
+
+class McpEndpoint:
+    """The ASGI app of ``/mcp``; it serves while ``serving`` (the app's lifespan) runs."""
+
+    def __init__(self) -> None:
+        self._services: Services | None = None
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def serving(self, services: Services) -> AsyncIterator[None]:
+        server = build_server(services, _caller_of)
+        manager = StreamableHTTPSessionManager(app=server, stateless=True)
+        async with manager.run():
+            self._services, self._manager = services, manager
+            try:
+                yield
+            finally:
+                self._services = self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._services is None or self._manager is None:
+            error: SiestaError = StateUnavailable("the MCP endpoint is not serving yet")
+            await error_response(503, error.to_dict())(scope, receive, send)
+            return
+        try:
+            scope[CALLER_KEY] = _check(self._services, Request(scope))
+        except SiestaError as refused:
+            headers = {"WWW-Authenticate": "Bearer"} if isinstance(refused, Unauthorized) else None
+            await error_response(status_for(refused), refused.to_dict(), headers)(
+                scope, receive, send
+            )
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+
+def _check(services: Services, request: Request) -> McpCaller:
+    """The token (with the ``sandbox`` scope) and the conversation context."""
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    caller = services.tokens.identify(token.strip()) if scheme.lower() == "bearer" else None
+    if caller is None:
+        msg = "a valid bearer token is required (Authorization: Bearer <token>)"
+        raise Unauthorized(msg)
+    if not caller.may("sandbox"):
+        msg = f"/mcp needs a token with the 'sandbox' scope; {caller.name!r} lacks it"
+        raise ForbiddenScope(msg, scope="sandbox", token=caller.name)
+    headers = request.headers
+    conversation = headers.get("x-siesta-conversation")
+    if not conversation:
+        msg = "/mcp needs the X-Siesta-Conversation header: a session serves one conversation"
+        raise MissingContext(msg, headers=["X-Siesta-Conversation"])
+    ctx = call_context(
+        conversation,
+        x_siesta_org=headers.get("x-siesta-org"),
+        x_siesta_user=headers.get("x-siesta-user"),
+        x_siesta_agent=headers.get("x-siesta-agent"),
+        x_siesta_base_image=headers.get("x-siesta-base-image"),
+        x_siesta_egress_allow=headers.get("x-siesta-egress-allow"),
+        x_siesta_sub_agents=headers.get("x-siesta-sub-agents"),
+    )
+    base = str(request.base_url).rstrip("/")
+
+    def file_link(file_id: str) -> str:
+        return f"{base}/v1/conversations/{ctx.conversation}/files/{file_id}/content"
+
+    return McpCaller(ctx, caller.name, file_link)
+
+
+def _caller_of(request: ServerRequestContext[Any, Any]) -> McpCaller:
+    caller = request.request.scope.get(CALLER_KEY) if isinstance(request.request, Request) else None
+    if not isinstance(caller, McpCaller):  # only requests that passed ``_check`` get here
+        msg = "an MCP request without its checked caller"
+        raise Unauthorized(msg)
+    return caller
