@@ -39,6 +39,7 @@ trust that value.
     │   └── ProvisioningTimeout        provisioning_timeout (limit)
     ├── ProviderUnavailable            provider_unavailable
     │   └── SandboxUnavailable         sandbox_unavailable
+    │       └── SandboxBroken          sandbox_broken (it cannot start any more: recreated)
     ├── WorkspaceError                 (about one path; carries ``path``)
     │   ├── InvalidPath                invalid_path
     │   ├── PathOutsideWorkspace       path_outside_workspace
@@ -50,6 +51,7 @@ trust that value.
     ├── ResumeTimeout                  resume_timeout (limit)
     ├── SessionBusy                    session_busy (limit: seconds waited)
     ├── IdempotentResultNotKept        idempotency_result_not_kept (limit: bytes kept)
+    ├── OutcomeUnknown                 outcome_unknown (a retry after the first run's instance died)
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
     ├── StateUnavailable               state_unavailable
@@ -271,6 +273,13 @@ class IdempotentResultNotKept(SiestaError):
     code = "idempotency_result_not_kept"
 
 
+class OutcomeUnknown(SiestaError):
+    """A retry of a call whose first run was handed to the sandbox by an instance that
+    died: the sandbox no longer knows how that run ended, so it is not run again."""
+
+    code = "outcome_unknown"
+
+
 class LeaseExpired(SiestaError):
     code = "lease_expired"
 
@@ -293,6 +302,13 @@ class ResumeTimeout(SiestaError, TimeoutError):
 
 class SandboxUnavailable(ProviderUnavailable):
     code = "sandbox_unavailable"
+
+
+class SandboxBroken(SandboxUnavailable):
+    """The sandbox exists but cannot be started any more (its image or writable layer is
+    gone): the session manager makes it again on the same workspace."""
+
+    code = "sandbox_broken"
 
 
 class JsUnavailable(SiestaError):

@@ -1,4 +1,5 @@
-"""Transitions of a session's sandbox: pause, stop, retire, mark lost.
+"""Transitions of a session's sandbox: pause, stop, retire, mark lost, and noting
+what happened to a sandbox outside the service (stopped, paused by someone else).
 
 Each is done by a holder of the conversation's lease and written with its
 fence; a transition that ends a running sandbox also stops counting it against
@@ -61,9 +62,18 @@ class Lifecycle:
             self._provider.destroy(record.sandbox_id)
         return self._write(record, SessionStatus.RETIRED, lease, frees_slot=True)
 
+    def note_stopped(self, record: SessionRecord, lease: Lease) -> bool:
+        """The sandbox stopped (or vanished, its workspace kept) without the service: the
+        session is stopped, off capacity, and its next operation starts it again."""
+        return self._write(record, SessionStatus.STOPPED, lease, frees_slot=True)
+
+    def note_paused(self, record: SessionRecord, lease: Lease) -> bool:
+        """Someone else paused the sandbox: it still holds its memory and its slot."""
+        return self._write(record, SessionStatus.PAUSED, lease)
+
     def mark_lost(self, record: SessionRecord, lease: Lease) -> bool:
         with contextlib.suppress(SiestaError):
-            self._provider.destroy(record.sandbox_id)  # its volume may have survived
+            self._provider.destroy(record.sandbox_id)  # whatever part of it is left
         return self._write(record, SessionStatus.LOST, lease, frees_slot=True)
 
     def _write(

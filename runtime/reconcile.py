@@ -5,8 +5,9 @@ background loop):
 
 * labelled containers and volumes that no live session owns are removed once
   older than the grace period (also what a crashed instance left mid-provisioning);
-* records whose sandbox vanished are marked lost; sandboxes that failed
-  (exited while the record says active) are retired;
+* records whose sandbox *and* workspace vanished are marked lost; a sandbox that
+  stopped (or vanished, its workspace kept) without the service is noted as stopped,
+  never retired: its next operation starts it again with its files;
 * idle sessions are paused, stopped or retired per the lifecycle settings;
 * conversations deleted while busy are torn down; expired leases are cleared;
 * approvals past their deadline expire, and executions log entries past the
@@ -182,22 +183,35 @@ class Reconciler:
             self._delete_conversation(key, lease)
 
     def _session(self, record: SessionRecord, lease: Lease, *, report: Report) -> None:
+        """One session: what happened to its sandbox outside the service, then its idle
+        tier. A stopped or vanished sandbox whose workspace exists is *not* lost: its
+        next operation starts it (or makes it again around the workspace)."""
         fresh = self._sessions.get_session(record.org, record.conversation)
         if fresh is None or not fresh.status.has_sandbox:
             return
-        state = self._provider.inspect(fresh.sandbox_id).state
+        sandbox_id = fresh.sandbox_id
+        state = self._provider.inspect(sandbox_id).state
         idle = self._clock() - fresh.last_used_at
         tiers = self._tiers
-        if state is SandboxState.MISSING:
-            self._apply("sessions_marked_lost", self._lifecycle.mark_lost, fresh, lease, report)
-        elif fresh.status is SessionStatus.ACTIVE and state is SandboxState.STOPPED:
-            self._apply("failed_sessions_retired", self._lifecycle.retire, fresh, lease, report)
+        status = fresh.status
+        lifecycle = self._lifecycle
+        if state is SandboxState.MISSING and not self._provider.workspace_exists(sandbox_id):
+            self._apply("sessions_marked_lost", lifecycle.mark_lost, fresh, lease, report)
         elif idle >= tiers.retire_after_seconds:
-            self._apply("idle_sessions_retired", self._lifecycle.retire, fresh, lease, report)
-        elif idle >= tiers.stop_after_seconds and fresh.status is not SessionStatus.STOPPED:
-            self._apply("idle_sessions_stopped", self._lifecycle.stop, fresh, lease, report)
-        elif idle >= tiers.pause_after_seconds and fresh.status is SessionStatus.ACTIVE:
-            self._apply("idle_sessions_paused", self._lifecycle.pause, fresh, lease, report)
+            self._apply("idle_sessions_retired", lifecycle.retire, fresh, lease, report)
+        elif state in (SandboxState.STOPPED, SandboxState.MISSING):
+            if status is not SessionStatus.STOPPED:
+                self._apply("stopped_sandboxes_noted", lifecycle.note_stopped, fresh, lease, report)
+        elif state is SandboxState.PAUSED and status is SessionStatus.ACTIVE:
+            self._apply("paused_sandboxes_noted", lifecycle.note_paused, fresh, lease, report)
+        elif state is SandboxState.RUNNING and status is SessionStatus.STOPPED:
+            # Started behind the service's back (say, by the engine's restart policy)
+            # while off capacity: back to what the session says.
+            self._apply("running_sandboxes_stopped", lifecycle.stop, fresh, lease, report)
+        elif idle >= tiers.stop_after_seconds and status is not SessionStatus.STOPPED:
+            self._apply("idle_sessions_stopped", lifecycle.stop, fresh, lease, report)
+        elif idle >= tiers.pause_after_seconds and status is SessionStatus.ACTIVE:
+            self._apply("idle_sessions_paused", lifecycle.pause, fresh, lease, report)
 
     def _apply(
         self,

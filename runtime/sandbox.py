@@ -368,7 +368,9 @@ class Sandbox:
 def _session_fields(session: ActiveSession) -> dict[str, Any]:
     return {
         "workspaceReset": session.workspace_reset,
+        "workspaceResetReason": session.reset_reason.value if session.reset_reason else None,
         "resumed": session.resumed,
+        "sandboxRecreated": session.sandbox_recreated,
         "sessionId": session.record.session_id,
     }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import enum
 import logging
 import time
 import uuid
@@ -28,8 +29,8 @@ from runtime.errors import (
     LeaseExpired,
     ProvisioningTimeout,
     ResumeTimeout,
+    SandboxBroken,
     SandboxDisabled,
-    SandboxUnavailable,
     SiestaError,
 )
 from runtime.images import CatalogImage, ImageCatalog
@@ -54,17 +55,46 @@ Clock = Callable[[], float]
 _T = TypeVar("_T")
 
 
+class ResetReason(enum.StrEnum):
+    """Why an operation started the conversation afresh (``workspace_reset``)."""
+
+    WORKSPACE_MISSING = "workspace_missing"
+    """The sandbox's workspace no longer exists (removed outside the service)."""
+    RETIRED = "retired"
+    """The session was retired (idle past ``SIESTA_LIFECYCLE__RETIRE_AFTER_SECONDS``)."""
+    LOST = "lost"
+    """Reconciliation found the sandbox and its workspace gone."""
+
+
 @dataclass(frozen=True)
 class ActiveSession:
     """A session whose sandbox is running, handed to one operation."""
 
     record: SessionRecord
     workspace_reset: bool
-    """True when this operation had to replace a lost or failed sandbox."""
+    """True when this operation had to start afresh: the workspace was gone."""
     provisioned: bool
     """True when this operation created the sandbox (first use or replacement)."""
     resumed: str | None = None
-    """``"stopped"`` when this operation resumed a suspended sandbox."""
+    """``"paused"`` or ``"stopped"`` when this operation brought a suspended or stopped
+    sandbox back (``"stopped"``: its processes had ended)."""
+    sandbox_recreated: bool = False
+    """True when the sandbox could not be started and was made again around its
+    workspace: files kept, anything installed outside ``/mnt/work`` gone."""
+    reset_reason: ResetReason | None = None
+
+
+@dataclass(frozen=True)
+class _Brought:
+    image: CatalogImage | None = None
+    """The image the sandbox was made again from (``None``: it was not made again)."""
+
+
+_TIERS = {
+    SandboxState.PAUSED: "paused",
+    SandboxState.STOPPED: "stopped",
+    SandboxState.MISSING: "stopped",
+}
 
 
 class _LostLeaseHandler:
@@ -155,59 +185,129 @@ class SessionManager:
         if record is None:
             image = self._catalog.select(ctx.base_image)
             return ActiveSession(self._provision(ctx, lease, image, 1), False, True)
-        # An open channel to the sandbox means its container exists and has not been
-        # stopped: no need to ask the engine before using (or unpausing) it.
-        if record.status.has_sandbox and self._provider.known_running(record.sandbox_id):
-            if record.status is SessionStatus.ACTIVE:
-                return ActiveSession(record, workspace_reset=False, provisioned=False)
-            if record.status is SessionStatus.PAUSED:
-                with contextlib.suppress(SandboxUnavailable):
-                    resumed = self._resume(record, lease, "paused")
-                    return ActiveSession(resumed, False, False, resumed="paused")
-        state = (
-            self._provider.inspect(record.sandbox_id).state
-            if record.status.has_sandbox
-            else SandboxState.MISSING
-        )
-        if record.status is SessionStatus.ACTIVE and state is SandboxState.RUNNING:
+        # The provider knows, without asking its engine, that the sandbox runs (an open
+        # channel, and nothing has happened to the container since the engine said so).
+        if record.status is SessionStatus.ACTIVE and self._provider.known_running(
+            record.sandbox_id
+        ):
             return ActiveSession(record, workspace_reset=False, provisioned=False)
-        resumable = {
-            (SessionStatus.PAUSED, SandboxState.PAUSED): "paused",
-            (SessionStatus.STOPPED, SandboxState.STOPPED): "stopped",
-        }.get((record.status, state))
-        if resumable is not None:
-            resumed = self._resume(record, lease, resumable)
-            return ActiveSession(resumed, False, False, resumed=resumable)
         if record.status.has_sandbox:
-            log.warning(
-                "sandbox %s of session %s (%s) is %s; provisioning a replacement",
-                record.sandbox_id,
-                record.session_id,
-                record.status.value,
-                state.value,
-            )
-            self._provider.destroy(record.sandbox_id)
-            self._quotas.release(record)
+            restored = self._restore(ctx, record, lease)
+            if restored is not None:
+                return restored
+            reason = ResetReason.WORKSPACE_MISSING
+        elif record.status is SessionStatus.LOST:
+            reason = ResetReason.LOST
+        else:
+            reason = ResetReason.RETIRED
         image = self._replacement_image(ctx, record)
         replacement = self._provision(ctx, lease, image, record.generation + 1)
-        return ActiveSession(replacement, workspace_reset=True, provisioned=True)
+        log.warning(
+            "conversation %s starts afresh (%s): session %s replaces %s",
+            ctx.conversation,
+            reason.value,
+            replacement.session_id,
+            record.session_id,
+        )
+        return ActiveSession(replacement, True, True, reset_reason=reason)
 
-    def _resume(self, record: SessionRecord, lease: Lease, tier: str) -> SessionRecord:
-        self._quotas.claim(record.key, record.org, record.user)
-        action = self._provider.unpause if tier == "paused" else self._provider.start
-        limit = self._lifecycle.resume_timeout_seconds
+    def _restore(
+        self, ctx: CallContext, record: SessionRecord, lease: Lease
+    ) -> ActiveSession | None:
+        """The session's own sandbox, running again whatever stopped it; ``None`` when its
+        workspace is gone (and with it everything worth bringing back)."""
+        state = self._provider.inspect(record.sandbox_id).state
+        if state is SandboxState.RUNNING and record.status is SessionStatus.ACTIVE:
+            return ActiveSession(record, workspace_reset=False, provisioned=False)
+        if state is SandboxState.MISSING and not self._provider.workspace_exists(record.sandbox_id):
+            self._forget_sandbox(record)
+            return None
+        return self._bring_back(ctx, record, lease, state)
+
+    def _bring_back(
+        self, ctx: CallContext, record: SessionRecord, lease: Lease, state: SandboxState
+    ) -> ActiveSession | None:
+        """Unpause, start or recreate the sandbox and mark the session active: a stopped
+        session counts against capacity again from here on."""
+        counted = record.status is not SessionStatus.STOPPED
+        if not counted:
+            self._quotas.claim(record.key, record.org, record.user)
+        tier = _TIERS.get(state)
         started = time.monotonic()
         try:
-            with tracing.span("session.resume", tier=tier, session_id=record.session_id):
-                self._within_limit(action, record.sandbox_id, limit, _resume_timeout)
+            with tracing.span(
+                "session.resume", tier=tier or "running", session_id=record.session_id
+            ):
+                brought = self._start_or_recreate(ctx, record, state)
         except BaseException:
-            self._quotas.release(record)
+            if not counted:
+                self._quotas.release(record)
             raise
-        metrics.RESUME_SECONDS.labels(tier).observe(time.monotonic() - started)
-        resumed = replace(record, status=SessionStatus.ACTIVE, fence=lease.fence)
-        if not self._store.put_session(resumed):
+        if brought is None:  # the workspace went; a replacement claims its own slot
+            self._forget_sandbox(record)
+            return None
+        if tier is not None:
+            metrics.RESUME_SECONDS.labels(tier).observe(time.monotonic() - started)
+        image = brought.image
+        active = replace(
+            record,
+            status=SessionStatus.ACTIVE,
+            fence=lease.fence,
+            image_id=image.id if image else record.image_id,
+            image_ref=image.image if image else record.image_ref,
+        )
+        if not self._store.put_session(active):
             raise _lease_expired(lease)
-        return resumed
+        return ActiveSession(
+            active, False, False, resumed=tier, sandbox_recreated=image is not None
+        )
+
+    def _start_or_recreate(
+        self, ctx: CallContext, record: SessionRecord, state: SandboxState
+    ) -> _Brought | None:
+        """Runs the sandbox again; ``None`` when it turns out its workspace is gone."""
+        sandbox_id = record.sandbox_id
+        limit = self._lifecycle.resume_timeout_seconds
+        if state is SandboxState.PAUSED:
+            self._within_limit(self._provider.unpause, sandbox_id, limit, _resume_timeout)
+            return _Brought()
+        if state is SandboxState.STOPPED:
+            try:
+                self._within_limit(self._provider.start, sandbox_id, limit, _resume_timeout)
+                return _Brought()
+            except SandboxBroken as error:
+                log.warning("%s; making it again on its workspace", error.message)
+                if not self._provider.workspace_exists(sandbox_id):
+                    return None
+        elif state is SandboxState.RUNNING:
+            return _Brought()
+        # Missing, or broken: the same sandbox again around the same workspace.
+        image = self._replacement_image(ctx, record)
+        labels = _labels(ctx, record.session_id, image)
+        spec = SandboxSpec(record.session_id, image.image, labels, None, image.runtime)
+        self._within_limit(
+            self._provider.recreate,
+            spec,
+            self._settings.provision_timeout_seconds,
+            _provision_timeout,
+        )
+        log.warning(
+            "sandbox %s of session %s was made again on its workspace",
+            sandbox_id,
+            record.session_id,
+        )
+        return _Brought(image)
+
+    def _forget_sandbox(self, record: SessionRecord) -> None:
+        log.warning(
+            "sandbox %s of session %s is gone with its workspace",
+            record.sandbox_id,
+            record.session_id,
+        )
+        if record.status is not SessionStatus.STOPPED:
+            self._quotas.release(record)
+        with contextlib.suppress(SiestaError):
+            self._provider.destroy(record.sandbox_id)  # whatever part of it is left
 
     def _replacement_image(self, ctx: CallContext, record: SessionRecord) -> CatalogImage:
         # The conversation keeps its image; only if operators have since
@@ -283,12 +383,7 @@ class SessionManager:
 
     def _create(self, ctx: CallContext, image: CatalogImage) -> tuple[str, str]:
         session_id = uuid.uuid4().hex
-        labels = {
-            ORG_LABEL: ctx.org,
-            CONVERSATION_LABEL: ctx.conversation,
-            SESSION_LABEL: session_id,
-            IMAGE_LABEL: image.id,
-        }
+        labels = _labels(ctx, session_id, image)
         return session_id, self._create_within_limit(
             SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
         )
@@ -320,6 +415,15 @@ class SessionManager:
                 # The engine may still finish; whatever it made is removed then.
                 future.add_done_callback(lambda _: cleanup())
             raise timeout_error(limit) from None
+
+
+def _labels(ctx: CallContext, session_id: str, image: CatalogImage) -> dict[str, str]:
+    return {
+        ORG_LABEL: ctx.org,
+        CONVERSATION_LABEL: ctx.conversation,
+        SESSION_LABEL: session_id,
+        IMAGE_LABEL: image.id,
+    }
 
 
 def _provision_timeout(limit: float) -> SiestaError:

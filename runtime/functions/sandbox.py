@@ -64,9 +64,19 @@ class SessionFields(Result):
     """What every sandbox function says about the session that served it."""
 
     workspaceReset: bool
-    """True when this call had to replace a lost or failed sandbox: files are gone."""
+    """True when this call had to start afresh because the workspace was gone (removed
+    outside the service, or the session retired): files and packages are gone."""
+    workspaceResetReason: Literal["workspace_missing", "retired", "lost"] | None = None
+    """Why, when ``workspaceReset``: ``workspace_missing`` (the workspace was removed),
+    ``retired`` (idle past the deployment's retirement age), ``lost`` (reconciliation
+    found sandbox and workspace gone)."""
     resumed: Literal["paused", "stopped"] | None
-    """The tier this call resumed the sandbox from, if it was suspended."""
+    """The sandbox was brought back for this call: ``paused`` (frozen processes thawed,
+    nothing lost), ``stopped`` (suspended, or stopped by an engine restart, a reboot or by
+    hand: files and installed packages kept, processes had ended)."""
+    sandboxRecreated: bool = False
+    """The sandbox could not be started any more and was made again around the same
+    workspace: files in /mnt/work kept, packages installed outside it gone."""
     sessionId: str
 
 

@@ -76,7 +76,12 @@ def summary(function: str, result: dict[str, Any]) -> str:
     shape = _SUMMARIES.get(function)
     text = shape(result) if shape else json.dumps(result, ensure_ascii=False)
     if result.get("workspaceReset"):
-        text = "note: the workspace was reset (files and packages are gone)\n" + text
+        why = result.get("workspaceResetReason") or "unknown"
+        text = f"note: the workspace was reset ({why}): files and packages are gone\n" + text
+    elif result.get("sandboxRecreated"):
+        text = "note: the sandbox was made again: files kept, installed packages gone\n" + text
+    elif result.get("resumed") == "stopped":
+        text = "note: the sandbox had stopped: files and packages kept, processes ended\n" + text
     return text
 
 

@@ -181,7 +181,18 @@ class SandboxProvider(Protocol):
         """Suspend: end every process, free memory, keep the workspace and the root disk."""
 
     def start(self, sandbox_id: str) -> None:
-        """Resume a stopped sandbox."""
+        """Start a stopped sandbox again (stopped on purpose, by its engine's restart, by a
+        reboot: disks are attached again first). ``SandboxBroken`` when it cannot start
+        any more (its image or writable layer is gone): ``recreate`` it."""
+
+    def workspace_exists(self, sandbox_id: str) -> bool:
+        """Whether the sandbox's workspace (its volume, disk image or claim) still exists,
+        with or without the sandbox around it."""
+
+    def recreate(self, spec: SandboxSpec) -> str:
+        """Make the sandbox of ``spec.session_id`` again around its existing workspace and
+        start it: whatever is left of the old one is removed, the workspace is kept as it
+        is (``spec.workspace_size_mb`` is not used). Returns the (same) sandbox id."""
 
     def cancel_exec(self, sandbox_id: str) -> None:
         """Kill the command running in the sandbox (its whole process group), if any."""

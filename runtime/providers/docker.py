@@ -28,7 +28,12 @@ import docker.errors
 from docker.types import LogConfig
 
 from runtime.config import SandboxSettings
-from runtime.errors import ConfigurationError, ImageUnavailable, ProvisioningFailed
+from runtime.errors import (
+    ConfigurationError,
+    ImageUnavailable,
+    ProvisioningFailed,
+    SandboxBroken,
+)
 from runtime.providers import agent_ops
 from runtime.providers.base import (
     DEPLOYMENT_LABEL,
@@ -45,13 +50,18 @@ from runtime.providers.base import (
 )
 from runtime.providers.docker_channels import docker_channels
 from runtime.providers.docker_errors import docker_errors, explain
+from runtime.providers.docker_events import EngineEvents
 from runtime.providers.docker_exec import EngineExec
 from runtime.providers.loop_disks import MOUNT_OPTIONS, LoopDisks
 from runtime.providers.root_disks import WritableLayers
 
 # If the agent (PID 1) ever dies, the container starts again with its disk: the
-# conversation keeps its files; its processes are gone, as after a reboot.
+# conversation keeps its files; its processes are gone, as after a reboot. The engine
+# does not start sandboxes when it starts itself: the session manager starts each one
+# on its conversation's next operation (a restart of the engine would otherwise start
+# every suspended sandbox at once).
 RESTART_RETRIES = 3
+RESTARTING_WAIT_SECONDS = 10.0
 WORKSPACE_SIZE_LABEL = "siesta.workspace-size-mb"
 LONE_IMAGE_AGE_SECONDS = 600
 
@@ -103,12 +113,15 @@ class DockerProvider(agent_ops.HelperFiles):
                 raise ConfigurationError(msg)
         self._channels = docker_channels(self._api)
         self._engine = EngineExec(self._api)
+        # An engine restart leaves the pooled connections dead: drop them with the stream.
+        self._events = EngineEvents(self._api, self._label_filters(), self._api.close)
 
     def ping(self) -> None:
         with docker_errors():
             self._api.ping()
 
     def close(self) -> None:
+        self._events.close()
         self._channels.close()
         self._client.close()
 
@@ -117,24 +130,50 @@ class DockerProvider(agent_ops.HelperFiles):
 
     def create(self, spec: SandboxSpec) -> str:
         name = self.sandbox_id_for(spec.session_id)
-        labels = {
-            **self._settings.extra_labels,
-            **spec.labels,
-            DEPLOYMENT_LABEL: self._deployment_id,
-        }
+        labels = self._labels(spec)
         try:
             with docker_errors(), _provisioning_errors(spec.image):
                 self._create_workspace(name, labels, spec.workspace_size_mb)
-                config = self._container_config(spec.image, name, labels, spec.runtime)
-                self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
-                if self._layers is not None:
-                    size = self._settings.container_disk_mb
-                    self._layers.create(name, size, self._layer_folder(name))
-                self._api.start(name)
+                self._create_container(name, spec, labels)
         except BaseException:
             self.destroy(name)
             raise
         return name
+
+    def recreate(self, spec: SandboxSpec) -> str:
+        name = self.sandbox_id_for(spec.session_id)
+        self._remove_container(name)
+        try:
+            with docker_errors(), _provisioning_errors(spec.image):
+                if self._disks is not None and self._disks.image(name).exists():
+                    self._disks.attach(name)
+                self._create_container(name, spec, self._labels(spec))
+        except BaseException:
+            self._remove_container(name)  # never the workspace
+            raise
+        return name
+
+    def workspace_exists(self, sandbox_id: str) -> bool:
+        with docker_errors():
+            try:
+                volume = self._api.inspect_volume(sandbox_id)
+            except docker.errors.NotFound:
+                return False
+        if WORKSPACE_SIZE_LABEL not in (volume.get("Labels") or {}):
+            return True
+        # A fixed-size workspace is its disk image; the volume only names its device.
+        return self._disks is not None and self._disks.image(sandbox_id).exists()
+
+    def _labels(self, spec: SandboxSpec) -> dict[str, str]:
+        return {**self._settings.extra_labels, **spec.labels, DEPLOYMENT_LABEL: self._deployment_id}
+
+    def _create_container(self, name: str, spec: SandboxSpec, labels: dict[str, str]) -> None:
+        config = self._container_config(spec.image, name, labels, spec.runtime)
+        self._api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
+        if self._layers is not None:
+            size = self._settings.container_disk_mb
+            self._layers.create(name, size, self._layer_folder(name))
+        self._api.start(name)
 
     def _create_workspace(self, name: str, labels: dict[str, str], size_mb: int | None) -> None:
         size = self._settings.workspace_size_mb if size_mb is None else size_mb
@@ -187,12 +226,13 @@ class DockerProvider(agent_ops.HelperFiles):
         return config
 
     def known_running(self, sandbox_id: str) -> bool:
-        return self._channels.existing(sandbox_id) is not None
+        return self._events.trusted(sandbox_id) and self._channels.existing(sandbox_id) is not None
 
     def warm(self, sandbox_id: str) -> None:
         self._channels.get(sandbox_id)
 
     def inspect(self, sandbox_id: str) -> SandboxInfo:
+        snapshot = self._events.snapshot(sandbox_id)
         with docker_errors():
             try:
                 attrs = self._api.inspect_container(sandbox_id)
@@ -200,7 +240,10 @@ class DockerProvider(agent_ops.HelperFiles):
                 return SandboxInfo(sandbox_id, SandboxState.MISSING)
         status = str(attrs["State"]["Status"])
         labels = dict(attrs["Config"].get("Labels") or {})
-        return SandboxInfo(sandbox_id, _STATES.get(status, SandboxState.STOPPED), labels)
+        state = _STATES.get(status, SandboxState.STOPPED)
+        if status == "running":
+            self._events.trust(sandbox_id, snapshot)
+        return SandboxInfo(sandbox_id, state, labels)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
         channel = self._channels.get(sandbox_id)
@@ -237,12 +280,40 @@ class DockerProvider(agent_ops.HelperFiles):
             self._api.stop(sandbox_id, timeout=STOP_GRACE_SECONDS)
 
     def start(self, sandbox_id: str) -> None:
-        if self._disks is not None and self._disks.image(sandbox_id).exists():
-            self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
-        with docker_errors():
-            if self._layers is not None and self._layers.exists(sandbox_id):
-                self._layers.ensure(sandbox_id, self._layer_folder(sandbox_id))
+        self._channels.drop(sandbox_id)  # a stream from before the stop is dead
+        if self._settled_status(sandbox_id) == "running":
+            return  # the engine's restart policy was quicker
+        try:
+            if self._disks is not None and self._disks.image(sandbox_id).exists():
+                self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
+            with docker_errors():
+                if self._layers is not None and self._layers.exists(sandbox_id):
+                    self._layers.ensure(sandbox_id, self._layer_folder(sandbox_id))
+                self._start_container(sandbox_id)
+        except ProvisioningFailed as exc:
+            msg = f"the sandbox {sandbox_id} cannot be started any more: {exc.message}"
+            raise SandboxBroken(msg) from exc
+
+    def _start_container(self, sandbox_id: str) -> None:
+        try:
             self._api.start(sandbox_id)
+        except docker.errors.APIError as exc:
+            if exc.status_code != 500:
+                raise
+            # The engine could not make the container run (its layer or image is gone,
+            # its mounts fail): the sandbox is made again around the same workspace.
+            msg = f"the sandbox {sandbox_id} cannot be started any more: {explain(exc)}"
+            raise SandboxBroken(msg) from exc
+
+    def _settled_status(self, sandbox_id: str) -> str:
+        """The container's status once the engine is not restarting it."""
+        deadline = time.monotonic() + RESTARTING_WAIT_SECONDS
+        while True:
+            with docker_errors():
+                status = str(self._api.inspect_container(sandbox_id)["State"]["Status"])
+            if status != "restarting" or time.monotonic() > deadline:
+                return status
+            time.sleep(0.05)
 
     def cancel_exec(self, sandbox_id: str) -> None:
         channel = self._channels.existing(sandbox_id)
@@ -252,6 +323,15 @@ class DockerProvider(agent_ops.HelperFiles):
             self._engine.kill_command_group(sandbox_id)
 
     def destroy(self, sandbox_id: str) -> None:
+        self._remove_container(sandbox_id)
+        with docker_errors(), contextlib.suppress(docker.errors.NotFound):
+            self._api.remove_volume(sandbox_id, force=True)
+        if self._disks is not None:
+            self._disks.remove(sandbox_id)
+        self._events.forget(sandbox_id)
+
+    def _remove_container(self, sandbox_id: str) -> None:
+        """The container and its writable layer (its own disk too); not the workspace."""
         self._channels.drop(sandbox_id)
         if self._layers is not None:
             # The engine cannot delete the container's folder while our mounts are in it.
@@ -260,13 +340,8 @@ class DockerProvider(agent_ops.HelperFiles):
                     self._layers.release(sandbox_id, self._layer_folder(sandbox_id))
                 except docker.errors.NotFound:
                     self._layers.release(sandbox_id, None)
-        with docker_errors():
-            with contextlib.suppress(docker.errors.NotFound):
-                self._api.remove_container(sandbox_id, force=True, v=True)
-            with contextlib.suppress(docker.errors.NotFound):
-                self._api.remove_volume(sandbox_id, force=True)
-        if self._disks is not None:
-            self._disks.remove(sandbox_id)
+        with docker_errors(), contextlib.suppress(docker.errors.NotFound):
+            self._api.remove_container(sandbox_id, force=True, v=True)
         if self._layers is not None:
             self._layers.remove(sandbox_id, None)
 

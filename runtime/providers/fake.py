@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
+from runtime.errors import SandboxBroken
 from runtime.output import HeadTailBuffer
 from runtime.providers import fshelper
 from runtime.providers.base import (
@@ -44,6 +45,8 @@ class FakeProvider:
         self._stopped: set[str] = set()
         self._paused: set[str] = set()
         self._running: dict[str, set[int]] = {}
+        self.broken: set[str] = set()
+        """Sandboxes whose ``start`` fails as a sandbox whose image is gone would (tests)."""
         self._lock = threading.Lock()
 
     def ping(self) -> None:
@@ -58,6 +61,26 @@ class FakeProvider:
         with self._lock:
             self._labels[sandbox_id] = dict(spec.labels)
         return sandbox_id
+
+    def recreate(self, spec: SandboxSpec) -> str:
+        """The sandbox again around its folder (the fake's workspace)."""
+        sandbox_id = self.sandbox_id_for(spec.session_id)
+        self.cancel_exec(sandbox_id)
+        (self._root / sandbox_id).mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._labels[sandbox_id] = dict(spec.labels)
+            self._stopped.discard(sandbox_id)
+            self._paused.discard(sandbox_id)
+            self.broken.discard(sandbox_id)
+        return sandbox_id
+
+    def workspace_exists(self, sandbox_id: str) -> bool:
+        return (self._root / sandbox_id).is_dir()
+
+    def remove_sandbox_only(self, sandbox_id: str) -> None:
+        """What ``docker rm`` does to a Docker sandbox: the workspace stays (for tests)."""
+        with self._lock:
+            self._labels.pop(sandbox_id, None)
 
     def known_running(self, sandbox_id: str) -> bool:
         return False  # the fake has no channel: always ask
@@ -100,6 +123,9 @@ class FakeProvider:
 
     def start(self, sandbox_id: str) -> None:
         with self._lock:
+            if sandbox_id in self.broken:
+                msg = f"the sandbox {sandbox_id} cannot be started any more (test)"
+                raise SandboxBroken(msg)
             self._stopped.discard(sandbox_id)
 
     def cancel_exec(self, sandbox_id: str) -> None:

@@ -93,6 +93,8 @@ IMAGE_ANNOTATION = "siesta.io/image"
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _TIERS = {"paused": SandboxState.PAUSED, "stopped": SandboxState.STOPPED}
 RELIST_PAUSE_SECONDS = 0.1
+ENDED_PHASES = frozenset({"Failed", "Succeeded", "Unknown"})
+"""Phases of a pod that will not run again (``Unknown``: its node stopped reporting)."""
 _POOL_CONNECTIONS = 32
 """HTTP connections kept to the API server (many sandbox calls run at once)."""
 
@@ -168,10 +170,32 @@ class KubernetesProvider(agent_ops.HelperFiles):
     def start(self, sandbox_id: str) -> None:
         self._resume(sandbox_id)
 
+    def recreate(self, spec: SandboxSpec) -> str:
+        """A pod again on the claim, from ``spec.image``: a pod there is replaced."""
+        name = self.sandbox_id_for(spec.session_id)
+        self._channels.drop(name)
+        self._delete_pod(name, 0)
+        patch = {"metadata": {"annotations": {IMAGE_ANNOTATION: spec.image}}}
+        with kubernetes_errors():
+            self._core.patch_namespaced_persistent_volume_claim(
+                name,
+                self._namespace,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=self._timeout,
+            )
+        self._resume(name)
+        return name
+
+    def workspace_exists(self, sandbox_id: str) -> bool:
+        claim = self._read_claim(sandbox_id)
+        return claim is not None and not _going(claim)
+
     def _resume(self, name: str) -> None:
         """The pod again, on the sandbox's claim (once its old pod has gone)."""
         limit = self._resume_timeout
         deadline = time.monotonic() + limit
+        self._channels.drop(name)
         claim = self._read_claim(name)
         if claim is None:
             msg = f"the sandbox {name} has no workspace claim any more; try again"
@@ -181,6 +205,7 @@ class KubernetesProvider(agent_ops.HelperFiles):
         if not image:
             msg = f"the workspace claim of {name} does not name its image"
             raise SandboxUnavailable(msg)
+        self._clear_ended_pod(name)
         if not self._until(name, limit, _gone_or_running):
             raise _resume_timeout(limit)
         labels, annotations = self._metadata(_labels(claim))  # as at creation
@@ -197,6 +222,14 @@ class KubernetesProvider(agent_ops.HelperFiles):
         if not self._until(name, max(0.0, deadline - time.monotonic()), _running_or_failed(image)):
             raise _resume_timeout(limit)
         self._mark_suspended(name, None)
+
+    def _clear_ended_pod(self, name: str) -> None:
+        """A pod that ended or was lost with its node (``Failed``, ``Unknown``) never goes
+        on its own: it is deleted at once, so a new one can take the claim."""
+        pod = self._read_pod(name)
+        phase = pod.status.phase if pod is not None and pod.status is not None else None
+        if phase in ENDED_PHASES:
+            self._delete_pod(name, 0)
 
     # -- suspending and removing -----------------------------------------------------
 

@@ -183,17 +183,20 @@ def test_dry_run_plans_without_acting(start_service: StartService) -> None:
     assert state_of(service, conversation)["status"] == "active"
 
 
-def test_reconciler_handles_killed_containers_and_crash_leftovers(
+def test_reconciler_keeps_killed_and_removed_sandboxes_with_their_workspaces(
     start_service: StartService, docker_client: docker.DockerClient
 ) -> None:
     service = start(start_service)
-    killed, vanished = new_conversation(), new_conversation()
-    run_command(service.client, killed, "true")
-    run_command(service.client, vanished, "true")
+    killed, removed, gone = new_conversation(), new_conversation(), new_conversation()
+    for conversation in (killed, removed, gone):
+        run_command(service.client, conversation, "echo kept > keep.txt")
     docker_client.containers.get(f"siesta-{state_of(service, killed)['sessionId']}").kill()
-    docker_client.containers.get(f"siesta-{state_of(service, vanished)['sessionId']}").remove(
+    docker_client.containers.get(f"siesta-{state_of(service, removed)['sessionId']}").remove(
         force=True
     )
+    gone_name = f"siesta-{state_of(service, gone)['sessionId']}"
+    docker_client.containers.get(gone_name).remove(force=True)
+    docker_client.volumes.get(gone_name).remove(force=True)
     # What an instance that crashed between "container created" and "record written" leaves.
     provider = DockerProvider(
         SandboxSettings(extra_labels=service_labels(service)),
@@ -215,15 +218,21 @@ def test_reconciler_handles_killed_containers_and_crash_leftovers(
     first = reconcile(service)  # the orphan is still younger than the grace period
     second = reconcile(service, grace="0")
 
-    assert acted(first, "failed_sessions_retired") == [state_of(service, killed)["sessionId"]]
-    assert acted(first, "sessions_marked_lost") == [state_of(service, vanished)["sessionId"]]
+    # Stopped, or removed with the workspace left: neither is lost, both stop counting.
+    assert sorted(acted(first, "stopped_sandboxes_noted")) == sorted(
+        state_of(service, c)["sessionId"] for c in (killed, removed)
+    )
+    assert acted(first, "sessions_marked_lost") == [state_of(service, gone)["sessionId"]]
     assert orphan not in acted(first, "orphans_removed")
     assert acted(second, "orphans_removed") == [orphan]
-    assert state_of(service, killed)["status"] == "retired"
-    assert state_of(service, vanished)["status"] == "lost"
+    assert state_of(service, killed)["status"] == state_of(service, removed)["status"] == "stopped"
+    assert state_of(service, gone)["status"] == "lost"
     assert run_resources(docker_client, **{CONVERSATION_LABEL: crashed}) == ([], [])
-    for conversation in (killed, vanished):
-        assert run_command(service.client, conversation, "true")["workspaceReset"] is True
+    again = {c: run_command(service.client, c, "cat keep.txt") for c in (killed, removed, gone)}
+    assert again[killed]["stdout"] == again[removed]["stdout"] == "kept\n"
+    assert again[killed]["resumed"] == "stopped" and again[killed]["workspaceReset"] is False
+    assert again[removed]["sandboxRecreated"] is True and again[removed]["workspaceReset"] is False
+    assert again[gone]["workspaceReset"] is True and again[gone]["workspaceResetReason"] == "lost"
 
 
 def test_background_reconciler_never_removes_a_live_session(

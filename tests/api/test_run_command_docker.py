@@ -3,6 +3,8 @@ what does not look at containers, Kubernetes on the API server double)."""
 
 from __future__ import annotations
 
+import time
+
 import docker
 import pytest
 
@@ -87,43 +89,84 @@ def test_session_keeps_its_image_when_the_agent_changes_it(
     assert fresh["stdout"] == "/usr/bin/python3\n"
 
 
-def test_removed_container_is_replaced_and_the_reset_reported(
+def test_a_removed_container_is_made_again_around_its_workspace(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
+    (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    docker_client.containers.get(container).remove(force=True)
+
+    recreated = run_command(client, conversation, "cat note.txt; ls /opt/installed")
+    after = run_command(client, conversation, "true")
+
+    assert recreated["sandboxRecreated"] is True and recreated["workspaceReset"] is False
+    assert recreated["sessionId"] == first["sessionId"]
+    assert recreated["stdout"] == "keep\n"  # the workspace is the same
+    assert "No such file" in recreated["stderr"]  # what was outside it is not
+    assert after["sandboxRecreated"] is False and after["resumed"] is None
+    containers, volumes = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    assert containers == volumes == [f"siesta-{first['sessionId']}"]
+    state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
+    assert state["generation"] == 1
+
+
+def test_a_removed_workspace_is_replaced_and_the_reset_reported(
     docker_service: ServiceProcess, docker_client: docker.DockerClient
 ) -> None:
     client = docker_service.client
     conversation = new_conversation()
     first = run_command(client, conversation, "echo keep > note.txt")
-    (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    (container,), (volume,) = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
     docker_client.containers.get(container).remove(force=True)
+    docker_client.volumes.get(volume).remove(force=True)
 
     replaced = run_command(client, conversation, "cat note.txt")
-    after = run_command(client, conversation, "true")
 
     assert replaced["workspaceReset"] is True
+    assert replaced["workspaceResetReason"] == "workspace_missing"
     assert replaced["sessionId"] != first["sessionId"]
     assert replaced["exitCode"] == 1  # a fresh workspace: the file is gone
-    assert after["workspaceReset"] is False
-    assert after["sessionId"] == replaced["sessionId"]
-    containers, volumes = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
-    assert containers == volumes == [f"siesta-{replaced['sessionId']}"]
     state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
     assert state["generation"] == 2
 
 
-def test_exited_container_is_replaced(
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_stopped_or_killed_container_is_started_again_with_its_files_and_packages(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient, how: str
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
+    (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    getattr(docker_client.containers.get(container), how)()
+
+    again = run_command(client, conversation, "cat note.txt && ls /opt/installed")
+
+    assert again["workspaceReset"] is False and again["sandboxRecreated"] is False
+    assert again["resumed"] == "stopped"
+    assert again["sessionId"] == first["sessionId"]
+    assert again["stdout"] == "keep\n/opt/installed\n"
+
+
+def test_a_container_paused_by_hand_is_thawed_by_the_next_call(
     docker_service: ServiceProcess, docker_client: docker.DockerClient
 ) -> None:
     client = docker_service.client
     conversation = new_conversation()
-    first = run_command(client, conversation, "true")
+    run_command(client, conversation, "echo keep > note.txt")
+    run_command(client, conversation, "true")  # the channel is open and trusted
     (container,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
-    docker_client.containers.get(container).kill()
+    docker_client.containers.get(container).pause()
+    time.sleep(0.5)  # the engine's event reaches the service
 
-    replaced = run_command(client, conversation, "echo ok")
+    started = time.monotonic()
+    again = run_command(client, conversation, "cat note.txt")
 
-    assert replaced["workspaceReset"] is True
-    assert replaced["sessionId"] != first["sessionId"]
-    assert replaced["stdout"] == "ok\n"
+    assert time.monotonic() - started < 10  # not the command's timeout
+    assert again["exitCode"] == 0 and again["timedOut"] is False
+    assert again["stdout"] == "keep\n" and again["resumed"] == "paused"
 
 
 def test_timeout_kills_the_whole_process_group(sandbox_service: ServiceProcess) -> None:

@@ -625,6 +625,24 @@ class ApiServerDouble:
         """A pod gone without anyone deleting it (its node was lost)."""
         self._kubelet_stop(namespace, name, 0)
 
+    def fail_pod(self, namespace: str, name: str) -> None:
+        """A pod whose node was lost and that stays behind as ``Failed`` until someone
+        deletes it (what the node controller leaves)."""
+        with contextlib.suppress(docker.errors.APIError):
+            self.docker.api.remove_container(self._container(namespace, name), force=True, v=True)
+
+        def change(pod: Obj) -> None:
+            container = pod["spec"]["containers"][0]
+            state = {"terminated": {"exitCode": 137, "reason": "NodeLost", "finishedAt": now()}}
+            pod["status"] |= {
+                "phase": "Failed",
+                "reason": "NodeLost",
+                "message": "the node double-node was lost",
+                "containerStatuses": [_container_status(container, state, ready=False)],
+            }
+
+        self._update_pod(namespace, name, change)
+
     # -- attach ---------------------------------------------------------------------------
 
     async def attach(self, websocket: WebSocket) -> None:
