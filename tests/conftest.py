@@ -30,11 +30,6 @@ from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 from tests.redis_server import RedisServer
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that restart the Docker daemon run after everything else."""
-    items.sort(key=lambda item: item.get_closest_marker("docker_restart") is not None)
-
-
 @pytest.fixture(scope="session")
 def run_labels() -> dict[str, str]:
     return {TEST_RUN_LABEL: TEST_RUN_ID}

@@ -84,6 +84,8 @@ class ServiceProcess:
     data_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     """The SIESTA_* settings it was started with (beyond the shared test ones)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Its whole environment (to start it again: ``respawn``)."""
 
     def __post_init__(self) -> None:
         self.client = httpx.Client(base_url=self.base_url, timeout=120)
@@ -158,9 +160,16 @@ def spawn_service(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    service = ServiceProcess(process, f"http://127.0.0.1:{port}", data_dir, dict(overrides or {}))
+    service = ServiceProcess(
+        process, f"http://127.0.0.1:{port}", data_dir, dict(overrides or {}), environment
+    )
     service.wait_ready()
     return service
+
+
+def respawn(service: ServiceProcess) -> ServiceProcess:
+    """The same service started again on its data (after ``kill`` or ``stop``)."""
+    return spawn_service(service.data_dir, service.environment, service.env)
 
 
 def free_port() -> int:
