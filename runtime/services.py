@@ -224,13 +224,13 @@ class Services:
         """
         try:
             with self.leases.hold(ctx.key) as lease:
-                record, deleted_files = self._teardown(ctx.org, ctx.conversation, lease)
+                record, deleted_files, forgotten = self._teardown(ctx.org, ctx.conversation, lease)
         except SessionBusy:
             self.stores.deletions.mark_deleted(ctx.key)
             self.tools.forget_conversation(ctx.org, ctx.conversation)
             return {"deleted": "pending", "sessionId": None, "deletedFiles": 0}
         return {
-            "deleted": record is not None or deleted_files > 0,
+            "deleted": record is not None or deleted_files > 0 or forgotten > 0,
             "sessionId": record.session_id if record else None,
             "deletedFiles": deleted_files,
         }
@@ -241,12 +241,13 @@ class Services:
 
     def _teardown(
         self, org: str, conversation: str, lease: Lease
-    ) -> tuple[SessionRecord | None, int]:
-        self.tools.forget_conversation(org, conversation)  # under the lease: see admit_approved
+    ) -> tuple[SessionRecord | None, int, int]:
+        """The session torn down, how many files and executions log entries went."""
+        forgotten = self.tools.forget_conversation(org, conversation)  # see admit_approved
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)
         self.stores.deletions.clear_deleted(conversation_key(org, conversation))
-        return record, deleted_files
+        return record, deleted_files, forgotten
 
     def close(self) -> None:
         self.js.close()
