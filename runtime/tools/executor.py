@@ -267,7 +267,7 @@ class ToolExecutor:
         execution = self._log.get(org, approval_id)
         if execution is None:
             if self._log.cancelled(org, approval_id, now):
-                raise cancelled(approval_id)
+                raise _cancelled(approval_id)
             msg = f"no approval {approval_id!r}"
             raise NotFound(msg)
         if execution.expired(now):
@@ -447,7 +447,7 @@ def _call_from_data(data: dict[str, Any], approval: str) -> ToolCall:
     )
 
 
-def cancelled(approval_id: str) -> ApprovalCancelled:
+def _cancelled(approval_id: str) -> ApprovalCancelled:
     msg = f"approval {approval_id} was cancelled: its conversation was deleted, and nothing ran"
     return ApprovalCancelled(msg)
 
@@ -463,6 +463,6 @@ def admit_approved(log: ExecutionStore) -> Callable[[CallContext], None]:
             return
         execution = log.get(ctx.org, ctx.approval)
         if execution is None or execution.status is not ExecutionStatus.RUNNING:
-            raise cancelled(ctx.approval)
+            raise _cancelled(ctx.approval)
 
     return admit
