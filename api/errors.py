@@ -74,6 +74,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "function_not_available": 403,  # a direct route's function the deployment disabled
     "approval_already_decided": 409,
     "approval_expired": 410,
+    "approval_cancelled": 410,  # its conversation was deleted
     "cancelled": 499,  # nginx's "client closed request": logged, never read
 }
 # Codes not listed take the status of their class.

@@ -22,7 +22,8 @@ REASONS = {
     404: "No such resource (or another org's)",
     405: "Method not allowed (the Allow header lists the methods)",
     409: "The conversation or the approval is busy or decided",
-    410: "The approval expired before it was decided (`limit`: the approval TTL)",
+    410: "The approval expired before it was decided (`limit`: the approval TTL), or was "
+    "cancelled because its conversation was deleted",
     413: "Over a size limit (the error says which, with `limit`)",
     422: "Invalid arguments (the error's `problems` or `code` says which)",
     500: "Internal error (a bug; the body never carries a traceback)",

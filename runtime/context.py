@@ -50,6 +50,9 @@ class CallContext:
     sub_agents: tuple[str, ...] = ()
     """The agent's configured sub-agents: the only ones ``callAgent``,
     ``callAgentsParallel`` and ``run_function_batch`` may call."""
+    approval: str | None = None
+    """The approval a held call runs under, once approved: it runs only while that
+    approval stands (a deletion of the conversation cancels it, even after approval)."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)

@@ -64,6 +64,7 @@ trust that value.
         ├── ApprovalDenied             approval_denied
         ├── ApprovalAlreadyDecided     approval_already_decided (execution)
         ├── ApprovalExpired            approval_expired (limit: the approval TTL)
+        ├── ApprovalCancelled          approval_cancelled (its conversation was deleted)
         ├── ToolNotConfigured          tool_not_configured
         ├── ToolFailed                 tool_failed
         ├── SubAgentNotAllowed         sub_agent_not_allowed (refused, allowed)
@@ -341,6 +342,13 @@ class ApprovalAlreadyDecided(ToolError):
 
 class ApprovalExpired(ToolError):
     code = "approval_expired"
+
+
+class ApprovalCancelled(ToolError):
+    """The call waited for approval, or was approved but had not started, when its
+    conversation was deleted: it never runs."""
+
+    code = "approval_cancelled"
 
 
 class ToolNotConfigured(ToolError):

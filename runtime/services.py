@@ -43,7 +43,7 @@ from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_ada
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
-from runtime.tools.executor import ApprovalRules, ToolExecutor
+from runtime.tools.executor import ApprovalRules, ToolExecutor, admit_approved
 from runtime.tools.models import AgentConfig, UserInfo
 from runtime.tracing_export import Shutdown, start_tracing
 from runtime.upstreams import Upstreams
@@ -80,6 +80,7 @@ def assemble_sessions(
         settings.lifecycle,
         clock,
         pool,
+        admit=admit_approved(stores.executions),
     )
     return sessions, leases, lifecycle, pool
 
@@ -214,19 +215,22 @@ class Services:
         )
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
-        """Tear down the conversation's sandbox, then delete its files.
+        """Cancel the conversation's approvals and forget its executions, tear down
+        its sandbox, then delete its files and their staging count.
 
-        When an operation holds the conversation past the lease wait, the
-        deletion is recorded and finished by the next reconciliation pass.
+        When an operation holds the conversation past the lease wait, its approvals
+        are cancelled at once; the rest is recorded and finished by the next
+        reconciliation pass (which forgets what the operation logged meanwhile).
         """
         try:
             with self.leases.hold(ctx.key) as lease:
-                record, deleted_files = self._teardown(ctx.org, ctx.conversation, lease)
+                record, deleted_files, forgotten = self._teardown(ctx.org, ctx.conversation, lease)
         except SessionBusy:
             self.stores.deletions.mark_deleted(ctx.key)
+            self.tools.forget_conversation(ctx.org, ctx.conversation)
             return {"deleted": "pending", "sessionId": None, "deletedFiles": 0}
         return {
-            "deleted": record is not None or deleted_files > 0,
+            "deleted": record is not None or deleted_files > 0 or forgotten > 0,
             "sessionId": record.session_id if record else None,
             "deletedFiles": deleted_files,
         }
@@ -237,11 +241,13 @@ class Services:
 
     def _teardown(
         self, org: str, conversation: str, lease: Lease
-    ) -> tuple[SessionRecord | None, int]:
+    ) -> tuple[SessionRecord | None, int, int]:
+        """The session torn down, how many files and executions log entries went."""
+        forgotten = self.tools.forget_conversation(org, conversation)  # see admit_approved
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)
         self.stores.deletions.clear_deleted(conversation_key(org, conversation))
-        return record, deleted_files
+        return record, deleted_files, forgotten
 
     def close(self) -> None:
         self.js.close()

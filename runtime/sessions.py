@@ -122,7 +122,11 @@ class SessionManager:
         lifecycle: LifecycleSettings,
         clock: Clock = time.time,
         pool: WarmPool | None = None,
+        admit: Callable[[CallContext], None] | None = None,
     ) -> None:
+        """``admit`` may refuse an operation once it holds the lease, before any
+        sandbox is touched (a held call whose conversation was deleted meanwhile)."""
+        self._admit = admit
         self._lifecycle = lifecycle
         self._store = store
         self._provider = provider
@@ -147,6 +151,8 @@ class SessionManager:
             raise SandboxDisabled(msg)
         on_lost = _LostLeaseHandler(self._provider)
         with self._leases.hold(ctx.key, on_lost) as lease:
+            if self._admit is not None:
+                self._admit(ctx)
             active = self._ensure_running(ctx, lease)
             on_lost.sandbox_id = active.record.sandbox_id
             try:

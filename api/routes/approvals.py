@@ -44,8 +44,9 @@ async def decide(
     """Approve (the call runs, once) or deny a call that waits for approval.
 
     404 for an id the org does not have; 409 when it was decided already; 410 when
-    it expired first; 403 when the token that asked for the call decides it and the
-    deployment does not allow that.
+    it expired first (``approval_expired``) or its conversation was deleted
+    (``approval_cancelled``: nothing runs); 403 when the token that asked for the call
+    decides it and the deployment does not allow that.
     """
     org = org_of(x_siesta_org)
     result = await to_thread.run_sync(

@@ -34,7 +34,9 @@ class SandboxPublic(BaseModel):
 
 class ConversationDeleted(BaseModel):
     deleted: bool | Literal["pending"]
-    """``pending``: an operation still holds the conversation; reconciliation finishes."""
+    """Whether there was anything to delete (a session, files, executions log
+    entries); ``pending``: an operation still holds the conversation (its approvals
+    are cancelled already); reconciliation finishes."""
     sessionId: str | None
     deletedFiles: int
 
@@ -64,10 +66,12 @@ def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> SandboxPublic:
 def delete_conversation(
     ctx: ContextDep, services: ServicesDep, response: Response
 ) -> ConversationDeleted:
-    """Tear down the conversation's sandbox, workspace and files. Deleting twice is fine.
+    """Tear down the conversation's sandbox, workspace and files, cancel its approvals
+    and forget its executions log. Deleting twice is fine.
 
     202 with ``"deleted": "pending"`` when an operation still holds the conversation
-    past the lease wait: reconciliation finishes the teardown.
+    past the lease wait: its approvals are cancelled at once, and reconciliation
+    finishes the teardown.
     """
     result = ConversationDeleted.model_validate(services.delete_conversation(ctx))
     if result.deleted == "pending":

@@ -150,7 +150,8 @@ class ExecutionStore(Protocol):
         """One execution of the org; another org's id finds nothing."""
 
     def save(self, execution: ToolExecution) -> None:
-        """Write the execution's current state."""
+        """Write the execution's current state; nothing when it is gone (its
+        conversation was deleted while it ran): a save never brings an entry back."""
 
     def decide(
         self,
@@ -176,6 +177,15 @@ class ExecutionStore(Protocol):
 
     def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
         """The org's executions matching ``where``, newest first."""
+
+    def forget_conversation(self, org: str, conversation: str, now: float) -> int:
+        """Remove every entry of the conversation (it was deleted), at once, and
+        cancel its calls still waiting for approval: until its deadline, such an
+        approval is ``cancelled`` and a decision finds nothing. How many went."""
+
+    def cancelled(self, org: str, execution_id: str, now: float) -> bool:
+        """Whether ``execution_id`` waited for approval when its conversation was
+        deleted, and its deadline is still after ``now``."""
 
 
 class PoolStore(Protocol):

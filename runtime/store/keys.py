@@ -60,9 +60,12 @@ def staged(key: str) -> str:
     return f"{PREFIX}staged:{key}"
 
 
+EXECUTION_PREFIX = PREFIX + "execution:"
+
+
 def execution(org: str, execution_id: str) -> str:
-    """Hash: one Tool Execution (``status`` and the JSON ``body``)."""
-    return f"{PREFIX}execution:{org}/{execution_id}"
+    """Hash: one Tool Execution (``status``, the JSON ``body``, its ``conversation``)."""
+    return f"{EXECUTION_PREFIX}{org}/{execution_id}"
 
 
 def executions(org: str) -> str:
@@ -70,10 +73,25 @@ def executions(org: str) -> str:
     return f"{PREFIX}executions:{org}"
 
 
+def conversation_executions(key: str) -> str:
+    """Sorted set: a conversation's execution ids, scored by creation time (what its
+    deletion removes)."""
+    return f"{PREFIX}conversation-executions:{key}"
+
+
+def cancelled_approval(org: str, execution_id: str) -> str:
+    """String: the deadline of an approval cancelled because its conversation was
+    deleted, expiring at that deadline."""
+    return f"{PREFIX}approval-cancelled:{org}/{execution_id}"
+
+
 EXECUTIONS_BY_TIME = PREFIX + "executions-by-time"
 """Sorted set: every org's executions (``org/id``), scored by creation time (retention)."""
 EXECUTIONS_INDEXED = PREFIX + "executions-indexed"
 """String: set once the executions an earlier version wrote are in ``EXECUTIONS_BY_TIME``."""
+EXECUTIONS_BY_CONVERSATION_INDEXED = PREFIX + "executions-by-conversation-indexed"
+"""String: set once the executions an earlier version wrote are in their conversation's
+``conversation_executions`` set."""
 APPROVALS_PENDING = PREFIX + "approvals-pending"
 """Sorted set: executions waiting for approval (``org/id``), scored by their deadline."""
 

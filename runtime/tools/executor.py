@@ -5,6 +5,9 @@ agent's turn goes on. A function whose policy is ``confirm`` answers
 ``approval_required`` and runs only when approved, exactly once, by a decision
 made before its deadline — by default with another token than the one that
 asked (a token deciding its own request could approve anything it asks for).
+Deleting the conversation cancels its approvals: one not yet decided can no longer
+be, and one approved but not yet started never starts (``admit_approved``, checked
+under the conversation's lease, which the deletion holds too).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from runtime import tracing
 from runtime.context import CallContext
 from runtime.errors import (
     ApprovalAlreadyDecided,
+    ApprovalCancelled,
     ApprovalDenied,
     ApprovalExpired,
     ApprovalRequired,
@@ -241,7 +245,12 @@ class ToolExecutor:
                 status=ExecutionStatus.DENIED,
             )
         request = pending.pending or {}
-        return self._run(execution, _call_from_data(request), request.get("arguments") or {})
+        call = _call_from_data(request, approval=execution.id)
+        return self._run(execution, call, request.get("arguments") or {})
+
+    def forget_conversation(self, org: str, conversation: str) -> int:
+        """The conversation was deleted: its log entries go, its approvals are cancelled."""
+        return self._log.forget_conversation(org, conversation, self._clock())
 
     def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
         self._log.expire_pending(self._clock())  # so that the statuses read are true now
@@ -257,6 +266,8 @@ class ToolExecutor:
         """The pending execution, or the error that says why there is none."""
         execution = self._log.get(org, approval_id)
         if execution is None:
+            if self._log.cancelled(org, approval_id, now):
+                raise _cancelled(approval_id)
             msg = f"no approval {approval_id!r}"
             raise NotFound(msg)
         if execution.expired(now):
@@ -303,6 +314,8 @@ class ToolExecutor:
             )
         try:
             result = adapter(call, arguments)
+        except ApprovalCancelled:
+            raise  # nothing ran, and there is no entry left to finish
         except SiestaError as error:
             return self._finish(execution, error=error.to_dict(), started=started)
         except Exception as error:  # an adapter bug must not end the agent's turn
@@ -414,7 +427,7 @@ def _call_data(call: ToolCall) -> dict[str, Any]:
     }
 
 
-def _call_from_data(data: dict[str, Any]) -> ToolCall:
+def _call_from_data(data: dict[str, Any], approval: str) -> ToolCall:
     ctx_data = data["ctx"]
     allow = ctx_data.get("egress_allow")
     ctx = CallContext(
@@ -422,6 +435,7 @@ def _call_from_data(data: dict[str, Any]) -> ToolCall:
             **ctx_data,
             "egress_allow": tuple(allow) if allow is not None else None,
             "sub_agents": tuple(ctx_data.get("sub_agents") or ()),
+            "approval": approval,
         }
     )
     return ToolCall(
@@ -431,3 +445,24 @@ def _call_from_data(data: dict[str, Any]) -> ToolCall:
         CatalogFunction(**data["function"]),
         timeout_seconds=data.get("timeout_seconds"),
     )
+
+
+def _cancelled(approval_id: str) -> ApprovalCancelled:
+    msg = f"approval {approval_id} was cancelled: its conversation was deleted, and nothing ran"
+    return ApprovalCancelled(msg)
+
+
+def admit_approved(log: ExecutionStore) -> Callable[[CallContext], None]:
+    """The check an operation makes under the conversation's lease: a call run after
+    its approval goes on only while its entry still says it runs. A deletion removes
+    the entry under the same lease, so an approved call that had not reached the
+    sandbox yet never provisions one for a deleted conversation."""
+
+    def admit(ctx: CallContext) -> None:
+        if ctx.approval is None:
+            return
+        execution = log.get(ctx.org, ctx.approval)
+        if execution is None or execution.status is not ExecutionStatus.RUNNING:
+            raise _cancelled(ctx.approval)
+
+    return admit

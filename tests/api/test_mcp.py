@@ -391,3 +391,24 @@ def test_http_needs_the_token_its_scope_and_the_conversation(
     assert no_conversation.status_code == 400
     assert no_conversation.json()["error"]["code"] == "missing_context"
     assert fine.status_code == 200, fine.text
+
+
+def test_a_held_call_is_cancelled_with_its_conversation(held_service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    [held] = call(over_http, held_service, conversation, ("runCommand", {"command": "echo x"}))
+    approval = held.structured_content["error"]["approvalId"]
+    deleted = held_service.client.delete(f"/v1/conversations/{conversation}", headers=headers())
+    decided = held_service.client.post(
+        f"/v1/tools/approvals/{approval}",
+        headers=APPROVER,
+        json={"decision": "approve", "by": "ann"},
+    )
+    sandbox = held_service.client.get(
+        f"/v1/conversations/{conversation}/sandbox", headers=headers()
+    )
+
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True, deleted.text
+    assert decided.status_code == 410, decided.text
+    assert decided.json()["error"]["code"] == "approval_cancelled"
+    assert log_of(held_service, conversation) == []
+    assert sandbox.status_code == 404, sandbox.text

@@ -2,8 +2,9 @@
 
 Key names are in ``runtime/store/keys.py``. Every change that touches more than
 one key, or must compare before it writes, is one Lua script (atomic on the
-server). The scripts touch only the keys they are given, except ``DELETE_FILES``,
-which derives file keys from ids (fine on one Redis; not on Redis Cluster).
+server). The scripts touch only the keys they are given, except ``DELETE_FILES`` and
+``FORGET_CONVERSATION``, which derive keys from ids (fine on one Redis; not on Redis
+Cluster).
 """
 
 from __future__ import annotations

@@ -50,6 +50,11 @@ CREATE INDEX IF NOT EXISTS tool_executions_by_org ON tool_executions (org, creat
 CREATE INDEX IF NOT EXISTS tool_executions_pending ON tool_executions (status)
     WHERE status = 'pending_approval';
 CREATE INDEX IF NOT EXISTS tool_executions_by_time ON tool_executions (created_at);
+CREATE INDEX IF NOT EXISTS tool_executions_by_conversation
+    ON tool_executions (org, conversation);
+CREATE TABLE IF NOT EXISTS cancelled_approvals (
+    org TEXT NOT NULL, id TEXT NOT NULL, until REAL NOT NULL, PRIMARY KEY (org, id)
+);
 CREATE TABLE IF NOT EXISTS idempotency (
     key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, owner TEXT NOT NULL,
     expires_at REAL NOT NULL, status INTEGER, content_type TEXT, body BLOB, kept INTEGER

@@ -59,6 +59,7 @@ class SqliteExecutions:
 
     def expire_pending(self, now: float) -> list[ToolExecution]:
         with self._db.lock:
+            self._db.conn.execute("DELETE FROM cancelled_approvals WHERE until <= ?", (now,))
             # A literal, so that the partial index of pending rows is used.
             rows = self._db.conn.execute(
                 "SELECT org, id FROM tool_executions WHERE status = 'pending_approval'"
@@ -72,6 +73,33 @@ class SqliteExecutions:
                 "DELETE FROM tool_executions WHERE created_at < ?", (cutoff,)
             )
         return cursor.rowcount
+
+    def forget_conversation(self, org: str, conversation: str, now: float) -> int:
+        where = "org = ? AND conversation = ?"
+        with self._db.transaction() as conn:
+            waiting = conn.execute(
+                f"SELECT body FROM tool_executions WHERE {where} AND status = ?",
+                (org, conversation, ExecutionStatus.PENDING_APPROVAL.value),
+            ).fetchall()
+            cancelled = [ToolExecution.from_json(row[0]) for row in waiting]
+            conn.executemany(
+                "INSERT OR REPLACE INTO cancelled_approvals (org, id, until) VALUES (?,?,?)",
+                [
+                    (org, e.id, e.expires_at)
+                    for e in cancelled
+                    if e.expires_at is not None and e.expires_at > now
+                ],
+            )
+            cursor = conn.execute(f"DELETE FROM tool_executions WHERE {where}", (org, conversation))
+        return cursor.rowcount
+
+    def cancelled(self, org: str, execution_id: str, now: float) -> bool:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                "SELECT 1 FROM cancelled_approvals WHERE org = ? AND id = ? AND until > ?",
+                (org, execution_id, now),
+            ).fetchone()
+        return row is not None
 
     def _settle(
         self,

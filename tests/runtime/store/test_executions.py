@@ -210,3 +210,77 @@ def test_remove_older_than_reaches_every_org_and_keeps_newer_entries(log: Execut
     assert log.remove_older_than(1021.0) == 4
     assert log.find("o", ExecutionFilter()) == [] and log.find("p", ExecutionFilter()) == []
     assert log.expire_pending(9000.0) == []  # the removed approval is gone for the sweep too
+
+
+def test_forgetting_a_conversation_removes_its_entries_and_no_one_elses(
+    log: ExecutionStore,
+) -> None:
+    log.add(execution(1))
+    log.add(execution(2, ExecutionStatus.RUNNING))
+    log.add(pending(3))
+    log.add(execution(4, conversation="d"))
+    log.add(execution(5, org="p"))  # another org's conversation "c"
+    assert log.forget_conversation("o", "c", 1500.0) == 3
+    assert [log.get("o", f"e{i}") for i in (1, 2, 3)] == [None, None, None]
+    assert [e.id for e in log.find("o", ExecutionFilter())] == ["e4"]
+    assert [e.id for e in log.find("p", ExecutionFilter())] == ["e5"]
+    assert log.expire_pending(9000.0) == []
+    assert log.remove_older_than(9000.0) == 2
+    assert log.forget_conversation("o", "c", 1500.0) == 0
+
+
+def test_a_forgotten_approval_is_cancelled_until_its_deadline(log: ExecutionStore) -> None:
+    log.add(pending(1, expires_at=2000.0))
+    log.add(pending(2, expires_at=1400.0))  # past its deadline, not yet expired
+    log.add(execution(3))
+    log.forget_conversation("o", "c", 1500.0)
+    assert log.decide("o", "e1", APPROVED, ExecutionStatus.RUNNING, 1500.0) is None
+    assert log.cancelled("o", "e1", 1999.0)
+    assert not log.cancelled("o", "e1", 2000.0)
+    assert not log.cancelled("o", "e2", 1500.0) and not log.cancelled("o", "e3", 1500.0)
+    assert not log.cancelled("p", "e1", 1500.0)
+
+
+def test_a_save_never_brings_back_a_forgotten_entry(log: ExecutionStore) -> None:
+    log.add(execution(1, ExecutionStatus.RUNNING))
+    running = log.get("o", "e1")
+    assert running is not None
+    log.forget_conversation("o", "c", 1500.0)
+    running.status = ExecutionStatus.SUCCEEDED
+    log.save(running)
+    assert log.get("o", "e1") is None and log.find("o", ExecutionFilter()) == []
+
+
+@pytest.mark.parametrize("attempt", range(10))
+def test_a_decision_and_a_deletion_never_both_win(log: ExecutionStore, attempt: int) -> None:
+    log.add(pending(attempt))
+    decided: list[ToolExecution | None] = []
+    barrier = threading.Barrier(2)
+
+    def approve() -> None:
+        barrier.wait()
+        decided.append(log.decide("o", f"e{attempt}", APPROVED, ExecutionStatus.RUNNING, 1500.0))
+
+    def delete() -> None:
+        barrier.wait()
+        log.forget_conversation("o", "c", 1500.0)
+
+    threads = [threading.Thread(target=approve), threading.Thread(target=delete)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Approved first: it runs (the deletion removes its entry). Deleted first: the
+    # approval is cancelled and the decision finds nothing.
+    assert (decided[0] is not None) is not log.cancelled("o", f"e{attempt}", 1500.0)
+    assert log.get("o", f"e{attempt}") is None
+
+
+def test_sqlite_keeps_a_cancelled_approval_no_longer_than_its_deadline(tmp_path: Path) -> None:
+    stores = open_sqlite(tmp_path / "siesta.db")
+    stores.executions.add(pending(1, expires_at=2000.0))
+    stores.executions.forget_conversation("o", "c", 1500.0)
+    stores.executions.expire_pending(2000.0)  # each sweep, and each read of the log
+    stores.close()
+    with sqlite3.connect(tmp_path / "siesta.db") as db:
+        assert db.execute("SELECT * FROM cancelled_approvals").fetchall() == []
