@@ -7,13 +7,15 @@ never a traceback or a class path.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.types import Scope
 
 from api.limits import BodyTooLarge, too_large_body
 from runtime.errors import (
@@ -119,16 +121,21 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if isinstance(exc, BodyTooLarge):
         return error_response(413, too_large_body(exc.limit))
-    headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        allowed = _allowed_methods(request)
-        headers["Allow"] = ", ".join(allowed)
-        error: SiestaError = MethodNotAllowed(str(exc.detail), allow=allowed)
-    elif exc.status_code == 404:
-        error = NotFound(str(exc.detail))
+        return method_not_allowed(request.method, _allowed_methods(request))
+    if exc.status_code == 404:
+        error: SiestaError = NotFound(str(exc.detail))
     else:
         error = HttpError(str(exc.detail))
-    return error_response(exc.status_code, error.to_dict(), headers or None)
+    return error_response(exc.status_code, error.to_dict(), dict(exc.headers or {}) or None)
+
+
+def method_not_allowed(method: str, allowed: Sequence[str]) -> JSONResponse:
+    """405 naming what the path takes, in the ``Allow`` header and the body."""
+    listed = ", ".join(allowed)
+    msg = f"{method} is not allowed here; this path takes {listed}"
+    error = MethodNotAllowed(msg, allow=list(allowed))
+    return error_response(405, error.to_dict(), {"Allow": listed})
 
 
 async def unexpected_error(_: Request, exc: Exception) -> JSONResponse:
@@ -144,14 +151,24 @@ def install(app: FastAPI) -> None:
 
 
 def _allowed_methods(request: Request) -> list[str]:
-    """Every method some route of this path takes (Starlette names only the first
-    route that matched the path)."""
+    """Every method some route of this path takes. Starlette names only the first
+    route that matched, and FastAPI keeps an included router as one route without
+    methods, so each route of each router is looked at here."""
+    path = _route_path(request.scope)
     methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches(request.scope)
-        if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+    for route in iter_route_contexts(request.app.routes):
+        pattern = getattr(route, "path_regex", None)
+        if pattern is not None and pattern.match(path):
+            methods |= set(route.methods or ())
     return sorted(methods)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path the routes see: without the ``root_path`` a proxy mounted us under."""
+    path, root = str(scope["path"]), str(scope.get("root_path", ""))
+    if root and path.startswith(root + "/"):
+        return path[len(root) :]
+    return path
 
 
 def _describe(error: Any) -> dict[str, str]:

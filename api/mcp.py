@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from api.deps import call_context
-from api.errors import error_response, status_for
+from api.errors import error_response, method_not_allowed, status_for
 from runtime.errors import (
     ForbiddenScope,
     MissingContext,
@@ -34,6 +34,9 @@ from runtime.errors import (
 from runtime.mcp.server import McpCaller, build_server
 from runtime.services import Services
 
+METHODS = ("GET", "POST")
+"""What the endpoint takes: POST for messages, GET for the server's stream. The SDK
+would take DELETE too, to end a session, but stateless there is none to end."""
 CALLER_KEY = "siesta.mcp.caller"
 """Where the checked caller rides in the ASGI scope, from the check to the tool call."""
 
@@ -60,6 +63,9 @@ class McpEndpoint:
         if self._services is None or self._manager is None:
             error: SiestaError = StateUnavailable("the MCP endpoint is not serving yet")
             await error_response(503, error.to_dict())(scope, receive, send)
+            return
+        if scope["method"] not in METHODS:
+            await method_not_allowed(scope["method"], METHODS)(scope, receive, send)
             return
         try:
             scope[CALLER_KEY] = _check(self._services, Request(scope))

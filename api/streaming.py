@@ -56,10 +56,15 @@ Work = Callable[[CallEvents], tuple[str, Any]]
 kind (``result`` or ``error``) and data."""
 
 
-def event_stream(work: Work) -> StreamingResponse:
+KEEPALIVE = ": keepalive\n\n"
+"""An SSE comment: it keeps a silent stream's connection open; clients skip it."""
+
+
+def event_stream(work: Work, keepalive: float) -> StreamingResponse:
     """Server-sent events of one call: ``output`` (a command's chunks) and ``status``
-    (a script's ``logStatus``) as they happen, then the call's last event. A client
-    that goes away cancels the call."""
+    (a script's ``logStatus``) as they happen, then the call's last event; a
+    ``KEEPALIVE`` comment after ``keepalive`` seconds without any. A client that goes
+    away cancels the call."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(maxsize=STREAM_QUEUE_CHUNKS)
     cancellation = Cancellation()
@@ -79,18 +84,25 @@ def event_stream(work: Work) -> StreamingResponse:
 
     async def stream() -> AsyncIterator[str]:
         task = asyncio.ensure_future(to_thread.run_sync(lambda: work(events)))
+        getter: asyncio.Future[tuple[str, Any]] | None = None
         try:
             # Events the thread queued are delivered before its completion (both go
             # through the loop's callbacks in order), so none is lost at the end.
             while not task.done() or not queue.empty():
-                getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
+                if getter is None:
+                    getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait(
+                    {getter, task}, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED
+                )
+                if getter in done:
                     yield _event(*getter.result())
-                else:
-                    getter.cancel()
+                    getter = None
+                elif not done:
+                    yield KEEPALIVE
             yield _event(*await task)
         finally:
+            if getter is not None:
+                getter.cancel()
             # The client went away: stop the call. Its thread then ends on its
             # own and releases the conversation (nothing here may await any more).
             if not task.done():

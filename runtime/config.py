@@ -610,6 +610,10 @@ class HttpSettings(BaseModel):
     """Largest JSON request body accepted (uploads have their own limit)."""
     worker_threads: int = Field(64, ge=4)
     """Sandbox calls that can run at once in one process (each holds a thread)."""
+    sse_keepalive_seconds: float = Field(15.0, gt=0)
+    """A streamed answer that has sent nothing for this long sends an SSE comment
+    (``: keepalive``), so that proxies with an idle timeout (nginx: 60 s) keep it open
+    while a command is silent."""
 
 
 class TracingSettings(BaseModel):

@@ -73,5 +73,6 @@ async def run_script(
         return dict(result)
 
     if "text/event-stream" in (accept or ""):
-        return event_stream(lambda events: as_events(lambda: run(events)))
+        keepalive = services.settings.http.sse_keepalive_seconds
+        return event_stream(lambda events: as_events(lambda: run(events)), keepalive)
     return JSONResponse(await to_thread.run_sync(run))

@@ -98,7 +98,8 @@ async def run_command(
         return event_stream(
             lambda events: as_events(
                 lambda: call(services, ctx, RUN_COMMAND, body, caller.name, events)
-            )
+            ),
+            services.settings.http.sse_keepalive_seconds,
         )
     cancellation = Cancellation()
     events = CallEvents(cancellation=cancellation)

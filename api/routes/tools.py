@@ -206,7 +206,8 @@ async def execute(
         return ExecutionOutcome.model_validate(outcome).model_dump(mode="json", exclude_unset=True)
 
     if "text/event-stream" in (accept or ""):
-        return event_stream(lambda events: ("result", run(events)))
+        keepalive = services.settings.http.sse_keepalive_seconds
+        return event_stream(lambda events: ("result", run(events)), keepalive)
     return await to_thread.run_sync(run)
 
 

@@ -16,11 +16,10 @@ import re
 import sys
 from typing import Any
 
-import STPyV8
-
 from runtime.errors import JS_ASYNC_NOT_SUPPORTED, JS_ERROR, JS_SYNTAX_ERROR
 from runtime.jsexec.protocol import receive, send
 from runtime.jsexec.syntax import find_async
+from runtime.jsexec.v8 import STPyV8
 
 PRELUDE = r"""
 var __logState = {kept: 0, dropped: 0, max: 0};
