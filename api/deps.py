@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.idempotency import RETRY_STATE
 from runtime import logs
 from runtime.auth import Caller
 from runtime.config import Scope
@@ -61,6 +62,7 @@ def requires(scope: Scope) -> list[Any]:
 
 
 def call_context(
+    request: Request,
     conversation_id: Annotated[str, Path()],
     x_siesta_org: Annotated[str | None, Header()] = None,
     x_siesta_user: Annotated[str | None, Header()] = None,
@@ -99,6 +101,7 @@ def call_context(
         base_image=x_siesta_base_image or None,
         egress_allow=_host_list(x_siesta_egress_allow),
         sub_agents=_host_list(x_siesta_sub_agents) or (),
+        retry=request.scope.get("state", {}).get(RETRY_STATE),
     )
 
 

@@ -10,7 +10,17 @@ path, query, ``X-Siesta-Org``, ``X-Siesta-User`` and body (hashed).
 * a retry while the first still runs waits for its answer up to
   ``SIESTA_IDEMPOTENCY__WAIT_SECONDS``, then 409 ``session_busy`` (with ``limit``);
 * answers that say "try again" (5xx, 409, a cancelled call) are not kept: the key
-  is free again, so the retry runs;
+  is free again, so the retry runs, unless the first run handed a command to its
+  sandbox (see below);
+* when the instance running the first request dies, its claim lapses after
+  ``SIESTA_IDEMPOTENCY__HOLD_SECONDS`` and a retry takes it over. What it does then
+  depends on the route: a command (``runCommand``) is never started again: the
+  retry collects the first run's result from the sandbox's agent (waiting for it
+  if it still runs), or answers 409 ``outcome_unknown`` when the sandbox no longer
+  knows it; routes that are safe to run again (reading, writing a whole file,
+  listing, deleting, validating) run again; every other route answers
+  ``outcome_unknown`` rather than guess whether the first run did its work. An
+  ``outcome_unknown`` answer is kept like a final one;
 * an answer over ``SIESTA_IDEMPOTENCY__MAX_RESPONSE_BYTES`` is not kept
   (``Idempotency-Kept: false`` when its size is known up front); a retry gets 409
   ``idempotency_result_not_kept`` and is not run;
@@ -36,20 +46,23 @@ from collections.abc import Callable
 from typing import IO, TypeVar
 
 from anyio import CapacityLimiter, to_thread
+from fastapi.routing import iter_route_contexts
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import STATUS_BY_CODE, status_for
 from runtime.config import IdempotencySettings
+from runtime.context import RetryKey
 from runtime.errors import (
     IdempotencyKeyReused,
     IdempotentResultNotKept,
     InvalidIdempotencyKey,
+    OutcomeUnknown,
     SessionBusy,
     SiestaError,
 )
 from runtime.store.base import IdempotencyStore
-from runtime.store.records import KeptResponse
+from runtime.store.records import IdempotencyClaim, KeptResponse, conversation_key
 
 HEADER = b"idempotency-key"
 REPLAYED = b"idempotent-replayed"
@@ -61,6 +74,25 @@ _SPOOL_IN_MEMORY = 1024 * 1024
 _CHUNK = 64 * 1024
 _STORE_THREADS = 8
 _T = TypeVar("_T")
+RETRY_STATE = "siesta.retry"
+"""Where a keyed request's ``RetryKey`` waits for the route (``scope["state"]``)."""
+CONVERSATION = "/v1/conversations/{conversation_id}"
+TAKEN_OVER_SAFELY = frozenset(
+    {
+        # Collects the first run's result from the sandbox itself.
+        ("POST", CONVERSATION + "/sandbox/runCommand"),
+        # Running them again does no harm.
+        ("POST", CONVERSATION + "/sandbox/readFile"),
+        ("POST", CONVERSATION + "/sandbox/writeFile"),
+        ("POST", CONVERSATION + "/sandbox/listFiles"),
+        ("DELETE", CONVERSATION),
+        ("POST", "/v1/images/validate"),
+        ("POST", "/v1/tools/catalog"),
+        ("POST", "/v1/admin/reconcile"),
+    }
+)
+"""Routes whose request may be taken over from an instance that died running it."""
+_CONVERSATION_PATH = re.compile(r"^/v1/conversations/([^/]+)(/|$)")
 
 
 def keeps(status: int) -> bool:
@@ -75,7 +107,8 @@ class Idempotency:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         key = _idempotency_key(scope)
-        if key is None or not _routed(scope):
+        route = _route(scope) if key is not None else None
+        if key is None or route is None:
             await self.app(scope, receive, send)
             return
         services = scope["app"].state.services
@@ -103,6 +136,8 @@ class Idempotency:
             fingerprint = _digest(*request, org, user, body_digest)
             scoped = f"{caller.name}/{_digest(org, key)}"
             run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
+            run.conversation = _conversation(scope, org)
+            run.taken_over_safely = (scope["method"], route) in TAKEN_OVER_SAFELY
             await run(scope, _replaying(spool, size, receive), send, fingerprint)
 
     async def in_thread(self, work: Callable[[], _T]) -> _T:
@@ -127,6 +162,9 @@ class _Run:
         self.store = store
         self.key = key
         self.owner = uuid.uuid4().hex
+        self.conversation: str | None = None
+        """``org/conversation`` of a conversation route: its deletion forgets the key."""
+        self.taken_over_safely = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, fingerprint: str) -> None:
         deadline = time.monotonic() + self.settings.wait_seconds
@@ -135,13 +173,23 @@ class _Run:
             try:
                 entry = await self.middleware.in_thread(
                     lambda: self.store.claim_key(
-                        self.key, fingerprint, self.owner, self.settings.hold_seconds
+                        self.key,
+                        fingerprint,
+                        self.owner,
+                        self.settings.hold_seconds,
+                        ttl=self.settings.ttl_seconds,
+                        conversation=self.conversation,
                     )
                 )
             except SiestaError as error:
                 await _error(send, error)
                 return
-            if entry is None:
+            if isinstance(entry, IdempotencyClaim):
+                if entry.attempt > 1 and not self.taken_over_safely:
+                    await self._unknown(send)
+                    return
+                retry = RetryKey(self.key, self.owner, entry.attempt, entry.dispatched)
+                scope.setdefault("state", {})[RETRY_STATE] = retry
                 await self._run(scope, receive, send)
                 return
             if entry.fingerprint != fingerprint:
@@ -176,10 +224,22 @@ class _Run:
                 await renewal
             await self._settle(kept)
 
+    async def _unknown(self, send: Send) -> None:
+        """A taken-over request that cannot be run again safely: say so, and keep that."""
+        msg = (
+            "the first request with this Idempotency-Key was being run by a service "
+            "instance that stopped before it answered; whether it did its work is not "
+            "known, so it is not run again: check its effects, and send a new key to run it"
+        )
+        error = OutcomeUnknown(msg)
+        body = json.dumps({"error": error.to_dict()}).encode()
+        await _send(send, status_for(error), body, [(b"content-type", b"application/json")])
+        await self._settle(KeptResponse(status_for(error), "application/json", body))
+
     async def _settle(self, kept: KeptResponse | None) -> None:
         ttl = self.settings.ttl_seconds
         with contextlib.suppress(SiestaError):  # the answer went out; a lost key only re-runs
-            if kept is not None and keeps(kept.status):
+            if kept is not None and (keeps(kept.status) or _unknown_outcome(kept)):
                 await self.middleware.in_thread(
                     lambda: self.store.complete_key(self.key, self.owner, kept, ttl)
                 )
@@ -270,9 +330,29 @@ def _idempotency_key(scope: Scope) -> bytes | None:
     return None
 
 
-def _routed(scope: Scope) -> bool:
-    """A route takes this method at this path (else the app answers 404 or 405 itself)."""
-    return any(route.matches(scope)[0] is Match.FULL for route in scope["app"].routes)
+def _route(scope: Scope) -> str | None:
+    """The path template of the route that takes this method at this path (``None``:
+    none does, and the app answers 404 or 405 itself)."""
+    for route in iter_route_contexts(scope["app"].routes):
+        if route.matches(scope)[0] is Match.FULL:
+            return str(route.path)
+    return None
+
+
+def _conversation(scope: Scope, org: bytes) -> str | None:
+    """``org/conversation`` when a conversation route is not deleting it."""
+    found = _CONVERSATION_PATH.match(str(scope["path"]))
+    if found is None or scope["method"] == "DELETE":
+        return None
+    return conversation_key(org.decode("latin-1"), found.group(1))
+
+
+def _unknown_outcome(kept: KeptResponse) -> bool:
+    if kept.status != 409 or kept.body is None:
+        return False
+    with contextlib.suppress(ValueError, LookupError, TypeError):
+        return bool(json.loads(kept.body)["error"]["code"] == OutcomeUnknown.code)
+    return False
 
 
 def _bearer(authorization: bytes) -> str:

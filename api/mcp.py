@@ -95,6 +95,7 @@ def _check(services: Services, request: Request) -> McpCaller:
         msg = "/mcp needs the X-Siesta-Conversation header: a session serves one conversation"
         raise MissingContext(msg, headers=["X-Siesta-Conversation"])
     ctx = call_context(
+        request,
         conversation,
         x_siesta_org=headers.get("x-siesta-org"),
         x_siesta_user=headers.get("x-siesta-user"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -36,6 +37,28 @@ def check_egress_allow(entries: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True)
+class RetryKey:
+    """The ``Idempotency-Key`` a call came with, as its run needs it: a call is run at
+    most once per key, even when the instance that first ran it died."""
+
+    key: str
+    """The key as the store scopes it (token, org, key)."""
+    owner: str
+    """The claim this run holds on it."""
+    attempt: int = 1
+    """More than 1: this run takes over from one that did not finish."""
+    dispatched: str | None = None
+    """Where an earlier attempt handed the work over (a sandbox id), if it did."""
+
+    @property
+    def request_id(self) -> int:
+        """The sandbox agent's id for the run, the same for every attempt, so that a
+        retry finds the first run (still running, or its kept result) by it."""
+        digest = hashlib.sha256(self.key.encode()).digest()
+        return int.from_bytes(digest[:8], "big") & (2**63 - 1) or 1
+
+
+@dataclass(frozen=True)
 class CallContext:
     """The trusted context the agent backend sends with each call."""
 
@@ -53,6 +76,8 @@ class CallContext:
     approval: str | None = None
     """The approval a held call runs under, once approved: it runs only while that
     approval stands (a deletion of the conversation cancels it, even after approval)."""
+    retry: RetryKey | None = None
+    """The call's ``Idempotency-Key`` (``None``: it came without one)."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)

@@ -25,6 +25,8 @@ from runtime.errors import (
     InvalidArguments,
     InvalidCommand,
     InvalidRequest,
+    OutcomeUnknown,
+    SessionBusy,
     SiestaError,
     TransferTooLarge,
 )
@@ -45,8 +47,9 @@ from runtime.functions.sandbox import (
 )
 from runtime.limits_reached import limits_reached
 from runtime.output import CapturedStream
-from runtime.providers.base import ExecRequest, OutputListener, SandboxProvider
+from runtime.providers.base import ExecRequest, ExecResult, OutputListener, SandboxProvider
 from runtime.sessions import ActiveSession, SessionManager
+from runtime.store.base import IdempotencyStore
 from runtime.store.records import FileKind, FileRecord
 from runtime.workspace import STAGING_FOLDER, absolute_path, unique_names, workspace_path
 
@@ -62,9 +65,13 @@ class Sandbox:
         egress: Egress | None = None,
         sandbox_settings: SandboxSettings | None = None,
         disk_limits_mb: tuple[int | None, int | None] = (None, None),
+        retries: IdempotencyStore | None = None,
     ) -> None:
         """``disk_limits_mb``: the workspace's and the writable layer's sizes where the
-        provider enforces them (``None``: no limit of ours to name when one is full)."""
+        provider enforces them (``None``: no limit of ours to name when one is full).
+        ``retries``: where a command with an ``Idempotency-Key`` records the sandbox it
+        is handed to, so a retry after its instance died collects it there."""
+        self._retries = retries
         self._egress = egress or Egress()
         self._sandbox_settings = sandbox_settings or SandboxSettings()
         self._disk_limits_mb = disk_limits_mb
@@ -103,6 +110,7 @@ class Sandbox:
             kill_grace_seconds=self._commands.kill_grace_seconds,
             on_output=on_output,
             environment=self._egress.environment(ctx),
+            request_id=ctx.retry.request_id if ctx.retry else None,
         )
         cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:
@@ -120,7 +128,7 @@ class Sandbox:
                 ) as span,
                 cancellation.on_cancel(lambda: self._provider.cancel_exec(sandbox_id)),
             ):
-                result = self._provider.exec(sandbox_id, request)
+                result = self._run_once(ctx, sandbox_id, request)
                 span.set_attribute("siesta.exit_code", result.exit_code)
                 span.set_attribute("siesta.timed_out", result.timed_out)
         return RunCommandResult(
@@ -142,6 +150,29 @@ class Sandbox:
             ),
             **_session_fields(session),
         )
+
+    def _run_once(self, ctx: CallContext, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        """Runs the command, at most once per ``Idempotency-Key``: a retry of a call whose
+        run was handed to this sandbox collects that run's result instead."""
+        retry = ctx.retry
+        if retry is None or self._retries is None:
+            return self._provider.exec(sandbox_id, request)
+        if retry.dispatched is not None:
+            if retry.dispatched == sandbox_id:
+                collected = self._provider.collect(sandbox_id, request)
+                if collected is not None:
+                    return collected
+            msg = (
+                "a request with this Idempotency-Key handed the command to the sandbox, "
+                "which no longer knows how that run ended (the sandbox restarted since, or "
+                "the result is no longer kept); it is not run again: look at the workspace, "
+                "and send a new key to run it"
+            )
+            raise OutcomeUnknown(msg)
+        if not self._retries.mark_dispatched(retry.key, retry.owner, sandbox_id):
+            msg = "another request took this Idempotency-Key over; nothing was run here"
+            raise SessionBusy(msg)
+        return self._provider.exec(sandbox_id, request)
 
     def _check_command(self, command: str) -> None:
         if "\x00" in command:

@@ -143,6 +143,7 @@ class Services:
             egress,
             settings.sandbox,
             _disk_limits(settings),
+            stores.idempotency,
         )
         services = cls(
             settings,
@@ -246,6 +247,7 @@ class Services:
         forgotten = self.tools.forget_conversation(org, conversation)  # see admit_approved
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)
+        self.stores.idempotency.forget_conversation(conversation_key(org, conversation))
         self.stores.deletions.clear_deleted(conversation_key(org, conversation))
         return record, deleted_files, forgotten
 

@@ -12,6 +12,7 @@ come from another thread at any time.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import queue
 import secrets
@@ -152,12 +153,14 @@ class AgentChannel:
         stdin: Iterable[bytes] | None = None,
         on_output: OutputSink | None = None,
         wait_seconds: float | None = None,
+        request_id: int | None = None,
     ) -> Exit:
         """Start ``argv`` in the sandbox and wait for it to end.
 
         ``stdin`` is streamed to it (then closed); output frames go to
         ``on_output``. ``wait_seconds`` bounds the wait on this side too (the
         agent enforces ``timeout_ms`` itself): past it, the request is cancelled.
+        ``request_id``: the run's id (``collect`` finds it by it); default: a new one.
         """
         if stdin is not None:
             flags |= SpawnFlag.STDIN
@@ -165,19 +168,47 @@ class AgentChannel:
             argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
         )
         deadline = time.monotonic() + wait_seconds if wait_seconds else None
-        with self._request() as (request_id, frames):
-            self._send(encode(FrameType.SPAWN, request_id, payload))
+        with self._request(request_id) as (chosen, frames):
+            self._send(encode(FrameType.SPAWN, chosen, payload))
             if stdin is not None:
-                self._feed(request_id, stdin)
-            while True:
-                frame = self._next(frames, deadline)
-                if frame.type is FrameType.OUT and frame.payload:
-                    if on_output is not None:
-                        on_output(frame.payload[0], frame.payload[1:])
-                elif frame.type is FrameType.EXIT:
-                    return parse_exit(frame.payload)
-                elif frame.type is FrameType.ERROR:
-                    raise SpawnFailed(*parse_error(frame.payload))
+                self._feed(chosen, stdin)
+            return self._outcome(frames, deadline, on_output)
+
+    def collect(
+        self,
+        request_id: int,
+        *,
+        on_output: OutputSink | None = None,
+        wait_seconds: float | None = None,
+    ) -> Exit | None:
+        """How the run ``request_id`` ended (waiting for it while it still runs: its
+        output from here on goes to ``on_output``); ``None`` when the agent knows no
+        such run (it never started, or its final frame is no longer kept)."""
+        deadline = time.monotonic() + wait_seconds if wait_seconds else None
+        with self._request(request_id) as (chosen, frames):
+            self._send(encode(FrameType.RESULT, chosen))
+            try:
+                return self._outcome(frames, deadline, on_output)
+            except SpawnFailed as failed:
+                if failed.errno == errno.ENOENT:
+                    return None
+                raise
+
+    def _outcome(
+        self,
+        frames: queue.SimpleQueue[Frame | None],
+        deadline: float | None,
+        on_output: OutputSink | None,
+    ) -> Exit:
+        while True:
+            frame = self._next(frames, deadline)
+            if frame.type is FrameType.OUT and frame.payload:
+                if on_output is not None:
+                    on_output(frame.payload[0], frame.payload[1:])
+            elif frame.type is FrameType.EXIT:
+                return parse_exit(frame.payload)
+            elif frame.type is FrameType.ERROR:
+                raise SpawnFailed(*parse_error(frame.payload))
 
     def cancel(self, request_id: int = 0) -> None:
         """Kill the process group of a request (0: of every running request)."""
@@ -187,13 +218,18 @@ class AgentChannel:
     # -- plumbing ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _request(self) -> Iterator[tuple[int, queue.SimpleQueue[Frame | None]]]:
+    def _request(
+        self, request_id: int | None = None
+    ) -> Iterator[tuple[int, queue.SimpleQueue[Frame | None]]]:
         if self.closed:
             msg = f"the channel to {self.name} is closed"
             raise ChannelClosed(msg)
-        request_id = secrets.randbits(63) or 1
+        request_id = request_id or secrets.randbits(63) or 1
         frames: queue.SimpleQueue[Frame | None] = queue.SimpleQueue()
         with self._waiters_lock:
+            if request_id in self._waiters:
+                msg = f"request {request_id:x} is already waited for on this channel"
+                raise SpawnFailed(errno.EEXIST, msg)
             self._waiters[request_id] = frames
         self.last_used = time.monotonic()
         try:

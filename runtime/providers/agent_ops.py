@@ -11,9 +11,21 @@ from collections.abc import Callable, Iterable
 from runtime.errors import SandboxUnavailable
 from runtime.output import HeadTailBuffer, captured
 from runtime.providers import fshelper
-from runtime.providers.agent_channel import AgentChannel, ChannelClosed, SpawnFailed
-from runtime.providers.agent_protocol import SpawnFlag
-from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult, LimitPressure
+from runtime.providers.agent_channel import (
+    AgentChannel,
+    ChannelClosed,
+    OutputSink,
+    SpawnFailed,
+)
+from runtime.providers.agent_protocol import Exit, SpawnFlag
+from runtime.providers.base import (
+    ByteSink,
+    DirListing,
+    ExecRequest,
+    ExecResult,
+    LimitPressure,
+    OutputListener,
+)
 
 BASH = "bash"  # found on PATH, and what $0 says (as it always said)
 ENV = "/usr/bin/env"
@@ -31,10 +43,10 @@ def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
     instance that died or lost its lease) is killed first: the lease guarantees
     that nothing legitimate runs alongside this one.
     """
-    listener = request.on_output
-    flags = SpawnFlag.KILL_RUNNING | (SpawnFlag.STREAM if listener else SpawnFlag(0))
+    flags = SpawnFlag.KILL_RUNNING | (SpawnFlag.STREAM if request.on_output else SpawnFlag(0))
     timeout_ms = request.timeout_seconds * 1000
     grace_ms = request.kill_grace_seconds * 1000
+    outcome: Exit
     try:
         outcome = channel.spawn(
             _with_environment(request.environment, [BASH, "-lc", request.command]),
@@ -42,17 +54,50 @@ def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
             grace_ms=grace_ms,
             cap_bytes=request.max_output_bytes,
             flags=flags,
-            on_output=(lambda stream, chunk: listener(STREAM_NAMES.get(stream, "stderr"), chunk))
-            if listener
-            else None,
-            wait_seconds=request.timeout_seconds + request.kill_grace_seconds + HOST_SLACK_SECONDS,
+            on_output=_named_streams(request.on_output),
+            wait_seconds=_wait_seconds(request),
+            request_id=request.request_id,
         )
     except TimeoutError:
-        # The agent did not end it in time (it is frozen, or the engine lost the
-        # stream's end): kill it from here and say it timed out.
-        channel.cancel()
-        empty = captured(b"", b"", 0)
-        return ExecResult(137, empty, empty, timed_out=True, duration_ms=timeout_ms + grace_ms)
+        return _given_up(channel, request)
+    return _result(outcome)
+
+
+def collect_command(channel: AgentChannel, request: ExecRequest) -> ExecResult | None:
+    """The run ``request.request_id`` started earlier: its result, waited for if it
+    still runs; ``None`` when the agent knows no such run."""
+    assert request.request_id is not None
+    try:
+        outcome = channel.collect(
+            request.request_id,
+            on_output=_named_streams(request.on_output),
+            wait_seconds=_wait_seconds(request),
+        )
+    except TimeoutError:
+        return _given_up(channel, request)
+    return None if outcome is None else _result(outcome)
+
+
+def _named_streams(listener: OutputListener | None) -> OutputSink | None:
+    if listener is None:
+        return None
+    return lambda stream, chunk: listener(STREAM_NAMES.get(stream, "stderr"), chunk)
+
+
+def _wait_seconds(request: ExecRequest) -> float:
+    return request.timeout_seconds + request.kill_grace_seconds + HOST_SLACK_SECONDS
+
+
+def _given_up(channel: AgentChannel, request: ExecRequest) -> ExecResult:
+    """The agent did not end the command in time (it is frozen, or the engine lost the
+    stream's end): kill it from here and say it timed out."""
+    channel.cancel(request.request_id or 0)
+    empty = captured(b"", b"", 0)
+    waited_ms = (request.timeout_seconds + request.kill_grace_seconds) * 1000
+    return ExecResult(137, empty, empty, timed_out=True, duration_ms=waited_ms)
+
+
+def _result(outcome: Exit) -> ExecResult:
     return ExecResult(
         exit_code=outcome.exit_code,
         stdout=captured(outcome.stdout.head, outcome.stdout.tail, outcome.stdout.total_bytes),
@@ -107,8 +152,19 @@ def _with_environment(environment: dict[str, str], argv: list[str]) -> list[str]
 def command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
     """``run_command``, with a lost channel as ``sandbox_unavailable`` and a process
     that could not start as a result the model reads (exit 126)."""
+    result = _translated(lambda: run_command(channel, request))
+    assert result is not None  # a run always ends with a result
+    return result
+
+
+def collected(channel: AgentChannel, request: ExecRequest) -> ExecResult | None:
+    """``collect_command``, with errors as ``command`` has them."""
+    return _translated(lambda: collect_command(channel, request))
+
+
+def _translated(run: Callable[[], ExecResult | None]) -> ExecResult | None:
     try:
-        return run_command(channel, request)
+        return run()
     except ChannelClosed as exc:
         msg = f"the connection to the sandbox ended during the command; try again ({exc})"
         raise SandboxUnavailable(msg) from exc

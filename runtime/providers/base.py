@@ -94,6 +94,9 @@ class ExecRequest:
     the result keeps head and tail as always."""
     environment: dict[str, str] = field(default_factory=dict)
     """Variables added to the sandbox's own for this command (the egress proxy)."""
+    request_id: int | None = None
+    """The run's id in the sandbox (from the call's ``Idempotency-Key``): ``collect``
+    finds the run by it later. ``None``: any."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,13 @@ class SandboxProvider(Protocol):
 
         The timeout is enforced inside the sandbox and kills the command's whole
         process group. Output is capped while it is produced.
+        """
+
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        """The outcome of the run ``request.request_id`` started earlier (by this or
+        another instance): waited for while it still runs, read back from the sandbox
+        when it has ended. ``None`` when the sandbox knows no such run (it was never
+        started there, the sandbox has restarted since, or the outcome is no longer kept).
         """
 
     def pause(self, sandbox_id: str) -> None:

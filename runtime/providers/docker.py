@@ -251,6 +251,12 @@ class DockerProvider(agent_ops.HelperFiles):
             return self._engine.run_command(sandbox_id, request)
         return agent_ops.command(channel, request)
 
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        channel = self._channels.get(sandbox_id)
+        if channel is None:
+            return None  # an engine exec keeps nothing to ask about later
+        return agent_ops.collected(channel, request)
+
     def _io(self, sandbox_id: str) -> agent_ops.HelperIO:
         """File helpers through the agent (or an engine exec without one)."""
 

@@ -37,6 +37,8 @@ from runtime.providers.base import (
     WorkspaceInfo,
 )
 
+KEPT_RESULTS = 16
+
 
 class FakeProvider:
     def __init__(self, root: Path | None = None) -> None:
@@ -45,6 +47,7 @@ class FakeProvider:
         self._stopped: set[str] = set()
         self._paused: set[str] = set()
         self._running: dict[str, set[int]] = {}
+        self._results: dict[tuple[str, int | None], ExecResult] = {}
         self.broken: set[str] = set()
         """Sandboxes whose ``start`` fails as a sandbox whose image is gone would (tests)."""
         self._lock = threading.Lock()
@@ -135,7 +138,21 @@ class FakeProvider:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        """The fake's runs are host processes of this instance: it knows those it ran."""
+        with self._lock:
+            return self._results.get((sandbox_id, request.request_id))
+
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        result = self._run(sandbox_id, request)
+        if request.request_id is not None:
+            with self._lock:
+                self._results[(sandbox_id, request.request_id)] = result
+                if len(self._results) > KEPT_RESULTS:  # as the agent, only the latest
+                    del self._results[next(iter(self._results))]
+        return result
+
+    def _run(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
         started = time.monotonic()
         proc = subprocess.Popen(
             ["bash", "-c", request.command],

@@ -413,6 +413,9 @@ class KubernetesProvider(agent_ops.HelperFiles):
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
         return agent_ops.command(self._channel(sandbox_id), request)
 
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        return agent_ops.collected(self._channel(sandbox_id), request)
+
     def cancel_exec(self, sandbox_id: str) -> None:
         channel = self._channels.existing(sandbox_id)
         if channel is not None:

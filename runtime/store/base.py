@@ -24,6 +24,7 @@ from runtime.store.records import (
     ExecutionFilter,
     ExecutionStatus,
     FileRecord,
+    IdempotencyClaim,
     IdempotencyEntry,
     KeptResponse,
     PoolMember,
@@ -208,23 +209,45 @@ class PoolStore(Protocol):
 class IdempotencyStore(Protocol):
     """``Idempotency-Key``s: claimed by the request that runs, then its kept answer.
 
-    ``key`` is already scoped (token, org, key); ``owner`` is the running request.
+    ``key`` is already scoped (token, org, key); ``owner`` is the running request. An
+    entry lives ``ttl`` seconds from its first claim (then from its answer); a running
+    claim is *held* for ``hold`` seconds at a time. A claim whose hold lapsed (its
+    instance died) can be taken over; the entry remembers the attempts and where an
+    attempt handed its work over (``mark_dispatched``), so the taker-over can collect
+    that run's outcome rather than run it again.
     """
 
     def claim_key(
-        self, key: str, fingerprint: str, owner: str, hold: float
-    ) -> IdempotencyEntry | None:
-        """Claim ``key`` for ``owner`` for ``hold`` seconds if nobody holds it (absent,
-        expired, or its running claim lapsed): ``None``. Otherwise what it holds."""
+        self,
+        key: str,
+        fingerprint: str,
+        owner: str,
+        hold: float,
+        *,
+        ttl: float,
+        conversation: str | None = None,
+    ) -> IdempotencyClaim | IdempotencyEntry:
+        """Claim ``key`` for ``owner`` if nobody holds it (absent, expired, or its
+        running claim's hold lapsed): an ``IdempotencyClaim``. Otherwise what it holds
+        (a running claim, a kept answer, or another request's fingerprint).
+        ``conversation`` (``org/conversation``): the key goes when the conversation does."""
 
     def renew_key(self, key: str, owner: str, hold: float) -> bool:
-        """Extend a running claim by ``hold`` seconds if ``owner`` still has it."""
+        """Extend a running claim's hold by ``hold`` seconds if ``owner`` still has it."""
+
+    def mark_dispatched(self, key: str, owner: str, target: str) -> bool:
+        """Record that ``owner`` hands the request's work to ``target`` (a sandbox), before
+        it does; False (hand nothing over) when ``owner`` no longer has the claim."""
 
     def complete_key(self, key: str, owner: str, response: KeptResponse, ttl: float) -> bool:
         """Keep the answer for ``ttl`` seconds, if ``owner`` still has the claim."""
 
     def release_key(self, key: str, owner: str) -> bool:
-        """Drop a running claim (nothing to keep: a retry runs again)."""
+        """Give up a running claim (nothing to keep): a retry runs again, or, when the
+        work was handed over, takes over at once and collects its outcome."""
+
+    def forget_conversation(self, conversation: str) -> int:
+        """Drop every key claimed for ``conversation`` (``org/conversation``)."""
 
 
 class DeploymentStore(Protocol):

@@ -98,6 +98,18 @@ APPROVALS_PENDING = PREFIX + "approvals-pending"
 
 def idempotency(key: str) -> str:
     """Hash: an ``Idempotency-Key`` (scoped ``token/org/key``): ``fingerprint``,
-    ``owner`` while its first request runs (the hash expires with the claim), then
-    ``status``, ``contentType``, ``body`` (base64) and ``kept``, expiring with the TTL."""
+    ``owner`` (of the latest claim), ``attempt``, ``dispatched`` (where a run was handed
+    over), then ``status``, ``contentType``, ``body`` (base64) and ``kept``; expires
+    with the TTL from the first claim, then from the answer."""
     return f"{PREFIX}idempotency:{key}"
+
+
+def idempotency_hold(key: str) -> str:
+    """String: the owner of a running claim on an idempotency key, expiring with its hold."""
+    return f"{PREFIX}idempotency-hold:{key}"
+
+
+def conversation_keys(key: str) -> str:
+    """Set: the idempotency keys claimed for a conversation (``org/conversation``), which
+    its deletion removes."""
+    return f"{PREFIX}conversation-idempotency:{key}"

@@ -236,3 +236,15 @@ class IdempotencyEntry:
     fingerprint: str
     response: KeptResponse | None
     """``None`` while the first request runs."""
+
+
+@dataclass(frozen=True)
+class IdempotencyClaim:
+    """The claimer now runs the key's request."""
+
+    attempt: int
+    """1 for the first request with the key; more when this one takes over from a run
+    that did not finish: its instance died, or it was handed to a sandbox and failed."""
+    dispatched: str | None = None
+    """Where an earlier attempt handed its work over (a sandbox id), if it did: the
+    taker-over asks there how that run ended instead of running it again."""

@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS cancelled_approvals (
 );
 CREATE TABLE IF NOT EXISTS idempotency (
     key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, owner TEXT NOT NULL,
-    expires_at REAL NOT NULL, status INTEGER, content_type TEXT, body BLOB, kept INTEGER
+    expires_at REAL NOT NULL, status INTEGER, content_type TEXT, body BLOB, kept INTEGER,
+    held_until REAL, attempt INTEGER NOT NULL DEFAULT 1, dispatched TEXT, conversation TEXT
 );
 CREATE INDEX IF NOT EXISTS idempotency_by_expiry ON idempotency (expires_at);
 CREATE TABLE IF NOT EXISTS slots (scope TEXT NOT NULL, member TEXT NOT NULL,
@@ -96,6 +97,19 @@ class Database:
         file_columns = {row[1] for row in self.conn.execute("PRAGMA table_info(files)")}
         if "message_id" not in file_columns:
             self.conn.execute("ALTER TABLE files ADD COLUMN message_id TEXT")
+        # Idempotency keys before a claim's hold was apart from its entry's life.
+        key_columns = {row[1] for row in self.conn.execute("PRAGMA table_info(idempotency)")}
+        for name, ddl in (
+            ("held_until", "REAL"),
+            ("attempt", "INTEGER NOT NULL DEFAULT 1"),
+            ("dispatched", "TEXT"),
+            ("conversation", "TEXT"),
+        ):
+            if name not in key_columns:
+                self.conn.execute(f"ALTER TABLE idempotency ADD COLUMN {name} {ddl}")
+        self.conn.execute(
+            "CREATE INDEX IF NOT EXISTS idempotency_by_conversation ON idempotency (conversation)"
+        )
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
