@@ -8,7 +8,8 @@ SiestaError                  any ``{"error": {...}}`` answer (code, message, sta
 ├── Forbidden                403 (forbidden_scope, sandbox_disabled, ...)
 ├── NotFound                 404 (not_found, file_not_found, ...)
 ├── Conflict                 409
-│   └── SessionBusy          session_busy (limit: seconds waited)
+│   ├── SessionBusy          session_busy (limit: seconds waited)
+│   └── OutcomeUnknown       outcome_unknown (a keyed call whose first run's instance died)
 ├── ApprovalRequired         approval_required (202: approval_id)
 ├── LimitError               any other error that states a ``limit`` (and ``unit``)
 └── Unavailable              503 / 504: try again later
@@ -74,6 +75,12 @@ class SessionBusy(Conflict):
     pass
 
 
+class OutcomeUnknown(Conflict):
+    """A retry of a call whose first run was started by an instance that died, and whose
+    outcome nobody knows any more: it was not run again. Look at its effects; a new
+    ``Idempotency-Key`` runs it again."""
+
+
 class ApprovalRequired(SiestaError):
     """The deployment's policy holds the call until a person decides; decide it with
     ``client.tools.decide(approval_id, ...)``."""
@@ -94,6 +101,7 @@ class Unavailable(SiestaError):
 _BY_CODE: dict[str, type[SiestaError]] = {
     "approval_required": ApprovalRequired,
     "session_busy": SessionBusy,
+    "outcome_unknown": OutcomeUnknown,
     "idempotency_key_reused": IdempotencyKeyReused,
 }
 _BY_STATUS: dict[int, type[SiestaError]] = {
