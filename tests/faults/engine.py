@@ -2,9 +2,10 @@
 machine's engine (which every other test, and every other developer, is using).
 
 It is the machine's ``dockerd`` with its own data root, exec root, socket and pid
-file, user-namespace remapping as setup.sh configures it, no bridge and no
-firewall rules (sandboxes have no network here). Its sandbox images are copied
-from the machine's engine (``docker save | docker load``).
+file, user-namespace remapping as setup.sh configures it, a bridge of its own and no
+firewall rules (sandboxes have no network here). Not ``--bridge=none``: an engine
+started so deletes the host's ``docker0``, the machine engine's default bridge. Its
+sandbox images are copied from the machine's engine (``docker save | docker load``).
 
 A reboot is what the host loses when it restarts, done by hand: every container
 stops (the engine stops), the loop devices of the sandboxes' disks are detached,
@@ -43,6 +44,8 @@ class PrivateEngine:
         self.disk_dir = self.root / "disks"
         """Where the services on this engine keep their sandboxes' disk images."""
         self._images = images
+        self.bridge = f"sste{self.id[:6]}"
+        """Its default bridge (a name of at most 15 characters), made by ``start``."""
         self._process: subprocess.Popen[bytes] | None = None
         self._log = self.root / "dockerd.log"
 
@@ -50,6 +53,7 @@ class PrivateEngine:
 
     def start(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self._make_bridge()
         config = self.root / "daemon.json"
         config.write_text(json.dumps({"userns-remap": "default"}))
         with self._log.open("ab") as log:
@@ -61,9 +65,10 @@ class PrivateEngine:
                     f"--exec-root={self.exec_root}",
                     f"--pidfile={self.root / 'dockerd.pid'}",
                     f"--host={self.url}",
-                    "--bridge=none",
+                    f"--bridge={self.bridge}",
                     "--iptables=false",
                     "--ip6tables=false",
+                    "--ip-masq=false",
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -128,11 +133,24 @@ class PrivateEngine:
         self._forget_host_state()
         for leftover in self._own_mounts():
             subprocess.run(["umount", "-l", leftover], check=False)
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
         for folder in [self.root, *self.exec_root.parent.glob(f"{self.exec_root.name}*")]:
             if folder.is_dir():
                 shutil.rmtree(folder, ignore_errors=True)
             else:
                 folder.unlink(missing_ok=True)
+
+    def _make_bridge(self) -> None:
+        shown = subprocess.run(["ip", "link", "show", self.bridge], capture_output=True)
+        if shown.returncode == 0:
+            return
+        subnet = 16 + int(self.id[:2], 16) % 200  # one of 10.16.0.0/24 .. 10.215.0.0/24
+        for command in (
+            ["ip", "link", "add", self.bridge, "type", "bridge"],
+            ["ip", "addr", "add", f"10.{subnet}.0.1/24", "dev", self.bridge],
+            ["ip", "link", "set", self.bridge, "up"],
+        ):
+            subprocess.run(command, check=True, capture_output=True)
 
     # -- a reboot by hand -------------------------------------------------------------
 

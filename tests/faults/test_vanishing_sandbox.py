@@ -3,8 +3,9 @@
 The race is made deterministic by a provider wrapper that removes the container
 (through Docker itself) just before it passes a call on. Whatever the call, the
 caller sees ``sandbox_unavailable`` with "try again", never a raw Docker error;
-the next operation replaces the sandbox; a reconciliation pass reports the one
-failure and goes on with the rest.
+the next operation makes the sandbox again around its workspace (which a removed
+container leaves); a reconciliation pass reports the one failure and goes on with
+the rest.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def test_every_call_on_a_vanished_container_is_sandbox_unavailable(
         provider.destroy(sandbox_id)
 
 
-def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_replaces_it(
+def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_brings_it_back(
     provider: VanishingProvider, tmp_path: Path
 ) -> None:
     store = open_sqlite(tmp_path / "siesta.db")
@@ -125,8 +126,8 @@ def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_replace
             provider.exec(session.record.sandbox_id, ExecRequest("true", 10, 1024, 1))
         with sessions.operation(ctx("c1")) as again:
             result = provider.exec(again.record.sandbox_id, ExecRequest("echo ok", 10, 1024, 1))
-        assert again.workspace_reset is True
-        assert again.record.sandbox_id != sandbox_id
+        assert again.workspace_reset is False and again.sandbox_recreated is True
+        assert again.record.sandbox_id == sandbox_id
         assert result.stdout.text == "ok\n"
         with sessions.operation(ctx("c1")) as last:
             provider.destroy(last.record.sandbox_id)
@@ -169,9 +170,10 @@ def test_a_pass_reports_the_vanished_sandbox_and_reconciles_the_others(
         assert _reconcile_errors("item") == errors_before + 1
         statuses = sorted(r.status.value for r in store.sessions.list_sessions())
         assert statuses == ["active", "paused"]
-        # The next pass finds the vanished one missing and marks it lost.
+        # The next pass finds the vanished one's workspace still there: stopped, not lost.
         report = reconciler.run()
-        assert report.errors == [] and len(report.actions["sessions_marked_lost"]) == 1
+        assert report.errors == [] and len(report.actions["stopped_sandboxes_noted"]) == 1
+        assert "sessions_marked_lost" not in report.actions
     finally:
         for sandbox_id in sandboxes:
             provider.destroy(sandbox_id)
