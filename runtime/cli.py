@@ -175,6 +175,7 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
     import signal
 
+    from runtime.config import SqliteStoreSettings
     from runtime.egress.server import json_lines, serve
     from runtime.egress.service import proxy_config
 
@@ -184,8 +185,14 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigurationError(msg)
     if not egress.enabled:
         log.warning("SIESTA_EGRESS__ALLOW is empty: every request will be refused")
+    if isinstance(settings.store, SqliteStoreSettings):
+        log.warning(
+            "revoked credentials are read from the SQLite file %s: only deletions by a "
+            "service on this host using that file reach this proxy (SIESTA_STORE__URL)",
+            settings.sqlite_path,
+        )
     config = proxy_config(
-        egress,
+        settings,
         egress.key.get_secret_value().encode(),
         host=args.host,
         port=args.port or egress.proxy_port,

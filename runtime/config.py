@@ -136,6 +136,15 @@ class EgressSettings(BaseModel):
     max_connections_per_conversation: int = Field(64, ge=1)
     """Connections one sandbox may have open through one proxy (503 past it), so that
     no sandbox takes the proxy from the others."""
+    revocation_retention_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    """Deleting a conversation revokes its credentials; the revocation is kept this
+    long (in the store and in each proxy). Credentials older than this are refused
+    (``credentials_expired``), so a revocation can go once nothing it revokes could
+    still be accepted. Each command gets fresh credentials: only a process that
+    outlives the command that started it by more than this loses egress."""
+    revocation_poll_seconds: float = Field(5.0, gt=0)
+    """How often each proxy reads new revocations from the store: a deleted
+    conversation's credentials stop working within this."""
 
     @property
     def enabled(self) -> bool:
@@ -684,6 +693,17 @@ class Settings(BaseSettings):
             msg = (
                 "SIESTA_SANDBOX__NETWORK must stay 'none' with an egress allowlist: "
                 "the service puts sandboxes on its own internal network"
+            )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _credentials_outlive_commands(self) -> Settings:
+        if self.egress.revocation_retention_seconds <= self.command.max_timeout_seconds:
+            msg = (
+                "SIESTA_EGRESS__REVOCATION_RETENTION_SECONDS must be longer than "
+                "SIESTA_COMMAND__MAX_TIMEOUT_SECONDS: a command's proxy credentials "
+                "would expire while it runs"
             )
             raise ValueError(msg)
         return self

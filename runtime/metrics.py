@@ -85,11 +85,20 @@ EGRESS_CONNECTIONS = CounterMetric(
     ["result"],
     registry=REGISTRY,
 )
+EGRESS_REVOCATION_READ_FAILURES = CounterMetric(
+    "siesta_egress_revocation_read_failures",
+    "Reads of revoked credentials the egress proxy could not make (it serves on with "
+    "the revocations it knows)",
+    registry=REGISTRY,
+)
 
 
 def record_egress_event(event: dict[str, Any]) -> None:
     """One line from the egress proxy: counted, and logged unless it was allowed."""
     kind = str(event.get("event", ""))
+    if kind.startswith("revocations_") or kind == "closed":
+        _record_revocation_event(kind, event)
+        return
     if kind not in ("allowed", "refused", "failed"):
         return
     EGRESS_CONNECTIONS.labels(kind).inc()
@@ -112,6 +121,28 @@ def record_egress_event(event: dict[str, Any]) -> None:
         event.get("reason"),
         event.get("detail", ""),
     )
+
+
+def _record_revocation_event(kind: str, event: dict[str, Any]) -> None:
+    if kind == "revocations_unavailable":
+        EGRESS_REVOCATION_READ_FAILURES.inc()
+        egress_log.warning(
+            "the egress proxy cannot read revoked credentials (it serves on with those it "
+            "knows): %s",
+            event.get("detail", ""),
+        )
+    elif kind == "revocations_available":
+        egress_log.info(
+            "the egress proxy reads revoked credentials again (%s known)", event.get("known")
+        )
+    elif kind == "closed":
+        egress_log.warning(
+            "egress closed for %s/%s: %s (%s)",
+            event.get("org") or "?",
+            event.get("conversation") or "?",
+            event.get("detail", ""),
+            event.get("reason"),
+        )
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import codecs
 import posixpath
+from dataclasses import replace
 from typing import Any
 
 from runtime import tracing
@@ -109,11 +110,12 @@ class Sandbox:
             max_output_bytes=self._commands.max_output_bytes,
             kill_grace_seconds=self._commands.kill_grace_seconds,
             on_output=on_output,
-            environment=self._egress.environment(ctx),
             request_id=ctx.retry.request_id if ctx.retry else None,
         )
         cancellation = cancellation or Cancellation()
         with self._sessions.operation(ctx) as session:
+            # Under the lease: a deletion, which holds it, revokes every earlier credential.
+            request = replace(request, environment=self._egress.environment(ctx))
             session_id = session.record.session_id
             with tracing.span("sandbox.stage", session_id=session_id, files=len(inputs)):
                 self._count_staged(ctx, session, [record for _, record in inputs])

@@ -15,7 +15,7 @@ from runtime.config import DockerProviderSettings, Settings
 from runtime.content import ContentReader
 from runtime.context import CallContext
 from runtime.deployment import resolve_deployment_id
-from runtime.egress.service import Egress, build_egress
+from runtime.egress.service import Egress, build_egress, revoke_credentials
 from runtime.errors import SessionBusy
 from runtime.files import ConversationFiles, LocalBlobStore
 from runtime.images import ImageCatalog
@@ -244,6 +244,7 @@ class Services:
         self, org: str, conversation: str, lease: Lease
     ) -> tuple[SessionRecord | None, int, int]:
         """The session torn down, how many files and executions log entries went."""
+        revoke_credentials(self.stores.revocations, self.settings.egress, org, conversation)
         forgotten = self.tools.forget_conversation(org, conversation)  # see admit_approved
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)

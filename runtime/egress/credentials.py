@@ -7,6 +7,12 @@ proxy needs nothing but the key to know whom a request is for and what it may
 reach, so any number of proxies (one per service instance, or a Kubernetes
 Deployment) serve any sandbox of the deployment. A sandbox can read its own
 credentials, which grant nothing its commands do not already have.
+
+They also carry when they were issued (``i``, unix seconds to the millisecond): a
+conversation's deletion revokes the credentials issued before it, and credentials
+older than the revocations are kept are refused (``runtime/egress/revocations.py``).
+Credentials of the same ``s1.`` format without ``i`` (made before revocations
+existed) still verify, and the proxy refuses them as expired.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
+import time
 from dataclasses import dataclass
 
 PREFIX = "s1."
@@ -28,13 +36,19 @@ class EgressClaims:
     conversation: str
     narrowed_to: tuple[str, ...] | None = None
     """The agent's allowlist entries, or ``None`` when the agent does not narrow."""
+    issued_at: float | None = None
+    """When they were signed (unix seconds); ``None``: credentials made before they said."""
 
 
 def sign(key: bytes, claims: EgressClaims) -> tuple[str, str]:
-    """(user, password) for a proxy URL: URL-safe as they are."""
-    body: dict[str, str | list[str]] = {"o": claims.org, "c": claims.conversation}
+    """(user, password) for a proxy URL: URL-safe as they are. Issued now, unless
+    ``claims.issued_at`` says otherwise."""
+    issued = time.time() if claims.issued_at is None else claims.issued_at
+    body: dict[str, str | float | list[str]] = {"o": claims.org, "c": claims.conversation}
     if claims.narrowed_to is not None:
         body["a"] = list(claims.narrowed_to)
+    # Rounded down: a credential never says it was issued after it was.
+    body["i"] = math.floor(issued * 1000) / 1000
     payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     user = PREFIX + base64.urlsafe_b64encode(payload).decode().rstrip("=")
     return user, _mac(key, user)
@@ -50,10 +64,12 @@ def verify(key: bytes, user: str, password: str) -> EgressClaims | None:
     try:
         body = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
         narrowed = body.get("a")
+        issued = body.get("i")
         return EgressClaims(
             str(body["o"]),
             str(body["c"]),
             tuple(str(entry) for entry in narrowed) if narrowed is not None else None,
+            float(issued) if issued is not None else None,
         )
     except (ValueError, KeyError, TypeError, binascii.Error):
         return None

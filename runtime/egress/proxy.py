@@ -13,6 +13,11 @@ Names are resolved here (sandboxes have no DNS); IP literals are refused; every
 address a name resolves to must pass the address policy, and the connection goes
 to one of those checked addresses, never to a second resolution.
 
+Credentials are checked twice: their signature (``credentials``), then whether
+they still work (``revocations``: a deleted conversation's are revoked, old ones
+expire). When a conversation's deletion reaches the proxy, the connections it
+carries on credentials the deletion revoked are closed too.
+
 Each decision is reported through ``emit`` (the service counts refusals in its
 metrics and logs them).
 """
@@ -20,7 +25,6 @@ metrics and logs them).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ipaddress
 import socket
@@ -30,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runtime.egress.credentials import EgressClaims, basic_credentials, verify
+from runtime.egress.revocations import Revocations, open_source
 from runtime.egress.rules import (
     Allowlist,
     EgressPolicy,
@@ -39,6 +44,8 @@ from runtime.egress.rules import (
     normalise_host,
     refusal,
 )
+from runtime.store.base import RevocationStore
+from runtime.store.records import EgressRevocation
 
 HOP_BY_HOP = {
     "connection",
@@ -71,6 +78,13 @@ class ProxyConfig:
     max_connections_per_conversation: int = 64
     """One sandbox cannot take every connection of the proxy from the others."""
     max_header_bytes: int = 64 * 1024
+    store_url: str | None = None
+    """The store deletions record revocations in (``sqlite:///path``, ``redis://...``);
+    ``None``: none are read (credentials still expire)."""
+    revocation_retention_seconds: float = 7 * 24 * 3600.0
+    """Revocations are kept this long; credentials older than this are refused."""
+    revocation_poll_seconds: float = 5.0
+    """How often the store is asked for new revocations."""
 
 
 class Refused(Exception):
@@ -94,17 +108,38 @@ class _Request:
     claims: EgressClaims | None = None
 
 
+Carrying = dict[asyncio.Task[Any], float]
+"""A conversation's connections being carried, each with its credentials' issue time."""
+
+
 class EgressProxy:
     def __init__(self, config: ProxyConfig, emit: Emit) -> None:
         self._config = config
         self._emit = emit
         self._slots = asyncio.Semaphore(config.max_connections)
-        self._open: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._carrying: dict[tuple[str, str], Carrying] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._close_store: Callable[[], None] | None = None
+        self._following: asyncio.Task[None] | None = None
+        self.revocations = self._revocations(None)
+
+    def _revocations(self, source: RevocationStore | None) -> Revocations:
+        return Revocations(
+            source,
+            retention_seconds=self._config.revocation_retention_seconds,
+            poll_seconds=self._config.revocation_poll_seconds,
+            emit=self._emit,
+        )
 
     async def start(self) -> int:
-        """Listen; returns the port (useful with port 0)."""
+        """Read the revocations, then listen; returns the port (useful with port 0).
+        Raises ``RevocationsUnavailable`` when the store cannot be read."""
+        if self._config.store_url is not None:
+            source, self._close_store = open_source(self._config.store_url)
+            self.revocations = self._revocations(source)
+        await self.revocations.load()
+        self._following = asyncio.create_task(self.revocations.follow(self._close_revoked))
         self._server = await asyncio.start_server(
             self._serve,
             self._config.host,
@@ -116,12 +151,33 @@ class EgressProxy:
 
     async def close(self) -> None:
         """Stop listening and end every open connection."""
+        if self._following is not None:
+            self._following.cancel()
+            await asyncio.gather(self._following, return_exceptions=True)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
         for task in self._connections:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._close_store is not None:
+            self._close_store()
+
+    def _close_revoked(self, revoked: list[EgressRevocation]) -> None:
+        for revocation in revoked:
+            key = (revocation.org, revocation.conversation)
+            for task, issued_at in list(self._carrying.get(key, {}).items()):
+                if issued_at <= revocation.revoked_at:
+                    task.cancel()
+                    self._emit(
+                        {
+                            "event": "closed",
+                            "org": revocation.org,
+                            "conversation": revocation.conversation,
+                            "reason": "credentials_revoked",
+                            "detail": "a connection of a deleted conversation",
+                        }
+                    )
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -140,8 +196,9 @@ class EgressProxy:
                 raise Refused(503, "busy", f"all {limit} connections are in use")
             async with self._slots:
                 request = await self._read_request(reader)
-                with self._counted(request):
-                    await self._carry(request, reader, writer)
+                claims = self._checked_credentials(request)
+                with self._counted(claims):
+                    await self._carry(request, claims, reader, writer)
         except Refused as refused:
             # Policy refusals (403, 407) are what operators watch; the rest failed.
             event = "refused" if refused.status in (403, 407) else "failed"
@@ -154,31 +211,41 @@ class EgressProxy:
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
 
-    @contextlib.contextmanager
-    def _counted(self, request: _Request) -> Iterator[None]:
-        """Holds one of the conversation's connections while the request is carried."""
+    def _checked_credentials(self, request: _Request) -> EgressClaims:
         if request.claims is None:
-            yield
-            return
-        key = (request.claims.org, request.claims.conversation)
+            raise Refused(407, "unauthenticated", "missing or invalid sandbox credentials")
+        refusal = self.revocations.refusal(request.claims)
+        if refusal is not None:
+            raise Refused(407, refusal.reason, refusal.detail)
+        return request.claims
+
+    @contextlib.contextmanager
+    def _counted(self, claims: EgressClaims) -> Iterator[None]:
+        """Holds one of the conversation's connections while the request is carried."""
+        key = (claims.org, claims.conversation)
+        carrying = self._carrying.setdefault(key, {})
         limit = self._config.max_connections_per_conversation
-        if self._open[key] >= limit:
+        if len(carrying) >= limit:
             msg = f"this sandbox already has {limit} connections open (the most it may)"
             raise Refused(503, "too_many_connections", msg)
-        self._open[key] += 1
+        task = asyncio.current_task()
+        assert task is not None
+        carrying[task] = claims.issued_at or 0.0
         try:
             yield
         finally:
-            self._open[key] -= 1
-            if not self._open[key]:
-                del self._open[key]
+            del carrying[task]
+            if not carrying:
+                del self._carrying[key]
 
     async def _carry(
-        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        request: _Request,
+        claims: EgressClaims,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
-        if request.claims is None:
-            raise Refused(407, "unauthenticated", "missing or invalid sandbox credentials")
-        address = await self._checked_address(request, request.claims)
+        address = await self._checked_address(request, claims)
         try:
             up_reader, up_writer = await asyncio.wait_for(
                 asyncio.open_connection(str(address), request.port),

@@ -7,8 +7,13 @@ means the service is gone, and the proxy exits with it). ``siesta-runtime
 egress-proxy`` runs it apart from any service, configured by the same
 ``SIESTA_EGRESS__*`` settings (Kubernetes runs it so, as a Deployment).
 
-This module imports only the standard library and the egress rules, so the
-proxy starts in a few tens of milliseconds.
+Either way it reads revoked credentials from the service's store (its URL, which
+may hold a password, is in that JSON line or the settings), and does not listen
+until it has read them.
+
+This module imports only the standard library, the egress rules and the store's
+revocations (its backend when it is opened), so the proxy starts in well under a
+second.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 from typing import Any
 
 from runtime.egress.proxy import EgressProxy, Emit, ProxyConfig
+from runtime.egress.revocations import RevocationsUnavailable
 from runtime.egress.rules import Allowlist
 
 
@@ -38,6 +44,9 @@ def config_to_json(config: ProxyConfig) -> str:
             "max_connections": config.max_connections,
             "max_connections_per_conversation": config.max_connections_per_conversation,
             "max_header_bytes": config.max_header_bytes,
+            "store_url": config.store_url,
+            "revocation_retention_seconds": config.revocation_retention_seconds,
+            "revocation_poll_seconds": config.revocation_poll_seconds,
         }
     )
 
@@ -59,6 +68,9 @@ def config_from_json(text: str) -> ProxyConfig:
         max_connections=int(data["max_connections"]),
         max_connections_per_conversation=int(data["max_connections_per_conversation"]),
         max_header_bytes=int(data["max_header_bytes"]),
+        store_url=data["store_url"],
+        revocation_retention_seconds=float(data["revocation_retention_seconds"]),
+        revocation_poll_seconds=float(data["revocation_poll_seconds"]),
     )
 
 
@@ -76,8 +88,9 @@ async def serve(config: ProxyConfig, emit: Emit, until: asyncio.Future[None]) ->
     proxy = EgressProxy(config, emit)
     try:
         port = await proxy.start()
-    except OSError as exc:
+    except (OSError, RevocationsUnavailable) as exc:
         emit({"event": "error", "detail": str(exc)})
+        await proxy.close()
         raise SystemExit(1) from exc
     emit({"event": "ready", "host": config.host, "port": port})
     try:

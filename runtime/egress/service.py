@@ -4,7 +4,8 @@ environment for each command.
 With no allowlist (the default) there is nothing to run: sandboxes have no
 network and commands get no proxy. With one, the Docker provider puts sandboxes
 on the deployment's internal network and this service starts the proxy on its
-gateway; elsewhere (Kubernetes) the proxy runs apart at ``proxy_url``.
+gateway; elsewhere (Kubernetes) the proxy runs apart at ``proxy_url``. Either proxy
+reads the revocations deletions record in the service's store.
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.config import DockerProviderSettings, EgressSettings, Settings
+from runtime.config import DockerProviderSettings, EgressSettings, RedisStoreSettings, Settings
 from runtime.context import CallContext
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import ProxyConfig
 from runtime.egress.rules import Allowlist
 from runtime.errors import ConfigurationError
 from runtime.metrics import record_egress_event
-from runtime.store.base import DeploymentStore
+from runtime.store.base import DeploymentStore, RevocationStore
+from runtime.store.records import EgressRevocation
 
 log = logging.getLogger(__name__)
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -50,7 +53,8 @@ class ProxiedEgress(Egress):
 
     def environment(self, ctx: CallContext) -> dict[str, str]:
         """``HTTP(S)_PROXY`` (both spellings: curl and apt read the lower case, pip and
-        npm either) with this conversation's signed credentials."""
+        npm either) with this conversation's signed credentials, issued now: ask for
+        them under the conversation's lease, so a deletion revokes every earlier one."""
         user, password = sign(self._key, EgressClaims(ctx.org, ctx.conversation, ctx.egress_allow))
         url = f"http://{user}:{password}@{self._proxy_address}"
         env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": NO_PROXY}
@@ -81,7 +85,7 @@ class DockerEgress(ProxiedEgress):
         self._proxy: ProxyProcess | None = None
         if start_proxy:
             HostFirewall(deployment_id).allow_only(egress.proxy_port)
-            config = proxy_config(egress, key, host=gateway, port=egress.proxy_port)
+            config = proxy_config(settings, key, host=gateway, port=egress.proxy_port)
             self._proxy = ProxyProcess(config, record_egress_event)
             self._proxy.start()
         self.network = sandbox_network.name
@@ -94,19 +98,39 @@ class DockerEgress(ProxiedEgress):
         self._client.close()
 
 
-def proxy_config(settings: EgressSettings, key: bytes, *, host: str, port: int) -> ProxyConfig:
+def proxy_config(settings: Settings, key: bytes, *, host: str, port: int) -> ProxyConfig:
+    egress = settings.egress
     return ProxyConfig(
         key=key,
-        allow=Allowlist.parse(settings.allow),
+        allow=Allowlist.parse(egress.allow),
         host=host,
         port=port,
-        hosts={name: str(address) for name, address in settings.hosts.items()},
-        allowed_private_networks=tuple(settings.allowed_private_networks),
-        connect_timeout_seconds=settings.connect_timeout_seconds,
-        idle_timeout_seconds=settings.idle_timeout_seconds,
-        max_connections=settings.max_connections,
-        max_connections_per_conversation=settings.max_connections_per_conversation,
+        hosts={name: str(address) for name, address in egress.hosts.items()},
+        allowed_private_networks=tuple(egress.allowed_private_networks),
+        connect_timeout_seconds=egress.connect_timeout_seconds,
+        idle_timeout_seconds=egress.idle_timeout_seconds,
+        max_connections=egress.max_connections,
+        max_connections_per_conversation=egress.max_connections_per_conversation,
+        store_url=store_url(settings),
+        revocation_retention_seconds=egress.revocation_retention_seconds,
+        revocation_poll_seconds=egress.revocation_poll_seconds,
     )
+
+
+def store_url(settings: Settings) -> str:
+    """Where the proxy reads revocations: the service's own store."""
+    if isinstance(settings.store, RedisStoreSettings):
+        return settings.store.url
+    return f"sqlite://{settings.sqlite_path.resolve()}"
+
+
+def revoke_credentials(
+    store: RevocationStore, settings: EgressSettings, org: str, conversation: str
+) -> None:
+    """The conversation's credentials issued until now stop working at every proxy
+    within ``revocation_poll_seconds`` (it is being deleted; its lease is held)."""
+    revocation = EgressRevocation(org, conversation, time.time())
+    store.revoke_egress(revocation, settings.revocation_retention_seconds)
 
 
 def egress_key(settings: EgressSettings, store: DeploymentStore) -> bytes:

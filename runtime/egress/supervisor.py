@@ -67,7 +67,7 @@ class ProxyProcess:
             process.wait()
             where = f"{self._config.host}:{self._config.port}"
             why = (ready or {}).get("detail", "it did not answer (see the log above)")
-            msg = f"the egress proxy could not listen on {where}: {why}"
+            msg = f"the egress proxy did not start on {where}: {why}"
             raise ConfigurationError(msg)
         log.info(
             "egress proxy listening on %s:%s (pid %s)", ready["host"], ready["port"], process.pid

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from runtime.config import RedisStoreSettings, Settings
+from typing import TYPE_CHECKING
+
 from runtime.store.base import Stores
+
+if TYPE_CHECKING:
+    from runtime.config import Settings
 
 
 def open_stores(settings: Settings) -> Stores:
     """SQLite (``DATA_DIR/siesta.db`` unless a path is set) or Redis."""
+    # Imported here: the egress proxy process reads the store without the settings.
+    from runtime.config import RedisStoreSettings
+
     if isinstance(settings.store, RedisStoreSettings):
         from runtime.store.redis import open_redis
 

@@ -1,8 +1,8 @@
 """Shared state: one narrow protocol per concern, and the bundle a backend opens.
 
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
-deletion markers, the tool-executions log, the warm pool, idempotency keys, and
-the deployment id. Each backend
+deletion markers, the tool-executions log, the warm pool, idempotency keys, the
+deployment id, and the egress credentials revoked by deletions. Each backend
 implements every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from runtime.store.records import (
+    EgressRevocation,
     ExecutionFilter,
     ExecutionStatus,
     FileRecord,
@@ -260,6 +261,22 @@ class DeploymentStore(Protocol):
         instance signs and checks sandbox credentials with the same key."""
 
 
+class RevocationStore(Protocol):
+    """Egress credentials revoked by their conversation's deletion: a log that every
+    egress proxy reads on from where it left off, kept for a retention."""
+
+    def revoke_egress(self, revocation: EgressRevocation, keep_seconds: float) -> None:
+        """Record the revocation and, in the same step, drop those older than
+        ``keep_seconds`` before it."""
+
+    def egress_revocations(
+        self, after: str | None, limit: int
+    ) -> tuple[list[EgressRevocation], str | None]:
+        """Up to ``limit`` revocations recorded after the position ``after`` (``None``:
+        from the oldest kept), in the order they were recorded, and the position to
+        read on from (``after`` itself when there is nothing new)."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -273,6 +290,7 @@ class Stores:
     pool: PoolStore
     idempotency: IdempotencyStore
     deployment: DeploymentStore
+    revocations: RevocationStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

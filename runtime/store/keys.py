@@ -16,6 +16,10 @@ DEPLOYMENT_ID = PREFIX + "deployment-id"
 """String: the id that labels everything this deployment creates (set once, NX)."""
 EGRESS_KEY = PREFIX + "egress-key"
 """String: hex key that signs sandboxes' egress-proxy credentials (set once, NX)."""
+EGRESS_REVOCATIONS = PREFIX + "egress-revocations"
+"""Stream: deleted conversations whose egress credentials are revoked (``org``,
+``conversation``, ``at``), entry ids in the milliseconds of ``at`` (never going back),
+trimmed by age; egress proxies read it on from the last id they saw."""
 FENCE_COUNTER = PREFIX + "fence"
 """One counter for every lease's fence: it only grows, across all conversations."""
 

@@ -248,3 +248,15 @@ class IdempotencyClaim:
     dispatched: str | None = None
     """Where an earlier attempt handed its work over (a sandbox id), if it did: the
     taker-over asks there how that run ended instead of running it again."""
+
+
+@dataclass(frozen=True)
+class EgressRevocation:
+    """A conversation's egress credentials revoked (it was deleted): those issued at or
+    before ``revoked_at`` no longer work; a conversation made later with the same id
+    gets new ones, which do."""
+
+    org: str
+    conversation: str
+    revoked_at: float
+    """Unix seconds, on the clock of the instance that deleted the conversation."""

@@ -1,7 +1,8 @@
 """Deleting a conversation leaves nothing behind: its approvals are cancelled (deciding
 one afterwards is 410 ``approval_cancelled`` and runs nothing, even when the approval
-won the race against the deletion), and the store keeps nothing of it — on SQLite
-and on Redis, by the DELETE route and by reconciliation (deleted while busy).
+won the race against the deletion), and the store keeps nothing of it but the
+revocation of its egress credentials — on SQLite and on Redis, by the DELETE route
+and by reconciliation (deleted while busy).
 
 The app in this process with the fake provider; the store is read directly to find
 anything of the conversation left in it.
@@ -145,11 +146,14 @@ def assert_nothing_left(service: InProcessService, conversation: str, ids: set[s
     assert conversation not in {label.get(CONVERSATION_LABEL) for label in labels}
     assert log_of(service, conversation) == []
     assert traces(services, ids) == []
+    revoked, _ = services.stores.revocations.egress_revocations(None, 10_000)
+    assert (ORG, conversation) in {(r.org, r.conversation) for r in revoked}
 
 
 def traces(services: Services, ids: set[str]) -> list[str]:
     """Where the store still holds one of ``ids``, but for cancelled approvals (kept
-    until their deadline: see the README) and wake-ups that expire within seconds."""
+    until their deadline: see the README), the revocation of the conversation's egress
+    credentials (kept for their retention) and wake-ups that expire within seconds."""
     if isinstance(services.settings.store, RedisStoreSettings):
         return redis_traces(services.settings.store.url, ids)
     return sqlite_traces(services, ids)
@@ -161,7 +165,7 @@ def sqlite_traces(services: Services, ids: set[str]) -> list[str]:
         tables = [
             row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         ]
-        for table in set(tables) - {"cancelled_approvals"}:
+        for table in set(tables) - {"cancelled_approvals", "egress_revocations"}:
             for row in db.execute(f"SELECT * FROM {table}"):
                 if any(i in repr(row) for i in ids):
                     found.append(f"{table}: {row}")
@@ -182,11 +186,14 @@ def redis_traces(url: str, ids: set[str]) -> list[str]:
         "set": client.smembers,
         "zset": lambda key: client.zrange(key, 0, -1),
         "list": lambda key: client.lrange(key, 0, -1),
+        "stream": lambda key: client.xrange(key),
     }
     found = []
     try:
         for key in client.scan_iter(count=1000):
             if key.startswith("siesta:approval-cancelled:") or 0 < client.pttl(key) <= 5000:
+                continue
+            if key == "siesta:egress-revocations":
                 continue
             content = f"{key} {readers[str(client.type(key))](key)!r}"
             if any(i in content for i in ids):

@@ -188,6 +188,36 @@ def test_the_egress_proxy_is_the_service_image_with_the_services_key(
     assert {"10.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"} <= refused
 
 
+def test_the_egress_proxy_reaches_the_store_of_revoked_credentials(
+    objects: list[dict[str, Any]],
+) -> None:
+    """The proxy reads revocations from the store the service writes them to (the same
+    SIESTA_STORE__URL), and its network policy lets it reach that Redis, on that port
+    and on no other of the cluster's pods."""
+    proxy = one(objects, "Deployment", "siesta-egress")["spec"]["template"]
+    (container,) = proxy["spec"]["containers"]
+    settings_map = one(objects, "ConfigMap", container["envFrom"][0]["configMapRef"]["name"])
+    assert not any(e["name"].startswith("SIESTA_STORE__") for e in container.get("env", []))
+    store_url = urlsplit(settings_map["data"]["SIESTA_STORE__URL"])
+    assert store_url.scheme == "redis"
+    redis_service = one(objects, "Service", store_url.hostname)
+    (redis_port,) = redis_service["spec"]["ports"]
+    assert redis_port["port"] == store_url.port
+    redis_pods = one(objects, "StatefulSet", store_url.hostname)["spec"]["template"]["metadata"]
+    assert redis_service["spec"]["selector"].items() <= redis_pods["labels"].items()
+
+    policy = one(objects, "NetworkPolicy", "siesta-egress")["spec"]
+    to_pods = [
+        (target["podSelector"]["matchLabels"], rule["ports"])
+        for rule in policy["egress"]
+        for target in rule["to"]
+        if "podSelector" in target and "namespaceSelector" not in target
+    ]
+    assert to_pods == [
+        (redis_service["spec"]["selector"], [{"protocol": "TCP", "port": store_url.port}])
+    ]
+
+
 def test_the_shipped_catalog_is_a_catalog(objects: list[dict[str, Any]], tmp_path: Path) -> None:
     catalog = next(o for o in by_kind(objects, "ConfigMap") if "catalog.yaml" in o["data"])
     path = tmp_path / "catalog.yaml"
@@ -222,6 +252,7 @@ def test_the_settings_are_valid_settings_for_the_kubernetes_provider(
     (proxy_container,) = proxy["spec"]["template"]["spec"]["containers"]
     proxy_settings = _settings_of(objects, proxy_container, monkeypatch)
     assert proxy_settings.egress == settings.egress
+    assert proxy_settings.store == settings.store  # where deletions revoke credentials
 
 
 def _settings_of(

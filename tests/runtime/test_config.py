@@ -123,3 +123,30 @@ def test_the_fake_provider_is_its_own_model(monkeypatch: pytest.MonkeyPatch) -> 
     assert (
         settings_from(monkeypatch, SIESTA_PROVIDER__TYPE="fake").provider == FakeProviderSettings()
     )
+
+
+def test_proxy_credentials_outlive_the_longest_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials older than the revocation retention are refused: a command's must
+    not expire while it may still run."""
+    said = problems(
+        monkeypatch,
+        SIESTA_COMMAND__MAX_TIMEOUT_SECONDS="7200",
+        SIESTA_EGRESS__REVOCATION_RETENTION_SECONDS="3600",
+    )
+    assert "SIESTA_EGRESS__REVOCATION_RETENTION_SECONDS must be longer" in said
+
+
+@pytest.mark.parametrize(
+    ("env", "url"),
+    [
+        ({"SIESTA_DATA_DIR": "/data"}, "sqlite:///data/siesta.db"),
+        ({"SIESTA_STORE__URL": "redis://:pw@r:6379/1"}, "redis://:pw@r:6379/1"),
+    ],
+)
+def test_the_egress_proxy_reads_the_services_own_store(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str
+) -> None:
+    from runtime.egress.service import proxy_config
+
+    config = proxy_config(settings_from(monkeypatch, **env), b"k" * 32, host="h", port=1)
+    assert config.store_url == url

@@ -18,6 +18,7 @@ from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
 from runtime.store.redis.leases import RedisLeases
 from runtime.store.redis.pool import RedisPool
+from runtime.store.redis.revocations import RedisRevocations
 from runtime.store.redis.sessions import RedisDeletions, RedisSessions
 
 
@@ -39,6 +40,7 @@ def open_redis(url: str) -> Stores:
         pool=RedisPool(client),
         idempotency=RedisIdempotency(client),
         deployment=RedisDeployment(client),
+        revocations=RedisRevocations(client),
         ping=ping,
         close=client.close,
     )

@@ -15,6 +15,7 @@ from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.idempotency import SqliteIdempotency
 from runtime.store.sqlite.leases import SqliteLeases
 from runtime.store.sqlite.pool import SqlitePool
+from runtime.store.sqlite.revocations import SqliteRevocations
 from runtime.store.sqlite.sessions import SqliteDeletions, SqliteSessions
 
 
@@ -31,6 +32,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         pool=SqlitePool(db),
         idempotency=SqliteIdempotency(db, clock),
         deployment=SqliteDeployment(db),
+        revocations=SqliteRevocations(db),
         ping=db.ping,
         close=db.close,
     )

@@ -36,6 +36,11 @@ CREATE TABLE IF NOT EXISTS leases (
 );
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS deleted (key TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS egress_revocations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, org TEXT NOT NULL, conversation TEXT NOT NULL,
+    revoked_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS egress_revocations_by_time ON egress_revocations (revoked_at);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS pool (
     sandbox_id TEXT PRIMARY KEY, image_id TEXT NOT NULL, session_id TEXT NOT NULL,

@@ -25,12 +25,12 @@ class RunningProxy:
     def __init__(self, config: ProxyConfig) -> None:
         self.events: list[dict[str, Any]] = []
         self._loop = asyncio.new_event_loop()
-        self._proxy = EgressProxy(config, self.events.append)
+        self.proxy = EgressProxy(config, self.events.append)
         threading.Thread(target=self._loop.run_forever, daemon=True).start()
-        self.port = asyncio.run_coroutine_threadsafe(self._proxy.start(), self._loop).result(5)
+        self.port = asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(5)
 
     def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._proxy.close(), self._loop).result(5)
+        asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         while self._loop.is_running():
             threading.Event().wait(0.01)

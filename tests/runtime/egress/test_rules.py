@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import ipaddress
+import time
 
 import pytest
 
@@ -135,7 +139,7 @@ def test_operator_ranges_open_private_addresses_but_never_metadata() -> None:
 
 def test_credentials_round_trip_and_tampering() -> None:
     key = b"k" * 32
-    claims = EgressClaims("org-1", "conv-1", ("files.pypi.org",))
+    claims = EgressClaims("org-1", "conv-1", ("files.pypi.org",), 1700000000.25)
     user, password = sign(key, claims)
     assert verify(key, user, password) == claims
     assert verify(b"x" * 32, user, password) is None  # another deployment's key
@@ -144,8 +148,24 @@ def test_credentials_round_trip_and_tampering() -> None:
     flipped = password[:-1] + ("1" if password[-1] == "0" else "0")
     assert verify(key, user, flipped) is None
     assert verify(key, user + "x", password) is None
-    unnarrowed = EgressClaims("org-1", "conv-1")
+    unnarrowed = EgressClaims("org-1", "conv-1", issued_at=1700000000.0)
     assert verify(key, *sign(key, unnarrowed)) == unnarrowed
+
+
+def test_credentials_say_when_they_were_issued() -> None:
+    key = b"k" * 32
+    before = time.time()
+    now = verify(key, *sign(key, EgressClaims("o", "c")))
+    assert now is not None and now.issued_at is not None
+    assert before - 0.001 <= now.issued_at <= time.time()
+    # To the millisecond, rounded down: never later than they were issued.
+    exact = verify(key, *sign(key, EgressClaims("o", "c", issued_at=1700000000.12399)))
+    assert exact is not None and exact.issued_at == 1700000000.123
+    # The format before issue times (same prefix) still verifies, saying none.
+    payload = base64.urlsafe_b64encode(b'{"c":"c","o":"o"}').decode().rstrip("=")
+    user = "s1." + payload
+    password = hmac.new(key, user.encode(), hashlib.sha256).hexdigest()
+    assert verify(key, user, password) == EgressClaims("o", "c")
 
 
 @pytest.mark.parametrize(

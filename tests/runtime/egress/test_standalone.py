@@ -1,5 +1,5 @@
 """The proxy as Kubernetes runs it (``siesta-runtime egress-proxy``), and the service's
-side of that arrangement (``SIESTA_EGRESS__PROXY_URL``)."""
+side of that arrangement (``SIESTA_EGRESS__PROXY_URL``, and the store both use)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pytest
 from runtime.config import Settings
 from runtime.context import CallContext
 from runtime.egress.credentials import verify
-from runtime.egress.service import ProxiedEgress, build_egress
+from runtime.egress.service import ProxiedEgress, build_egress, revoke_credentials
 from runtime.store import open_stores
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, free_port, wait_until
 
 KEY = "standalone-key-0123456789abcdef-xyz"
 
@@ -34,6 +34,7 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
         "SIESTA_EGRESS__ALLOW": "allowed.example",
         "SIESTA_EGRESS__PROXY_URL": f"http://localhost:{port}",
         "SIESTA_DATA_DIR": str(tmp_path),
+        "SIESTA_EGRESS__REVOCATION_POLL_SECONDS": "0.2",
     }
     proxy = subprocess.Popen(
         [
@@ -64,7 +65,6 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
         settings = Settings()
         stores = open_stores(settings)
         egress = build_egress(settings, stores.deployment, "dep")
-        stores.close()
         assert isinstance(egress, ProxiedEgress) and egress.network is None
         environment = egress.environment(CallContext("org-k", "user", "conv-k"))
         url = environment["HTTPS_PROXY"]
@@ -87,6 +87,11 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
             "conv-k",
             "other.example",
         )
+        # Deleting the conversation: the proxy refuses its credentials from its next read.
+        revoke_credentials(stores.revocations, settings.egress, "org-k", "conv-k")
+        stores.close()
+        assert wait_until(lambda: "credentials_revoked" in ask("other.example"))
+        assert "407 Proxy Authentication Required" in ask("other.example")
     finally:
         proxy.send_signal(signal.SIGTERM)
         assert proxy.wait(timeout=10) == 0
