@@ -26,6 +26,7 @@ from runtime.providers.agent_channel import (
     STRAY_BUDGET,
     AgentChannel,
     ChannelClosed,
+    DockerStreamFrames,
 )
 from runtime.providers.agent_channels import AgentChannels, pinged_channel
 from runtime.providers.agent_inbox import INBOX_BYTES
@@ -274,7 +275,9 @@ def test_a_slow_reader_holds_the_agent_back_instead_of_its_output(
 ) -> None:
     # A file streamed out of the sandbox (no cap) into a slow sink: the agent
     # waits (backpressure) and the service never holds much more than INBOX_BYTES.
-    total = 6 * INBOX_BYTES
+    total = 48 * MiB
+    bound = INBOX_BYTES + 8 * MiB  # and the frames on their way, and the fake's own
+    assert bound < total / 2
     chunk = bytes(MAX_PAYLOAD - 1)
 
     def stream_a_file(request_id: int) -> Iterator[bytes]:
@@ -300,5 +303,46 @@ def test_a_slow_reader_holds_the_agent_back_instead_of_its_output(
         tracemalloc.stop()
     assert outcome.exit_code == 0
     assert received == total // len(chunk) * len(chunk)
-    assert peak < INBOX_BYTES + 8 * MiB, f"{peak / MiB:.1f} MiB held"
+    assert peak < bound, f"{peak / MiB:.1f} MiB held"
     assert not channel.closed
+
+
+def test_the_engine_framing_passes_data_on_as_it_comes() -> None:
+    frames = DockerStreamFrames()
+    assert frames.feed(struct.pack(">BxxxI", 1, 2**32 - 1)[:5]) == []
+    pieces = frames.feed(struct.pack(">BxxxI", 1, 2**32 - 1)[5:] + b"abc")
+    assert pieces == [(1, b"abc")]  # not held until 4 GiB have come
+    assert frames.feed(b"d" * MiB) == [(1, b"d" * MiB)]
+
+
+def test_a_request_that_ends_early_frees_the_reader_it_held_back(
+    sandbox_with: Callable[[Answer], Sandbox],
+) -> None:
+    # The caller stops reading while the reader waits for room in its inbox: what
+    # is left is dropped, and the channel serves the next request.
+    spawns = 0
+
+    def first_floods(request_id: int) -> Iterator[bytes]:
+        nonlocal spawns
+        spawns += 1
+        if spawns > 1:
+            yield exit_frame(request_id)
+            return
+        for _ in range(3 * INBOX_BYTES // MAX_PAYLOAD):
+            yield out_frame(request_id, bytes(MAX_PAYLOAD - 1))
+
+    def give_up(*_: object) -> None:
+        time.sleep(0.5)  # meanwhile the inbox fills up and the reader waits
+        raise _GaveUp
+
+    sandbox = sandbox_with(answering_spawn(first_floods))
+    channel = sandbox.channels.get("sandbox")
+    assert channel is not None
+    with pytest.raises(_GaveUp):
+        channel.spawn(["cat", "big"], on_output=give_up)
+    assert channel.spawn(["true"], wait_seconds=QUICKLY).exit_code == 0
+    assert not channel.closed
+
+
+class _GaveUp(Exception):
+    pass

@@ -1,4 +1,4 @@
-"""EXIT frames from agents of this version and of earlier ones."""
+"""EXIT frames from agents of this version and of earlier ones; the frame reader."""
 
 from __future__ import annotations
 
@@ -6,7 +6,20 @@ import struct
 
 import pytest
 
-from runtime.providers.agent_protocol import LIMITS, UNKNOWN_SIZE, ProtocolError, parse_exit
+from runtime.providers.agent_protocol import (
+    AGENT_FRAMES,
+    HEADER,
+    LIMITS,
+    MAX_FRAME,
+    MAX_PAYLOAD,
+    UNKNOWN_SIZE,
+    Frame,
+    FrameReader,
+    FrameType,
+    ProtocolError,
+    encode,
+    parse_exit,
+)
 
 
 def exit_payload(tail: bytes = b"") -> bytes:
@@ -33,3 +46,32 @@ def test_an_older_agent_says_nothing_of_limits() -> None:
 def test_a_cut_frame_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         parse_exit(exit_payload()[:20])
+
+
+def test_a_reader_holds_at_most_one_frame() -> None:
+    reader = FrameReader(AGENT_FRAMES)
+    frame = encode(FrameType.OUT, 7, b"\x01" + bytes(MAX_PAYLOAD - 1))
+    stream = frame * 3
+    frames: list[Frame] = []
+    held = 0
+    for start in range(0, len(stream), 100_000):
+        frames += reader.feed(stream[start : start + 100_000])
+        held = max(held, reader.buffered)
+    assert [(f.type, f.id, len(f.payload)) for f in frames] == [(FrameType.OUT, 7, MAX_PAYLOAD)] * 3
+    assert held <= MAX_FRAME and reader.buffered == 0
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        (HEADER.pack(MAX_PAYLOAD + 10, FrameType.OUT, 1), "frame_length"),
+        (HEADER.pack(8, FrameType.OUT, 1), "frame_length"),
+        (HEADER.pack(9, 99, 1), "frame_type"),
+        (HEADER.pack(9, FrameType.SPAWN, 1), "frame_type"),  # the service's, not the agent's
+    ],
+)
+def test_a_header_is_refused_before_its_payload_is_kept(header: bytes, reason: str) -> None:
+    reader = FrameReader(AGENT_FRAMES)
+    with pytest.raises(ProtocolError) as refused:
+        list(reader.feed(header))
+    assert refused.value.reason == reason
