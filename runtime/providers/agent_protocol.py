@@ -172,15 +172,17 @@ def check_from_agent(frame: Frame) -> None:
 class FrameReader:
     """Turns a byte stream into frames, whatever sizes the bytes arrive in.
 
-    It holds at most one frame (``MAX_FRAME`` bytes): a header is checked as soon
-    as its 13 bytes are in, so a bad length or type is refused before any of its
-    payload is kept. Frames of other ``types`` than given are refused.
+    It holds at most one frame (``MAX_FRAME`` bytes) and checks a frame's length
+    as soon as its first 4 bytes are in and its type with the rest of the header,
+    so a bad frame is refused before any of its payload is kept (or waited for).
+    Frames of other ``types`` than given are refused.
     """
 
     def __init__(self, types: Collection[FrameType] = tuple(FrameType)) -> None:
         self._types = frozenset(types)
         self._buffer = bytearray()
-        self._wanted = HEADER.size  # bytes of the current frame, its header first
+        self._wanted = 4  # the length field, then the whole header, then the frame
+        self._header_checked = False
 
     @property
     def buffered(self) -> int:
@@ -196,22 +198,32 @@ class FrameReader:
             view = view[take:]
             if len(self._buffer) < self._wanted:
                 return
-            if self._wanted == HEADER.size:
-                self._wanted = 4 + self._checked_length()
-                if self._wanted > HEADER.size:
+            if self._wanted == 4:
+                self._check_length()
+                self._wanted = HEADER.size
+                continue
+            if not self._header_checked:
+                self._header_checked = True
+                self._wanted = self._checked_header()
+                if len(self._buffer) < self._wanted:
                     continue
             _, frame_type, request_id = HEADER.unpack_from(self._buffer)
             payload = bytes(self._buffer[HEADER.size :])
             self._buffer.clear()
-            self._wanted = HEADER.size
+            self._wanted = 4
+            self._header_checked = False
             yield Frame(FrameType(frame_type), request_id, payload)
 
-    def _checked_length(self) -> int:
-        length, frame_type, request_id = HEADER.unpack_from(self._buffer)
+    def _check_length(self) -> None:
+        (length,) = struct.unpack_from("<I", self._buffer)
         if length < 9 or length > MAX_PAYLOAD + 9:
             msg = f"frame length {length} is out of range (9 to {MAX_PAYLOAD + 9})"
             raise ProtocolError(msg, "frame_length")
+
+    def _checked_header(self) -> int:
+        """The whole frame's size, once its type is one expected here."""
+        length, frame_type, request_id = HEADER.unpack_from(self._buffer)
         if frame_type not in self._types:
             msg = f"frame type {frame_type} (for request {request_id:x}) is not expected here"
             raise ProtocolError(msg, "frame_type")
-        return int(length)
+        return 4 + int(length)

@@ -75,3 +75,11 @@ def test_a_header_is_refused_before_its_payload_is_kept(header: bytes, reason: s
     with pytest.raises(ProtocolError) as refused:
         list(reader.feed(header))
     assert refused.value.reason == reason
+
+
+def test_a_bad_length_is_refused_before_the_rest_of_its_header_comes() -> None:
+    # A sandbox process that writes a few bytes into the channel (possible under
+    # gVisor) must not leave the stream waiting for a header that never comes.
+    with pytest.raises(ProtocolError) as refused:
+        list(FrameReader(AGENT_FRAMES).feed(b"garbage"))
+    assert refused.value.reason == "frame_length"
