@@ -169,6 +169,9 @@ def check_from_agent(frame: Frame) -> None:
         raise ProtocolError(msg, "payload")
 
 
+_TYPES = {kind.value: kind for kind in FrameType}
+
+
 class FrameReader:
     """Turns a byte stream into frames, whatever sizes the bytes arrive in.
 
@@ -193,37 +196,41 @@ class FrameReader:
         """The frames completed by ``data``, one by one."""
         view = memoryview(data)
         while view:
+            if not self._buffer and len(view) >= HEADER.size:  # the common case: no copy
+                length, frame_type, request_id = HEADER.unpack_from(view)
+                self._check(length, frame_type, request_id)
+                end = 4 + length
+                if len(view) >= end:
+                    yield Frame(_TYPES[frame_type], request_id, bytes(view[HEADER.size : end]))
+                    view = view[end:]
+                    continue
             take = self._wanted - len(self._buffer)
             self._buffer += view[:take]
             view = view[take:]
             if len(self._buffer) < self._wanted:
                 return
             if self._wanted == 4:
-                self._check_length()
+                (length,) = struct.unpack_from("<I", self._buffer)
+                self._check(length)
                 self._wanted = HEADER.size
                 continue
+            length, frame_type, request_id = HEADER.unpack_from(self._buffer)
             if not self._header_checked:
+                self._check(length, frame_type, request_id)
                 self._header_checked = True
-                self._wanted = self._checked_header()
+                self._wanted = 4 + length
                 if len(self._buffer) < self._wanted:
                     continue
-            _, frame_type, request_id = HEADER.unpack_from(self._buffer)
             payload = bytes(self._buffer[HEADER.size :])
             self._buffer.clear()
             self._wanted = 4
             self._header_checked = False
-            yield Frame(FrameType(frame_type), request_id, payload)
+            yield Frame(_TYPES[frame_type], request_id, payload)
 
-    def _check_length(self) -> None:
-        (length,) = struct.unpack_from("<I", self._buffer)
+    def _check(self, length: int, frame_type: int | None = None, request_id: int = 0) -> None:
         if length < 9 or length > MAX_PAYLOAD + 9:
             msg = f"frame length {length} is out of range (9 to {MAX_PAYLOAD + 9})"
             raise ProtocolError(msg, "frame_length")
-
-    def _checked_header(self) -> int:
-        """The whole frame's size, once its type is one expected here."""
-        length, frame_type, request_id = HEADER.unpack_from(self._buffer)
-        if frame_type not in self._types:
+        if frame_type is not None and frame_type not in self._types:
             msg = f"frame type {frame_type} (for request {request_id:x}) is not expected here"
             raise ProtocolError(msg, "frame_type")
-        return 4 + int(length)

@@ -83,3 +83,22 @@ def test_a_bad_length_is_refused_before_the_rest_of_its_header_comes() -> None:
     with pytest.raises(ProtocolError) as refused:
         list(FrameReader(AGENT_FRAMES).feed(b"garbage"))
     assert refused.value.reason == "frame_length"
+
+
+@pytest.mark.parametrize("piece", [1, 3, 4, 5, 12, 13, 14, 40, 4096, 10**6])
+def test_frames_come_out_whole_however_the_stream_is_cut(piece: int) -> None:
+    sent = [
+        Frame(FrameType.PONG, 1, bytes(8)),
+        Frame(FrameType.OUT, 2, b"\x01x"),
+        Frame(FrameType.EXIT, 3, exit_payload()),
+        Frame(FrameType.ERROR, 2**64 - 1, b""),
+        Frame(FrameType.OUT, 4, b"\x02" + bytes(70_000)),
+    ]
+    stream = b"".join(encode(frame.type, frame.id, frame.payload) for frame in sent)
+    reader = FrameReader(AGENT_FRAMES)
+    received = [
+        f
+        for start in range(0, len(stream), piece)
+        for f in reader.feed(stream[start : start + piece])
+    ]
+    assert received == sent and reader.buffered == 0
