@@ -91,6 +91,13 @@ EGRESS_REVOCATION_READ_FAILURES = CounterMetric(
     "the revocations it knows)",
     registry=REGISTRY,
 )
+AGENT_PROTOCOL_ERRORS = CounterMetric(
+    "siesta_agent_protocol_errors",
+    "Channels to sandbox agents closed because the agent broke the protocol, by the rule "
+    "it broke (runtime/providers/agent_protocol.py ProtocolError)",
+    ["reason"],
+    registry=REGISTRY,
+)
 
 
 def record_egress_event(event: dict[str, Any]) -> None:

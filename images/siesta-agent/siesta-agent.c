@@ -19,6 +19,17 @@
  * Only SIGTERM (or SIGINT) from outside the sandbox stops the agent: as PID 1
  * of a namespace, a sender it can see is a sandbox process (read_signals).
  *
+ * The channel belongs to the service: the agent makes itself non-dumpable
+ * first thing, so the kernel refuses every sandbox process (root, but without
+ * CAP_SYS_PTRACE) the links in /proc/1/fd (the channel's pipes), /proc/1/mem,
+ * environ, maps, root, cwd and exe, ptrace, process_vm_readv and pidfd_getfd.
+ * A forked child keeps the flag until its execve makes the command dumpable
+ * again (it is the sandbox's own), and inherits none of the agent's
+ * descriptors. gVisor (runsc) refuses ptrace, mem, root, cwd and exe but not
+ * fd, environ or maps: there a sandbox process can still write into the
+ * channel, which the service then treats as it treats any broken agent (it
+ * closes that channel and attaches again).
+ *
  * Bounded by design, whatever a client sends or a command does:
  *   - input: one frame buffer (the largest frame); STDIN bytes queued for a
  *     command that does not read them stop the reading of stdin at the next
@@ -997,6 +1008,9 @@ static int run_as_init(char **command) {
 }
 
 int main(int argc, char **argv) {
+    /* Before anything else: nothing in the sandbox may open our descriptors,
+     * read our memory or ptrace us (see the header). */
+    if (prctl(PR_SET_DUMPABLE, 0) < 0) note("non-dumpable: %s", strerror(errno));
     if (argc > 1) return run_as_init(argv + 1);
     static struct pollfd pfds[2 + 4 * MAX_SLOTS];
     static struct ref refs[2 + 4 * MAX_SLOTS];

@@ -17,7 +17,7 @@ from runtime.providers.agent_channel import (
     OutputSink,
     SpawnFailed,
 )
-from runtime.providers.agent_protocol import Exit, SpawnFlag
+from runtime.providers.agent_protocol import Exit, ProtocolError, SpawnFlag
 from runtime.providers.base import (
     ByteSink,
     DirListing,
@@ -33,6 +33,9 @@ HOST_SLACK_SECONDS = 10.0
 """How long past the command's timeout and grace this side waits on its own."""
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
 HELPER_STDERR_BYTES = 16 * 1024
+LISTING_ENTRY_BYTES = 512
+"""The most a listing entry of ``siesta-fs list`` takes ("TYPE SIZE NAME\\0", a name
+at most 255 bytes), with room to spare."""
 
 
 def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
@@ -192,6 +195,29 @@ def helper(
     except SpawnFailed as exc:
         msg = f"the sandbox could not start its file helper: {exc}; try again"
         raise SandboxUnavailable(msg) from exc
+    except _HelperOverflow as exc:
+        channel.broken(ProtocolError(str(exc), "output_over_limit"))
+        raise
+
+
+class _HelperOverflow(SandboxUnavailable):
+    """A file helper printed more than its command line allows."""
+
+
+def _bounded(sink: ByteSink, limit: int) -> ByteSink:
+    """``sink``, refusing more than ``limit`` bytes in all: what the helper may print
+    is what the service keeps, whatever the sandbox sends."""
+    received = 0
+
+    def write(chunk: bytes) -> None:
+        nonlocal received
+        received += len(chunk)
+        if received > limit:
+            msg = f"the sandbox's file helper sent more than the {limit} bytes asked for"
+            raise _HelperOverflow(msg)
+        sink(chunk)
+
+    return write
 
 
 class HelperFiles:
@@ -205,7 +231,8 @@ class HelperFiles:
         self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
     ) -> int:
         io = self._io(sandbox_id)
-        exit_code, stderr = io(fshelper.read_argv(path, max_bytes, strict), None, sink)
+        argv = fshelper.read_argv(path, max_bytes, strict)
+        exit_code, stderr = io(argv, None, _bounded(sink, max_bytes))
         return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
 
     def write_file(
@@ -218,5 +245,6 @@ class HelperFiles:
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
         stdout = bytearray()
         io = self._io(sandbox_id)
-        exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, stdout.extend)
+        sink = _bounded(stdout.extend, max_entries * LISTING_ENTRY_BYTES)
+        exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, sink)
         return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 HEADER = struct.Struct("<IBQ")
 """u32 length (of type + id + payload), u8 type, u64 request id."""
 MAX_PAYLOAD = 1024 * 1024
+MAX_FRAME = HEADER.size + MAX_PAYLOAD
+"""The most bytes a frame reader ever holds."""
 PROTOCOL_VERSION = 1
 
 
@@ -35,8 +38,21 @@ class SpawnFlag(enum.IntFlag):
     KILL_RUNNING = 4
 
 
+AGENT_FRAMES = frozenset({FrameType.OUT, FrameType.EXIT, FrameType.PONG, FrameType.ERROR})
+"""What an agent may send."""
+
+
 class ProtocolError(Exception):
-    """The agent sent something that is not a frame of this protocol."""
+    """The agent sent something that is not a frame of this protocol.
+
+    ``reason`` names the rule it broke (the label of
+    ``siesta_agent_protocol_errors_total``): ``frame_length``, ``frame_type``,
+    ``payload``, ``truncated``, ``stray_flood``, ``unexpected``, ``output_over_limit``.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,8 @@ def parse_exit(payload: bytes) -> Exit:
         if len(payload) - offset >= LIMITS.size:  # agents before these fields send none
             pressure = LIMITS.unpack_from(payload, offset)
     except struct.error as exc:
-        msg = "malformed EXIT frame"
-        raise ProtocolError(msg) from exc
+        msg = f"malformed EXIT frame ({exc})"
+        raise ProtocolError(msg, "payload") from exc
     oom, pids, work_free, root_free = pressure
     return Exit(
         exit_code,
@@ -123,8 +139,8 @@ def parse_error(payload: bytes) -> tuple[int, str]:
         (errno,) = struct.unpack_from("<I", payload, 0)
         message, _ = _string(payload, 4)
     except struct.error as exc:
-        msg = "malformed ERROR frame"
-        raise ProtocolError(msg) from exc
+        msg = f"malformed ERROR frame ({exc})"
+        raise ProtocolError(msg, "payload") from exc
     return errno, message.decode("utf-8", errors="replace")
 
 
@@ -137,29 +153,84 @@ def _string(payload: bytes, offset: int) -> tuple[bytes, int]:
     return payload[start : start + length], start + length
 
 
+def check_from_agent(frame: Frame) -> None:
+    """Raises ``ProtocolError`` unless ``frame``'s payload is what its type carries."""
+    payload = frame.payload
+    if frame.type is FrameType.OUT:
+        if len(payload) < 2 or payload[0] not in (1, 2):
+            msg = f"an OUT frame of {len(payload)} bytes names no stream or carries nothing"
+            raise ProtocolError(msg, "payload")
+    elif frame.type is FrameType.EXIT:
+        parse_exit(payload)
+    elif frame.type is FrameType.ERROR:
+        parse_error(payload)
+    elif frame.type is FrameType.PONG and len(payload) < 8:
+        msg = f"a PONG frame of {len(payload)} bytes (8 expected)"
+        raise ProtocolError(msg, "payload")
+
+
+_TYPES = {kind.value: kind for kind in FrameType}
+
+
 class FrameReader:
-    """Turns a byte stream into frames, whatever sizes the bytes arrive in."""
+    """Turns a byte stream into frames, whatever sizes the bytes arrive in.
 
-    def __init__(self) -> None:
+    It holds at most one frame (``MAX_FRAME`` bytes) and checks a frame's length
+    as soon as its first 4 bytes are in and its type with the rest of the header,
+    so a bad frame is refused before any of its payload is kept (or waited for).
+    Frames of other ``types`` than given are refused.
+    """
+
+    def __init__(self, types: Collection[FrameType] = tuple(FrameType)) -> None:
+        self._types = frozenset(types)
         self._buffer = bytearray()
+        self._wanted = 4  # the length field, then the whole header, then the frame
+        self._header_checked = False
 
-    def feed(self, data: bytes) -> list[Frame]:
-        self._buffer += data
-        frames = []
-        while len(self._buffer) >= HEADER.size:
-            length, frame_type, request_id = HEADER.unpack_from(self._buffer, 0)
-            if length < 9 or length > MAX_PAYLOAD + 9:
-                msg = f"frame length {length} is out of range"
-                raise ProtocolError(msg)
-            end = 4 + length
-            if len(self._buffer) < end:
-                break
-            payload = bytes(self._buffer[HEADER.size : end])
-            del self._buffer[:end]
-            try:
-                kind = FrameType(frame_type)
-            except ValueError as exc:
-                msg = f"unknown frame type {frame_type}"
-                raise ProtocolError(msg) from exc
-            frames.append(Frame(kind, request_id, payload))
-        return frames
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held now."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> Iterator[Frame]:
+        """The frames completed by ``data``, one by one."""
+        view = memoryview(data)
+        while view:
+            if not self._buffer and len(view) >= HEADER.size:  # the common case: no copy
+                length, frame_type, request_id = HEADER.unpack_from(view)
+                self._check(length, frame_type, request_id)
+                end = 4 + length
+                if len(view) >= end:
+                    yield Frame(_TYPES[frame_type], request_id, bytes(view[HEADER.size : end]))
+                    view = view[end:]
+                    continue
+            take = self._wanted - len(self._buffer)
+            self._buffer += view[:take]
+            view = view[take:]
+            if len(self._buffer) < self._wanted:
+                return
+            if self._wanted == 4:
+                (length,) = struct.unpack_from("<I", self._buffer)
+                self._check(length)
+                self._wanted = HEADER.size
+                continue
+            length, frame_type, request_id = HEADER.unpack_from(self._buffer)
+            if not self._header_checked:
+                self._check(length, frame_type, request_id)
+                self._header_checked = True
+                self._wanted = 4 + length
+                if len(self._buffer) < self._wanted:
+                    continue
+            payload = bytes(self._buffer[HEADER.size :])
+            self._buffer.clear()
+            self._wanted = 4
+            self._header_checked = False
+            yield Frame(_TYPES[frame_type], request_id, payload)
+
+    def _check(self, length: int, frame_type: int | None = None, request_id: int = 0) -> None:
+        if length < 9 or length > MAX_PAYLOAD + 9:
+            msg = f"frame length {length} is out of range (9 to {MAX_PAYLOAD + 9})"
+            raise ProtocolError(msg, "frame_length")
+        if frame_type is not None and frame_type not in self._types:
+            msg = f"frame type {frame_type} (for request {request_id:x}) is not expected here"
+            raise ProtocolError(msg, "frame_type")

@@ -1,0 +1,126 @@
+"""The agent's channel belongs to the service: nothing inside a sandbox reaches it.
+
+The agent (PID 1) is not dumpable, so a sandbox process (root, without
+CAP_SYS_PTRACE) can neither open the agent's descriptors (its stdin and stdout
+are the channel) nor read its memory or environment nor ptrace it, while
+commands themselves stay dumpable. Under gVisor the kernel's equivalent does
+not guard ``/proc/1/fd``: a write into the channel there costs the writer its own
+call, counted as a protocol error, and the next call attaches again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.helpers import ServiceProcess, call, new_conversation, run_command
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+PTRACE = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+def attach(pid):
+    request = 0x4206  # PTRACE_SEIZE: no stop, nothing to wait for
+    result = libc.ptrace(request, pid, None, None)
+    error = os.strerror(ctypes.get_errno()) if result else "attached"
+    if result == 0:
+        libc.ptrace(17, pid, None, None)  # PTRACE_DETACH
+    return error
+pid = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+print(attach(pid))
+"""
+
+
+def protocol_errors(service: ServiceProcess) -> float:
+    total = 0.0
+    for line in service.client.get("/metrics").text.splitlines():
+        if line.startswith("siesta_agent_protocol_errors_total{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def sh(service: ServiceProcess, conversation: str, script: str, image: str) -> str:
+    """stdout, then stderr."""
+    result = run_command(service.client, conversation, script, image=image)
+    return str(result["stdout"] + result["stderr"])
+
+
+@pytest.mark.parametrize("image", ["debian-base", "python"])
+def test_writing_into_the_channel_is_refused_and_the_next_call_works(
+    docker_service: ServiceProcess, image: str
+) -> None:
+    conversation = new_conversation()
+    before = protocol_errors(docker_service)
+    for fd in (0, 1, 2):
+        out = sh(docker_service, conversation, f"printf garbage > /proc/1/fd/{fd}; echo $?", image)
+        assert out.startswith("1\n") and f"/proc/1/fd/{fd}: Permission denied" in out, out
+    out = sh(docker_service, conversation, "head -c 10 /proc/1/fd/0; echo $?", image)
+    assert out.startswith("1\n") and "Permission denied" in out, out
+    assert sh(docker_service, conversation, "echo fine", image) == "fine\n"
+    assert protocol_errors(docker_service) == before
+
+
+def test_the_agent_is_out_of_reach_but_commands_are_not(docker_service: ServiceProcess) -> None:
+    conversation = new_conversation()
+
+    def refused(script: str) -> None:
+        out = sh(docker_service, conversation, script, "python")
+        assert "Permission denied" in out or "Operation not permitted" in out, (script, out)
+        assert "PATH=" not in out and "pipe:" not in out, (script, out)
+
+    refused("ls -l /proc/1/fd")
+    refused("cat /proc/1/environ")
+    refused("cat /proc/1/mem")
+    refused("cat /proc/1/maps")
+    refused("ls /proc/1/root/")
+    refused("readlink -v /proc/1/cwd /proc/1/exe")
+    refused(f"python3 -c '{PTRACE}' 1")
+    # Still readable, as for any process: what `ps` shows.
+    assert sh(docker_service, conversation, "cat /proc/1/comm", "python") == "siesta-agent\n"
+    # A command is the sandbox's own: dumpable again after its execve, so it can
+    # read its own descriptors and debug its children.
+    own = sh(docker_service, conversation, "ls -l /proc/self/fd/1", "python")
+    assert "pipe:" in own, own
+    child = sh(
+        docker_service, conversation, f"sleep 30 & python3 -c '{PTRACE}' $!; kill $!", "python"
+    )
+    assert child == "attached\n", child
+
+
+def test_signals_from_inside_leave_the_agent_answering(docker_service: ServiceProcess) -> None:
+    conversation = new_conversation()
+    script = "for s in STOP TERM INT HUP USR1 SEGV KILL; do kill -$s 1; done; sleep 0.5; echo sent"
+    assert sh(docker_service, conversation, script, "debian-base") == "sent\n"
+    assert sh(docker_service, conversation, "echo fine", "debian-base") == "fine\n"
+
+
+def test_under_gvisor_a_write_into_the_channel_costs_only_the_writers_call(
+    gvisor_service: ServiceProcess,
+) -> None:
+    conversation = new_conversation()
+    run_command(gvisor_service.client, conversation, "echo kept > note", image="python")
+    before = protocol_errors(gvisor_service)
+    started = time.monotonic()
+    body = call(
+        gvisor_service.client,
+        conversation,
+        "runCommand",
+        {"command": "printf garbage > /proc/1/fd/1; sleep 60"},
+        image="python",
+        status=503,
+    )
+    assert time.monotonic() - started < 10  # at once, not when the command ends
+    assert body["error"]["code"] == "sandbox_unavailable", json.dumps(body)
+    assert "broke the protocol" in body["error"]["message"]
+    assert protocol_errors(gvisor_service) == before + 1
+    # The next call attaches again; the sandbox and its files are as they were.
+    result = run_command(gvisor_service.client, conversation, "cat note", image="python")
+    assert (result["stdout"], result["workspaceReset"]) == ("kept\n", False)
+    # ptrace and the agent's memory stay out of reach there too.
+    out = sh(gvisor_service, conversation, "cat /proc/1/mem", "python")
+    assert "Permission denied" in out, out
+    assert sh(gvisor_service, conversation, f"python3 -c '{PTRACE}' 1", "python") != "attached\n"
