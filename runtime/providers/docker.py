@@ -62,6 +62,11 @@ from runtime.providers.root_disks import WritableLayers
 # every suspended sandbox at once).
 RESTART_RETRIES = 3
 RESTARTING_WAIT_SECONDS = 10.0
+AGENT_DIR = "/usr/local/lib/siesta"
+"""The agent and siesta-fs: read-only inside the sandbox, so that root there cannot
+replace the program the next start of the container runs as the service's channel."""
+ENGINE_READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
+"""What the engine makes read-only by default; a list of our own replaces it."""
 WORKSPACE_SIZE_LABEL = "siesta.workspace-size-mb"
 LONE_IMAGE_AGE_SECONDS = 600
 
@@ -209,6 +214,7 @@ class DockerProvider(agent_ops.HelperFiles):
             restart_policy={"Name": "on-failure", "MaximumRetryCount": RESTART_RETRIES},
             runtime=runtime,
         )
+        host_config["ReadonlyPaths"] = [*ENGINE_READONLY_PATHS, AGENT_DIR]
         config: dict[str, Any] = self._api.create_container_config(
             image,
             None,  # type: ignore[arg-type]  # no command: the image's entry point alone

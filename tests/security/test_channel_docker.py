@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import time
 
+import docker
 import pytest
 
-from tests.helpers import ServiceProcess, call, new_conversation, run_command
+from tests.helpers import ServiceProcess, call, new_conversation, run_command, sandbox_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -124,3 +125,25 @@ def test_under_gvisor_a_write_into_the_channel_costs_only_the_writers_call(
     out = sh(gvisor_service, conversation, "cat /proc/1/mem", "python")
     assert "Permission denied" in out, out
     assert sh(gvisor_service, conversation, f"python3 -c '{PTRACE}' 1", "python") != "attached\n"
+
+
+def test_the_agent_cannot_be_replaced_from_inside(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    """Not under gVisor: ``runsc`` ignores the engine's read-only paths (README)."""
+    service = docker_service
+    conversation = new_conversation()
+    attempts = (
+        "cp /bin/true /usr/local/lib/siesta/siesta-agent",
+        "rm -f /usr/local/lib/siesta/siesta-fs",
+        "mv /usr/local/lib/siesta /usr/local/lib/gone",
+        "touch /usr/local/lib/siesta/new",
+    )
+    for attempt in attempts:
+        result = run_command(service.client, conversation, attempt)
+        assert result["exitCode"] != 0, (attempt, result)
+    # The container starts again with the agent it was made with.
+    docker_client.containers.get(sandbox_of(service, conversation)).restart(timeout=1)
+    again = run_command(service.client, conversation, "echo still here")
+    assert again["stdout"] == "still here\n"
+    assert run_command(service.client, conversation, "true")["exitCode"] == 0
