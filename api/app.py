@@ -29,11 +29,11 @@ from api.routes import (
     tools,
 )
 from api.tracing import TraceContext
-from runtime import metrics
-from runtime.config import Settings, SqliteStoreSettings
-from runtime.pool import refill_forever
-from runtime.reconcile import reconcile_forever
+from runtime.core import metrics
+from runtime.core.config import Settings, SqliteStoreSettings
 from runtime.services import Services
+from runtime.sessions.pool import refill_forever
+from runtime.sessions.reconcile import reconcile_forever
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime import logs
+from runtime.core import logs
 
 HEADER = b"x-request-id"
 

@@ -8,12 +8,12 @@ from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.idempotency import RETRY_STATE
-from runtime import logs
-from runtime.auth import Caller
-from runtime.config import Scope
-from runtime.context import CallContext
-from runtime.egress.rules import HEADER_PATTERN
-from runtime.errors import ForbiddenScope, MissingContext, Unauthorized
+from runtime.core import logs
+from runtime.core.auth import Caller
+from runtime.core.config import Scope
+from runtime.core.context import CallContext
+from runtime.core.errors import ForbiddenScope, MissingContext, Unauthorized
+from runtime.core.network_rules import HEADER_PATTERN
 from runtime.services import Services
 
 

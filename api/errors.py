@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from api.limits import BodyTooLarge, too_large_body
-from runtime.errors import (
+from runtime.core.errors import (
     Forbidden,
     HttpError,
     InvalidJson,

@@ -51,9 +51,9 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import STATUS_BY_CODE, status_for
-from runtime.config import IdempotencySettings
-from runtime.context import RetryKey
-from runtime.errors import (
+from runtime.core.config import IdempotencySettings
+from runtime.core.context import RetryKey
+from runtime.core.errors import (
     IdempotencyKeyReused,
     IdempotentResultNotKept,
     InvalidIdempotencyKey,
@@ -61,8 +61,8 @@ from runtime.errors import (
     SessionBusy,
     SiestaError,
 )
+from runtime.core.records import IdempotencyClaim, KeptResponse, conversation_key
 from runtime.store.base import IdempotencyStore
-from runtime.store.records import IdempotencyClaim, KeptResponse, conversation_key
 
 HEADER = b"idempotency-key"
 REPLAYED = b"idempotent-replayed"

@@ -12,7 +12,7 @@ import re
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime.errors import RequestTooLarge
+from runtime.core.errors import RequestTooLarge
 
 _UPLOAD_ROUTE = re.compile(r"/v1/conversations/[^/]+/files/?")
 

@@ -24,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import call_context
 from api.errors import error_response, method_not_allowed, status_for
-from runtime.errors import (
+from runtime.core.errors import (
     ForbiddenScope,
     MissingContext,
     SiestaError,

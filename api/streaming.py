@@ -19,8 +19,8 @@ from anyio import to_thread
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from runtime.cancellation import Cancellation
-from runtime.errors import SiestaError
+from runtime.core.cancellation import Cancellation
+from runtime.core.errors import SiestaError
 from runtime.tools.call import CallEvents
 
 _T = TypeVar("_T")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from opentelemetry import context as otel_context
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from runtime import tracing
+from runtime.core import tracing
 
 _PROPAGATED = {b"traceparent", b"tracestate"}
 _ORG = b"x-siesta-org"

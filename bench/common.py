@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import httpx
 
-from runtime.providers.loop_disks import DEFAULT_DISK_ROOT
+from runtime.providers.docker.disks import DEFAULT_DISK_ROOT
 from tests.helpers import ServiceProcess, remove_labelled, spawn_service
 
 IMAGE_ID = "debian-base"

@@ -68,7 +68,7 @@ async def over_stdio(
     context = ["--org", "bench", "--user", "bench", "--conversation", conversation]
     context += ["--base-image", "debian-base"]
     parameters = StdioServerParameters(
-        command=sys.executable, args=["-m", "runtime.cli", "mcp", *context], env=env, cwd=REPO
+        command=sys.executable, args=["-m", "cli.main", "mcp", *context], env=env, cwd=REPO
     )
     async with Client(parameters) as client:
         yield client

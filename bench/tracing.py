@@ -1,6 +1,6 @@
 """What tracing costs: ``python -m bench.tracing``.
 
-In this process, no service and no Docker: one span (``runtime.tracing.span``)
+In this process, no service and no Docker: one span (``runtime.core.tracing.span``)
 against a bare ``with`` block, and the trace middleware (``api/tracing.py``)
 around an ASGI app that answers at once against the bare app; with tracing off
 (the default: no provider) and on (an SDK provider, spans dropped by a no-op
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.tracing import TraceContext
-from runtime import tracing
+from runtime.core import tracing
 
 TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -10,29 +10,31 @@ from typing import Any
 import httpx
 
 from runtime.agents import AgentGateway, build_gateway
-from runtime.auth import TokenRegistry
-from runtime.config import DockerProviderSettings, Settings
-from runtime.content import ContentReader
-from runtime.context import CallContext
-from runtime.deployment import resolve_deployment_id
+from runtime.core.auth import TokenRegistry
+from runtime.core.config import DockerProviderSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.errors import SessionBusy
+from runtime.core.records import SessionRecord, conversation_key
+from runtime.core.tracing_export import Shutdown, start_tracing
+from runtime.core.upstreams import Upstreams
 from runtime.egress.service import Egress, build_egress, revoke_credentials
-from runtime.errors import SessionBusy
-from runtime.files import ConversationFiles, LocalBlobStore
-from runtime.images import ImageCatalog
+from runtime.files.content import ContentReader
+from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.images.catalog import ImageCatalog
 from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
-from runtime.leases import Lease, Leases
-from runtime.lifecycle import Lifecycle
-from runtime.pool import WarmPool
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
-from runtime.quotas import Quotas
-from runtime.reconcile import Reconciler
-from runtime.sandbox import Sandbox
-from runtime.sessions import SessionManager
+from runtime.sandbox.operations import Sandbox
+from runtime.sessions.capacity import Quotas
+from runtime.sessions.deployment import resolve_deployment_id
+from runtime.sessions.leases import Lease, Leases
+from runtime.sessions.lifecycle import Lifecycle
+from runtime.sessions.manager import SessionManager
+from runtime.sessions.pool import WarmPool
+from runtime.sessions.reconcile import Reconciler
 from runtime.store import open_stores
 from runtime.store.base import Stores
-from runtime.store.records import SessionRecord, conversation_key
 from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
@@ -45,8 +47,6 @@ from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor, admit_approved
 from runtime.tools.models import AgentConfig, UserInfo
-from runtime.tracing_export import Shutdown, start_tracing
-from runtime.upstreams import Upstreams
 
 
 def assemble_sessions(

@@ -21,6 +21,6 @@ mkdir -p build/wheels/dependencies build/wheels/service
     build/wheels/service/siesta_runtime-*.whl \
     'async-timeout>=4.0.3'  # redis needs it below Python 3.11.3; pip judges markers by ours
 rm -f build/wheels/dependencies/siesta_runtime-*.whl
-"$VENV/bin/python" -c 'import docker; from runtime.imagebuild import ensure_base_image; ensure_base_image(docker.from_env(), print)'
+"$VENV/bin/python" -c 'import docker; from runtime.images.build import ensure_base_image; ensure_base_image(docker.from_env(), print)'
 docker build --force-rm --tag "siesta/runtime:$TAG" --label siesta.service-image=true .
 echo "built siesta/runtime:$TAG"

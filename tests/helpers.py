@@ -21,10 +21,10 @@ import docker.errors
 import httpx
 import yaml
 
-from runtime.egress.docker_network import HostFirewall
 from runtime.providers.base import DEPLOYMENT_LABEL
-from runtime.providers.loop_disks import DEFAULT_DISK_ROOT, LoopDisks
-from runtime.providers.root_disks import LAYER_SUFFIX, WritableLayers
+from runtime.providers.docker.disks import DEFAULT_DISK_ROOT, LoopDisks
+from runtime.providers.docker.layers import LAYER_SUFFIX, WritableLayers
+from runtime.providers.docker.network import HostFirewall
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import CatalogFunction
 from runtime.tools.executor import agent_context
@@ -154,7 +154,7 @@ def spawn_service(
     data_dir.mkdir(parents=True, exist_ok=True)
     with (data_dir / "service.log").open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port), *args],
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(port), *args],
             cwd=REPO,
             env=environment,
             stdout=log,
@@ -334,7 +334,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``siesta-runtime ARGS...`` as a real process; its exit code and output."""
     return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

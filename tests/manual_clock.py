@@ -1,4 +1,4 @@
-"""A clock that moves only when a test says so, for code that waits (``runtime.clock``).
+"""A clock that moves only when a test says so, for code that waits (``runtime.core.clock``).
 
 Threads that ``wait`` on it block until the test ``advance``s past their deadline
 (or their event is set); ``settle`` waits until every such thread is blocked

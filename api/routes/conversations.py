@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
-from runtime.errors import NotFound
+from runtime.core.errors import NotFound
 
 router = APIRouter(
     prefix="/v1/conversations",

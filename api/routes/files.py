@@ -11,7 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
-from runtime.files import CHUNK
+from runtime.files.conversation import CHUNK
 from runtime.functions.constraints import FILE_NAME, MAX_FILE_NAME_CHARS
 from runtime.functions.files import FilePublic, FilesPublic
 

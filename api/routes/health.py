@@ -9,8 +9,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import ServicesDep
-from runtime import metrics
-from runtime.errors import SiestaError
+from runtime.core import metrics
+from runtime.core.errors import SiestaError
 
 router = APIRouter(tags=["health"])
 

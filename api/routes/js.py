@@ -17,8 +17,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from api.deps import CallerDep, ContextDep, ServicesDep, requires
 from api.responses import AGENT_FUNCTION, error_responses
 from api.streaming import as_events, event_stream
+from runtime.core.metrics import measured
 from runtime.functions.js import JS_EXECUTOR, JsResult, RunScriptBody
-from runtime.metrics import measured
 from runtime.tools.call import CallEvents, FailedWithResult
 
 router = APIRouter(

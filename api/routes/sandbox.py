@@ -19,8 +19,9 @@ from pydantic import BaseModel
 from api.deps import CallerDep, ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
 from api.streaming import as_events, event_stream, until_disconnected
-from runtime.cancellation import Cancellation
-from runtime.context import CallContext
+from runtime.core.cancellation import Cancellation
+from runtime.core.context import CallContext
+from runtime.core.metrics import measured
 from runtime.functions.base import FunctionSpec
 from runtime.functions.sandbox import (
     SANDBOX as SANDBOX_FUNCTIONS,
@@ -37,7 +38,6 @@ from runtime.functions.sandbox import (
     WriteFileArgs,
     WriteFileResult,
 )
-from runtime.metrics import measured
 from runtime.services import Services
 from runtime.tools.call import CallEvents
 

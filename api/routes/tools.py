@@ -17,13 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, ErrorBody, error_responses
 from api.streaming import event_stream
-from runtime.context import ID_MAX_CHARS, ID_PATTERN, check_id
-from runtime.errors import (
+from runtime.core.context import ID_MAX_CHARS, ID_PATTERN, check_id
+from runtime.core.errors import (
     InvalidContext,
     InvalidConversationId,
     MissingContext,
 )
-from runtime.store.records import ExecutionFilter, ExecutionStatus
+from runtime.core.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.call import CallEvents
 from runtime.tools.models import AgentConfig, Policy, Role, SystemToolId, UserInfo
 from runtime.tools.system_tools import system_tools

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from runtime import tracing
-from runtime.context import CallContext
-from runtime.errors import SubAgentNotAllowed
+from runtime.core import tracing
+from runtime.core.context import CallContext
+from runtime.core.errors import SubAgentNotAllowed
 
 
 class AgentCallFailed(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 
 from runtime.agents.base import AgentCallFailed, post, read_json
-from runtime.context import CallContext
+from runtime.core.context import CallContext
 
 
 class HttpAgentGateway:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 
 from runtime.agents.base import AgentCallFailed, post, read_json
-from runtime.config import SubAgent
-from runtime.context import CallContext
+from runtime.core.config import SubAgent
+from runtime.core.context import CallContext
 
 
 class OpenAIAgentGateway:

@@ -17,7 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from runtime.egress.rules import IpAddress, refusal
+from runtime.core.network_rules import IpAddress, refusal
 
 Resolver = Callable[[str, int], list[IpAddress]]
 

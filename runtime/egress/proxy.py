@@ -33,9 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.egress.credentials import EgressClaims, basic_credentials, verify
-from runtime.egress.revocations import Revocations, open_source
-from runtime.egress.rules import (
+from runtime.core.network_rules import (
     Allowlist,
     EgressPolicy,
     IpAddress,
@@ -44,8 +42,10 @@ from runtime.egress.rules import (
     normalise_host,
     refusal,
 )
+from runtime.core.records import EgressRevocation
+from runtime.egress.credentials import EgressClaims, basic_credentials, verify
+from runtime.egress.revocations import Revocations, open_source
 from runtime.store.base import RevocationStore
-from runtime.store.records import EgressRevocation
 
 HOP_BY_HOP = {
     "connection",

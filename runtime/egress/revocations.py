@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims
 from runtime.store.base import RevocationStore
-from runtime.store.records import EgressRevocation
 
 Emit = Callable[[dict[str, Any]], None]
 PAGE = 1000

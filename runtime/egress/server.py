@@ -24,9 +24,9 @@ import json
 import sys
 from typing import Any
 
+from runtime.core.network_rules import Allowlist
 from runtime.egress.proxy import EgressProxy, Emit, ProxyConfig
 from runtime.egress.revocations import RevocationsUnavailable
-from runtime.egress.rules import Allowlist
 
 
 def config_to_json(config: ProxyConfig) -> str:

@@ -17,15 +17,15 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.config import DockerProviderSettings, EgressSettings, RedisStoreSettings, Settings
-from runtime.context import CallContext
+from runtime.core.config import DockerProviderSettings, EgressSettings, RedisStoreSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.errors import ConfigurationError
+from runtime.core.metrics import record_egress_event
+from runtime.core.network_rules import Allowlist
+from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import ProxyConfig
-from runtime.egress.rules import Allowlist
-from runtime.errors import ConfigurationError
-from runtime.metrics import record_egress_event
 from runtime.store.base import DeploymentStore, RevocationStore
-from runtime.store.records import EgressRevocation
 
 log = logging.getLogger(__name__)
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -70,8 +70,8 @@ class DockerEgress(ProxiedEgress):
     ) -> None:
         import docker
 
-        from runtime.egress.docker_network import HostFirewall, SandboxNetwork
         from runtime.egress.supervisor import ProxyProcess
+        from runtime.providers.docker.network import HostFirewall, SandboxNetwork
 
         egress = settings.egress
         provider = settings.provider

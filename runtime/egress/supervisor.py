@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
+from runtime.core.errors import ConfigurationError
 from runtime.egress.proxy import ProxyConfig
 from runtime.egress.server import config_to_json
-from runtime.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 15.0

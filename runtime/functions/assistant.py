@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from runtime.context import ID_MAX_CHARS, ID_PATTERN
+from runtime.core.context import ID_MAX_CHARS, ID_PATTERN
 from runtime.functions.base import Arguments, FunctionSpec, Result
 from runtime.functions.files import FilePublic
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from runtime.errors import InvalidArguments
+from runtime.core.errors import InvalidArguments
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from runtime.core.records import FileRecord
 from runtime.functions.base import Result
-from runtime.store.records import FileRecord
 
 
 class FilePublic(Result):

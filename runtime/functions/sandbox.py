@@ -1,7 +1,7 @@
 """The five sandbox functions: arguments and results, as the reference names them.
 
 The text rules (non-blank command, path shape) are stated in the schema and
-enforced by ``runtime/sandbox.py`` with the functions' own error codes; limits
+enforced by ``runtime/sandbox/operations.py`` with the functions' own error codes; limits
 that are settings (bytes, counts) are in the descriptions and errors say the
 limit in force.
 """

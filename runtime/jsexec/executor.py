@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runtime import tracing
 from runtime.agents import AgentGateway
-from runtime.config import AgentSettings, JsSettings
-from runtime.context import CallContext
-from runtime.errors import CodeTooLarge, InvalidCode
-from runtime.files import ConversationFiles
+from runtime.core import tracing
+from runtime.core.config import AgentSettings, JsSettings
+from runtime.core.context import CallContext
+from runtime.core.errors import CodeTooLarge, InvalidCode
+from runtime.files.conversation import ConversationFiles
 from runtime.functions.constraints import is_non_blank_text
 from runtime.functions.js import JsError, JsResult
 from runtime.jsexec.helpers import HelperHost

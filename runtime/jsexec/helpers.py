@@ -13,14 +13,14 @@ from typing import Any
 from python_calamine import CalamineWorkbook
 
 from runtime.agents import AgentCallFailed, AgentGateway, Deadline, call_parallel, check_allowed
-from runtime.config import AgentSettings, JsSettings
-from runtime.context import CallContext
-from runtime.errors import SiestaError
-from runtime.files import ConversationFiles
+from runtime.core.config import AgentSettings, JsSettings
+from runtime.core.context import CallContext
+from runtime.core.errors import SiestaError
+from runtime.core.records import FileKind, FileRecord
+from runtime.files.conversation import ConversationFiles
 from runtime.functions.files import FilePublic
 from runtime.jsexec import excel
 from runtime.jsexec.pool import HelperError
-from runtime.store.records import FileKind, FileRecord
 
 
 class HelperHost:

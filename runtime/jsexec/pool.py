@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.config import JsSettings
-from runtime.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
+from runtime.core.config import JsSettings
+from runtime.core.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
 from runtime.jsexec.protocol import ProtocolError, receive, send
 from runtime.jsexec.zygote import Template
 

@@ -16,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from runtime.errors import JS_ASYNC_NOT_SUPPORTED, JS_ERROR, JS_SYNTAX_ERROR
+from runtime.core.errors import JS_ASYNC_NOT_SUPPORTED, JS_ERROR, JS_SYNTAX_ERROR
 from runtime.jsexec.protocol import receive, send
 from runtime.jsexec.syntax import find_async
 from runtime.jsexec.v8 import STPyV8

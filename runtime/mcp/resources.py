@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import mcp_types as types
 
-from runtime.errors import NotFound
+from runtime.core.errors import NotFound
+from runtime.core.records import FileRecord
 from runtime.mcp.results import FileLink
 from runtime.services import Services
-from runtime.store.records import FileRecord
 
 if TYPE_CHECKING:
     from runtime.mcp.server import McpCaller

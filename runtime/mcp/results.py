@@ -14,7 +14,7 @@ from typing import Any
 
 import mcp_types as types
 
-from runtime.errors import SiestaError
+from runtime.core.errors import SiestaError
 
 FileLink = Callable[[str], str]
 """A conversation file's id → the URI a host can fetch it from."""

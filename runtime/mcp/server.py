@@ -24,10 +24,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from runtime import logs
-from runtime.cancellation import Cancellation
-from runtime.context import CallContext
-from runtime.errors import SiestaError, ToolFailed
+from runtime.core import logs
+from runtime.core.cancellation import Cancellation
+from runtime.core.context import CallContext
+from runtime.core.errors import SiestaError, ToolFailed
 from runtime.functions.base import FunctionSpec, tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX

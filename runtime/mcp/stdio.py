@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mcp.server.stdio import stdio_server
 
-from runtime.context import CallContext
+from runtime.core.context import CallContext
 from runtime.mcp.server import McpCaller, build_server
 from runtime.services import Services
 

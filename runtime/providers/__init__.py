@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.config import FakeProviderSettings, KubernetesProviderSettings, Settings
+from runtime.core.config import FakeProviderSettings, KubernetesProviderSettings, Settings
 from runtime.providers.base import SandboxProvider
 
 
@@ -17,7 +17,7 @@ def build_provider(
 
         return FakeProvider(settings.data_dir / "fake-sandboxes")
     if isinstance(provider, KubernetesProviderSettings):
-        from runtime.providers.kubernetes import KubernetesProvider
+        from runtime.providers.kubernetes.provider import KubernetesProvider
 
         return KubernetesProvider(
             settings.sandbox,
@@ -25,8 +25,8 @@ def build_provider(
             deployment_id=deployment_id,
             resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
         )
-    from runtime.providers.docker import DockerProvider
-    from runtime.providers.loop_disks import LoopDisks
+    from runtime.providers.docker.disks import LoopDisks
+    from runtime.providers.docker.provider import DockerProvider
 
     disks = LoopDisks(settings.sandbox.disk_dir / deployment_id)
     return DockerProvider(

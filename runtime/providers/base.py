@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from runtime.output import CapturedStream
+from runtime.core.output import CapturedStream
 
 DEPLOYMENT_LABEL = "siesta.deployment"
 """Ownership: set by the service when it creates a sandbox or workspace, never by an

@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from runtime.errors import SandboxBroken
-from runtime.output import HeadTailBuffer
-from runtime.providers import fshelper
+from runtime.core.errors import SandboxBroken
+from runtime.core.output import HeadTailBuffer
+from runtime.providers.agent import fshelper
 from runtime.providers.base import (
     ByteSink,
     DirEntry,

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 from runtime.store.base import Stores
 
 if TYPE_CHECKING:
-    from runtime.config import Settings
+    from runtime.core.config import Settings
 
 
 def open_stores(settings: Settings) -> Stores:
     """SQLite (``DATA_DIR/siesta.db`` unless a path is set) or Redis."""
     # Imported here: the egress proxy process reads the store without the settings.
-    from runtime.config import RedisStoreSettings
+    from runtime.core.config import RedisStoreSettings
 
     if isinstance(settings.store, RedisStoreSettings):
         from runtime.store.redis import open_redis

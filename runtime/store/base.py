@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from runtime.store.records import (
+from runtime.core.records import (
     EgressRevocation,
     ExecutionFilter,
     ExecutionStatus,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.cancellation import Cancellation
-from runtime.context import CallContext
-from runtime.errors import SiestaError
+from runtime.core.cancellation import Cancellation
+from runtime.core.context import CallContext
+from runtime.core.errors import SiestaError
 from runtime.tools.catalog import CatalogFunction
 from runtime.tools.models import AgentConfig, UserInfo
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.config import ToolSettings
+from runtime.core.config import ToolSettings
 from runtime.store.base import ExecutionStore
 
 DAY_SECONDS = 24 * 3600

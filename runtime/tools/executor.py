@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import tracing
-from runtime.context import CallContext
-from runtime.errors import (
+from runtime.core import tracing
+from runtime.core.context import CallContext
+from runtime.core.errors import (
     ApprovalAlreadyDecided,
     ApprovalCancelled,
     ApprovalDenied,
@@ -36,9 +36,9 @@ from runtime.errors import (
     ToolFailed,
     ToolNotConfigured,
 )
+from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.functions.base import FunctionSpec
 from runtime.store.base import ExecutionStore
-from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.tools.call import Adapter, CallEvents, ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import redact

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.context import ID_MAX_CHARS, ID_PATTERN
-from runtime.egress.rules import ENTRY_PATTERN
+from runtime.core.context import ID_MAX_CHARS, ID_PATTERN
+from runtime.core.network_rules import ENTRY_PATTERN
 
 SystemToolId = Literal[
     "task_management",

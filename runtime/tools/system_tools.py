@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime.config import Settings
-from runtime.images import ImageCatalog
+from runtime.core.config import Settings
+from runtime.images.catalog import ImageCatalog
 from runtime.tools.models import Role, SystemToolId
 
 ALL_ROLES: tuple[Role, ...] = ("Owner", "Admin", "User")

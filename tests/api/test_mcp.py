@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from openpyxl import load_workbook
 
-from runtime.config import LEGACY_TOKEN_NAME
+from runtime.core.config import LEGACY_TOKEN_NAME
 from runtime.functions.base import tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX
@@ -100,7 +100,7 @@ async def over_stdio(
     arguments = ["--org", ORG, "--user", USER, "--conversation", conversation]
     parameters = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "runtime.cli", "mcp", *arguments, "--base-image", IMAGE],
+        args=["-m", "cli.main", "mcp", *arguments, "--base-image", IMAGE],
         env={**env, "SIESTA_MCP_FILES_URL": service.base_url},
         cwd=REPO,
     )

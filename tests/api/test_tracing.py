@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from runtime import tracing
+from runtime.core import tracing
 from tests.agent_server import AgentServer
 from tests.fake_apis import FakeApis
 from tests.helpers import headers, new_conversation

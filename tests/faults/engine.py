@@ -27,8 +27,8 @@ from pathlib import Path
 
 import docker
 
-from runtime.providers.loop_disks import LINK_DIR
-from runtime.providers.root_disks import MOUNT_DIR
+from runtime.providers.docker.disks import LINK_DIR
+from runtime.providers.docker.layers import MOUNT_DIR
 from tests.helpers import remove_labelled
 
 START_SECONDS = 60

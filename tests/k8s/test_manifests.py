@@ -15,9 +15,9 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from runtime.config import KubernetesProviderSettings, RedisStoreSettings, Settings
-from runtime.images import ImageCatalog
-from runtime.providers.kubernetes import COMPONENT_LABELS, RBAC_RULES
+from runtime.core.config import KubernetesProviderSettings, RedisStoreSettings, Settings
+from runtime.images.catalog import ImageCatalog
+from runtime.providers.kubernetes.provider import COMPONENT_LABELS, RBAC_RULES
 from tests.helpers import REPO
 
 K8S = REPO / "k8s"

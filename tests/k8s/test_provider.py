@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from runtime.config import KubernetesProviderSettings, SandboxSettings
-from runtime.errors import (
+from runtime.core.config import KubernetesProviderSettings, SandboxSettings
+from runtime.core.errors import (
     CapacityUnavailable,
     ImageUnavailable,
     ProviderUnavailable,
     SandboxUnavailable,
 )
 from runtime.providers.base import ExecRequest, SandboxSpec, SandboxState
-from runtime.providers.kubernetes import RBAC_RULES, KubernetesProvider
+from runtime.providers.kubernetes.provider import RBAC_RULES, KubernetesProvider
 from tests.helpers import (
     TEST_DEPLOYMENT,
     TEST_RUN_ID,

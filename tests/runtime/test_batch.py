@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from runtime.agents.http import HttpAgentGateway
-from runtime.config import AgentSettings, ToolSettings
-from runtime.errors import SubAgentNotAllowed
+from runtime.core.config import AgentSettings, ToolSettings
+from runtime.core.errors import SubAgentNotAllowed
 from runtime.tools.adapters.system import batch_adapter
 from tests.agent_server import AgentServer
 from tests.helpers import tool_call

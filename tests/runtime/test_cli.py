@@ -86,7 +86,7 @@ def test_serve_names_the_missing_setting_of_an_incomplete_gateway(tmp_path: Path
 
 def hash_from_stdin(text: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "tokens", "hash"],
+        [sys.executable, "-m", "cli.main", "tokens", "hash"],
         cwd=REPO,
         env={"PATH": os.environ["PATH"], "SIESTA_TOKENS": "not json"},  # settings not needed
         input=text,

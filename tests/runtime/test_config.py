@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runtime.config import (
+from runtime.core.config import (
     FakeProviderSettings,
     HttpGatewaySettings,
     NoGatewaySettings,

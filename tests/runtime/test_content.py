@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from runtime.config import ContentSettings, FileSettings, ToolSettings
-from runtime.content import ContentReader
-from runtime.context import CallContext
-from runtime.errors import InvalidArguments, MissingInput, SiestaError
-from runtime.files import ConversationFiles, LocalBlobStore
-from runtime.images import CatalogImage, ImageCatalog
+from runtime.core.config import ContentSettings, FileSettings, ToolSettings
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidArguments, MissingInput, SiestaError
+from runtime.files.content import ContentReader
+from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.call import Adapter, ToolCall

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.context import CallContext
-from runtime.errors import InvalidRequest
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidRequest
 
 
 @pytest.mark.parametrize("conversation", ["c", "a" * 128, "A-z_0.9:x"])

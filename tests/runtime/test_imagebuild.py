@@ -10,7 +10,7 @@ import docker
 import docker.errors
 import pytest
 
-from runtime.imagebuild import ensure_base_image
+from runtime.images.build import ensure_base_image
 from tests.helpers import run_cli
 
 pytestmark = pytest.mark.docker

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from runtime.config import JsSettings
-from runtime.errors import JS_MEMORY_LIMIT, JS_TIMEOUT
+from runtime.core.config import JsSettings
+from runtime.core.errors import JS_MEMORY_LIMIT, JS_TIMEOUT
 from runtime.jsexec.pool import ScriptOutcome, WorkerPool
 
 pytestmark = pytest.mark.slow

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import LifecycleSettings, ReconcileSettings, Settings
-from runtime.context import CallContext
-from runtime.images import CatalogImage, ImageCatalog
-from runtime.leases import Leases
-from runtime.lifecycle import Lifecycle
+from runtime.core.config import LifecycleSettings, ReconcileSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.records import SessionStatus
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxProvider, SandboxState
 from runtime.providers.fake import FakeProvider
-from runtime.providers.kubernetes import KubernetesProvider
-from runtime.reconcile import Reconciler
+from runtime.providers.kubernetes.provider import KubernetesProvider
 from runtime.services import assemble_sessions
-from runtime.sessions import ActiveSession, ResetReason, SessionManager
+from runtime.sessions.leases import Leases
+from runtime.sessions.lifecycle import Lifecycle
+from runtime.sessions.manager import ActiveSession, ResetReason, SessionManager
+from runtime.sessions.reconcile import Reconciler
 from runtime.store.base import Stores
-from runtime.store.records import SessionStatus
 from runtime.store.sqlite import open_sqlite
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 from tests.runtime.providers.test_contract import kubernetes_provider

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.output import HeadTailBuffer
+from runtime.core.output import HeadTailBuffer
 
 
 def test_short_output_is_kept_whole() -> None:

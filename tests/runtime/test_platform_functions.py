@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from runtime.config import ToolSettings
-from runtime.errors import SiestaError
+from runtime.core.config import ToolSettings
+from runtime.core.errors import SiestaError
+from runtime.core.upstreams import Upstreams
 from runtime.functions import FUNCTIONS
 from runtime.functions.platform import CREATE_TASK, PLATFORM
-from runtime.images import ImageCatalog
+from runtime.images.catalog import ImageCatalog
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import build_catalog
 from runtime.tools.models import AgentConfig, UserInfo
-from runtime.upstreams import Upstreams
 from tests.fake_apis import FakeApis
 from tests.helpers import tool_call
 

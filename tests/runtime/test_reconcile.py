@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import LifecycleSettings, ReconcileSettings, Settings
-from runtime.context import CallContext
-from runtime.errors import ResumeTimeout
-from runtime.images import CatalogImage, ImageCatalog
-from runtime.lifecycle import Lifecycle
-from runtime.metrics import REGISTRY
+from runtime.core.config import LifecycleSettings, ReconcileSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.errors import ResumeTimeout
+from runtime.core.metrics import REGISTRY
+from runtime.core.records import SessionStatus
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
-from runtime.reconcile import Reconciler, Report, reconcile_forever
 from runtime.services import assemble_sessions
-from runtime.sessions import SessionManager
-from runtime.store.records import SessionStatus
+from runtime.sessions.lifecycle import Lifecycle
+from runtime.sessions.manager import SessionManager
+from runtime.sessions.reconcile import Reconciler, Report, reconcile_forever
 from runtime.store.sqlite import open_sqlite
 
 TIERS = LifecycleSettings(

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from runtime.config import FileSettings, SandboxSettings, Settings
-from runtime.context import CallContext
-from runtime.errors import InvalidArguments, TransferTooLarge
-from runtime.files import ConversationFiles, LocalBlobStore
-from runtime.images import CatalogImage, ImageCatalog
-from runtime.leases import Leases
+from runtime.core.config import FileSettings, SandboxSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidArguments, TransferTooLarge
+from runtime.core.records import FileKind
+from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
-from runtime.sandbox import Sandbox
+from runtime.sandbox.operations import Sandbox
 from runtime.services import assemble_sessions
-from runtime.sessions import SessionManager
+from runtime.sessions.leases import Leases
+from runtime.sessions.manager import SessionManager
 from runtime.store.base import Stores
-from runtime.store.records import FileKind
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.system import sandbox_adapters
 from runtime.tools.call import ToolCall

@@ -10,23 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import CapacitySettings, LeaseSettings, SandboxSettings, Settings
-from runtime.context import CallContext
-from runtime.errors import (
+from runtime.core.config import CapacitySettings, LeaseSettings, SandboxSettings, Settings
+from runtime.core.context import CallContext
+from runtime.core.errors import (
     CapacityUnavailable,
     ImageNotInCatalog,
     ProvisioningTimeout,
     SandboxDisabled,
     SessionBusy,
 )
-from runtime.images import CatalogImage, ImageCatalog
-from runtime.leases import Leases
+from runtime.core.records import SessionRecord, SessionStatus
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxProvider, SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
-from runtime.sessions import SessionManager
+from runtime.sessions.leases import Leases
+from runtime.sessions.manager import SessionManager
 from runtime.store.base import Stores
-from runtime.store.records import SessionRecord, SessionStatus
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.providers.test_contract import kubernetes_provider
 

@@ -7,8 +7,8 @@ from typing import Any, get_args
 
 import pytest
 
-from runtime.config import ToolSettings
-from runtime.images import CatalogImage, ImageCatalog
+from runtime.core.config import ToolSettings
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.tools.catalog import build_catalog
 from runtime.tools.models import AgentConfig, SystemToolId, UserInfo
 

@@ -21,16 +21,16 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import ValidationError
 
-from runtime import tracing
-from runtime.config import Settings, TracingSettings
-from runtime.context import CallContext
-from runtime.errors import ConfigurationError, SessionBusy
-from runtime.images import CatalogImage, ImageCatalog
-from runtime.logs import JsonFormatter
+from runtime.core import tracing
+from runtime.core.config import Settings, TracingSettings
+from runtime.core.context import CallContext
+from runtime.core.errors import ConfigurationError, SessionBusy
+from runtime.core.logs import JsonFormatter
+from runtime.core.tracing_export import start_tracing
+from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.store.sqlite import open_sqlite
-from runtime.tracing_export import start_tracing
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

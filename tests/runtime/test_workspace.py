@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.errors import InvalidPath, PathOutsideWorkspace
-from runtime.workspace import sanitize_file_name, unique_names, workspace_path
+from runtime.core.errors import InvalidPath, PathOutsideWorkspace
+from runtime.sandbox.paths import sanitize_file_name, unique_names, workspace_path
 
 LIMIT = 1024
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from runtime.providers.loop_disks import LINK_DIR
-from runtime.providers.root_disks import MOUNT_DIR
+from runtime.providers.docker.disks import LINK_DIR
+from runtime.providers.docker.layers import MOUNT_DIR
 from tests.helpers import (
     ServiceProcess,
     StartService,

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 import redis.exceptions
 
-from runtime.errors import StateUnavailable
+from runtime.core.errors import StateUnavailable
 
 SOCKET_TIMEOUT_SECONDS = 10.0
 

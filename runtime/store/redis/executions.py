@@ -9,13 +9,13 @@ from typing import Any
 
 import redis
 
-from runtime.store import keys
-from runtime.store.records import (
+from runtime.core.records import (
     ExecutionFilter,
     ExecutionStatus,
     ToolExecution,
     conversation_key,
 )
+from runtime.store import keys
 from runtime.store.redis.client import redis_errors
 
 SETTLE = """

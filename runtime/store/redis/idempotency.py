@@ -8,8 +8,8 @@ import base64
 
 import redis
 
+from runtime.core.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
 from runtime.store import keys
-from runtime.store.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
 from runtime.store.redis.client import pairs, redis_errors
 
 CLAIM_KEY = """

@@ -6,8 +6,8 @@ from typing import Any
 
 import redis
 
+from runtime.core.records import PoolMember
 from runtime.store import keys
-from runtime.store.records import PoolMember
 from runtime.store.redis.client import redis_errors
 
 

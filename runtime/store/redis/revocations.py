@@ -12,8 +12,8 @@ from typing import Any
 
 import redis
 
+from runtime.core.records import EgressRevocation
 from runtime.store import keys
-from runtime.store.records import EgressRevocation
 from runtime.store.redis.client import redis_errors
 
 REVOKE = """

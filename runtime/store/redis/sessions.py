@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 import redis
 
+from runtime.core.records import SessionRecord, SessionStatus, conversation_key
 from runtime.store import keys
-from runtime.store.records import SessionRecord, SessionStatus, conversation_key
 from runtime.store.redis.client import pairs, redis_errors, strings
 
 PUT_SESSION = """

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.store.sqlite.db import Database
 
 log = logging.getLogger(__name__)

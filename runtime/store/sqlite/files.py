@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from runtime.store.records import FileKind, FileRecord, StagingCount
+from runtime.core.records import FileKind, FileRecord, StagingCount
 from runtime.store.sqlite.db import Database
 
 FILE_COLUMNS = (

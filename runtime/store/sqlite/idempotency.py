@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from runtime.store.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
+from runtime.core.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
 from runtime.store.sqlite.db import Database
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.store.records import PoolMember
+from runtime.core.records import PoolMember
 from runtime.store.sqlite.db import Database
 
 COLUMNS = "image_id, sandbox_id, session_id, created_at"

@@ -7,7 +7,7 @@ the last number it saw misses nothing and sees nothing twice.
 
 from __future__ import annotations
 
-from runtime.store.records import EgressRevocation
+from runtime.core.records import EgressRevocation
 from runtime.store.sqlite.db import Database
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from runtime.store.records import SessionRecord, SessionStatus
+from runtime.core.records import SessionRecord, SessionStatus
 from runtime.store.sqlite.db import Database
 
 SESSION_COLUMNS = (

@@ -1,11 +1,11 @@
 """Adapters of the ``content`` System Tool: conversation files read in pieces
-(``runtime/content.py``), arguments checked with the catalog's models."""
+(``runtime/files/content.py``), arguments checked with the catalog's models."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from runtime.content import ContentReader
+from runtime.files.content import ContentReader
 from runtime.functions.base import parse_arguments
 from runtime.functions.content import (
     GET_CONTENT_STATS,

@@ -7,16 +7,16 @@ import binascii
 import secrets
 from typing import Any
 
-from runtime.config import ToolSettings
-from runtime.errors import ProviderFailed, ToolNotConfigured
-from runtime.files import ConversationFiles
+from runtime.core.config import ToolSettings
+from runtime.core.errors import ProviderFailed, ToolNotConfigured
+from runtime.core.records import FileKind
+from runtime.core.upstreams import Upstreams
+from runtime.files.conversation import ConversationFiles
 from runtime.functions.assistant import ImageArgs, ImageResult
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.files import FilePublic
-from runtime.store.records import FileKind
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
-from runtime.upstreams import Upstreams
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

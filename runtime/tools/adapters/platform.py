@@ -20,8 +20,9 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from runtime.config import ToolSettings
-from runtime.errors import InvalidArguments, ProviderFailed, ToolNotConfigured
+from runtime.core.config import ToolSettings
+from runtime.core.errors import InvalidArguments, ProviderFailed, ToolNotConfigured
+from runtime.core.upstreams import Upstreams
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.platform import (
     PLATFORM,
@@ -34,7 +35,6 @@ from runtime.functions.platform import (
 )
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
-from runtime.upstreams import Upstreams
 
 UPDATES = frozenset(
     {"Platform_UpdateSkill", "Platform_UpdateMemoryCollection", "Platform_UpdateMemoryPage"}

@@ -9,14 +9,14 @@ from urllib.parse import urlencode
 
 import httpx
 
-from runtime import tracing
-from runtime.config import ToolSettings
-from runtime.errors import CrawlTimeout, ProviderFailed, SiestaError, ToolNotConfigured
+from runtime.core import tracing
+from runtime.core.config import ToolSettings
+from runtime.core.errors import CrawlTimeout, ProviderFailed, SiestaError, ToolNotConfigured
+from runtime.core.upstreams import Upstreams
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
 from runtime.tools.adapters.web import fetch_page, page_client
 from runtime.tools.call import Adapter, ToolCall
-from runtime.upstreams import Upstreams
 
 GOOGLE_WEB_SEARCH = "https://www.google.com/search"
 

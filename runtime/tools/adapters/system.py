@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from runtime.agents import AgentGateway, Deadline, call_parallel, check_allowed
-from runtime.config import AgentSettings, ToolSettings
-from runtime.errors import InvalidArguments
+from runtime.core.config import AgentSettings, ToolSettings
+from runtime.core.errors import InvalidArguments
 from runtime.functions.assistant import RUN_FUNCTION_BATCH, BatchArgs, BatchItem, BatchResult
 from runtime.functions.base import parse_arguments
 from runtime.functions.js import JS_EXECUTOR, JsArgs
@@ -26,7 +26,7 @@ from runtime.functions.sandbox import (
     WriteFileArgs,
 )
 from runtime.jsexec.executor import JsExecutor
-from runtime.sandbox import Sandbox
+from runtime.sandbox.operations import Sandbox
 from runtime.tools.call import Adapter, FailedWithResult, ToolCall
 
 

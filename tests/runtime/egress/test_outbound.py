@@ -7,8 +7,8 @@ import ipaddress
 import httpx
 import pytest
 
+from runtime.core.network_rules import IpAddress
 from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
-from runtime.egress.rules import IpAddress
 
 
 class RebindingResolver:

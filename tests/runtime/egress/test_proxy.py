@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from runtime.core.network_rules import Allowlist
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import EgressProxy, ProxyConfig
-from runtime.egress.rules import Allowlist
 
 KEY = b"test-key-" * 4
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)

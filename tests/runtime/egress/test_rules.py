@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from runtime.core.network_rules import Allowlist, EgressPolicy, is_ip_literal, parse_rule, refusal
 from runtime.egress.credentials import EgressClaims, basic_credentials, sign, verify
-from runtime.egress.rules import Allowlist, EgressPolicy, is_ip_literal, parse_rule, refusal
 
 DEPLOYMENT = Allowlist.parse(
     ["deb.debian.org", "*.pypi.org", "git.example.com:8443", "git.example.com:9418"]

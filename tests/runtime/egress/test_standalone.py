@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.config import Settings
-from runtime.context import CallContext
+from runtime.core.config import Settings
+from runtime.core.context import CallContext
 from runtime.egress.credentials import verify
 from runtime.egress.service import ProxiedEgress, build_egress, revoke_credentials
 from runtime.store import open_stores
@@ -40,7 +40,7 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
         [
             sys.executable,
             "-m",
-            "runtime.cli",
+            "cli.main",
             "egress-proxy",
             "--host",
             "127.0.0.1",

@@ -14,8 +14,8 @@ import struct
 import threading
 from collections.abc import Callable, Iterable
 
-from runtime.providers.agent_channel import DockerAttachTransport
-from runtime.providers.agent_protocol import (
+from runtime.providers.agent.channel import DockerAttachTransport
+from runtime.providers.agent.protocol import (
     HEADER,
     LIMITS,
     UNKNOWN_SIZE,

@@ -19,18 +19,18 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pytest
 
-from runtime.errors import SandboxUnavailable
-from runtime.metrics import REGISTRY
-from runtime.providers import agent_ops
-from runtime.providers.agent_channel import (
+from runtime.core.errors import SandboxUnavailable
+from runtime.core.metrics import REGISTRY
+from runtime.providers.agent import ops as agent_ops
+from runtime.providers.agent.channel import (
     STRAY_BUDGET,
     AgentChannel,
     ChannelClosed,
     DockerStreamFrames,
 )
-from runtime.providers.agent_channels import AgentChannels, pinged_channel
-from runtime.providers.agent_inbox import INBOX_BYTES
-from runtime.providers.agent_protocol import MAX_PAYLOAD, FrameType, encode
+from runtime.providers.agent.channels import AgentChannels, pinged_channel
+from runtime.providers.agent.inbox import INBOX_BYTES
+from runtime.providers.agent.protocol import MAX_PAYLOAD, FrameType, encode
 from runtime.providers.base import ExecRequest
 from tests.runtime.providers.fake_agent import (
     HANG_UP,

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from runtime.providers.agent_protocol import (
+from runtime.providers.agent.protocol import (
     AGENT_FRAMES,
     HEADER,
     LIMITS,

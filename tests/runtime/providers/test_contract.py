@@ -14,8 +14,8 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.config import KubernetesProviderSettings, SandboxSettings
-from runtime.errors import SandboxUnavailable
+from runtime.core.config import KubernetesProviderSettings, SandboxSettings
+from runtime.core.errors import SandboxUnavailable
 from runtime.providers.base import (
     ExecRequest,
     ExecResult,
@@ -23,9 +23,9 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
-from runtime.providers.docker import DockerProvider
+from runtime.providers.docker.provider import DockerProvider
 from runtime.providers.fake import FakeProvider
-from runtime.providers.kubernetes import KubernetesProvider
+from runtime.providers.kubernetes.provider import KubernetesProvider
 from tests.helpers import TEST_DEPLOYMENT, TEST_DISKS, TEST_RUN_ID, TEST_RUN_LABEL
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from runtime.config import ToolSettings
-from runtime.errors import (
+from runtime.core.config import ToolSettings
+from runtime.core.errors import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
     NotFound,
     SelfApprovalNotAllowed,
 )
+from runtime.core.records import ExecutionFilter, ExecutionStatus
 from runtime.store.base import Stores
-from runtime.store.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import DAY_SECONDS, ExecutionsSweep

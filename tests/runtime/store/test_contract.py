@@ -7,8 +7,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from runtime.core.records import FileKind, FileRecord, PoolMember, SessionRecord, SessionStatus
 from runtime.store.base import Stores
-from runtime.store.records import FileKind, FileRecord, PoolMember, SessionRecord, SessionStatus
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.store.conftest import Subject
 

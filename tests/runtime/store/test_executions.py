@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.store.base import ExecutionStore, Stores
-from runtime.store.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.executions import redact
 

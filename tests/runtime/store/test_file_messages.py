@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from runtime.core.records import FileKind, FileRecord
 from runtime.store.base import Stores
-from runtime.store.records import FileKind, FileRecord
 from runtime.store.sqlite import open_sqlite
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import threading
 
+from runtime.core.records import EgressRevocation
 from runtime.store.base import Stores
-from runtime.store.records import EgressRevocation
 
 DAY = 86400.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.core.records import StagingCount
 from runtime.store.base import Stores
-from runtime.store.records import StagingCount
 
 
 def count(

@@ -1,0 +1,206 @@
+"""Prometheus metrics of one service process (``GET /metrics``).
+
+Counters and histograms live in this module's registry; the number of sessions
+by status is read from the store when scraped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Counter as CounterMetric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from runtime.core.errors import SiestaError
+from runtime.core.records import PoolMember, SessionRecord
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+egress_log = logging.getLogger("runtime.egress")
+
+OPERATIONS = CounterMetric(
+    "siesta_operations",
+    "Sandbox function calls by function and outcome code",
+    ["function", "outcome"],
+    registry=REGISTRY,
+)
+OPERATION_SECONDS = Histogram(
+    "siesta_operation_seconds",
+    "Duration of sandbox function calls",
+    ["function"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
+    registry=REGISTRY,
+)
+PROVISION_SECONDS = Histogram(
+    "siesta_provision_seconds",
+    "Time to create and start a sandbox",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+RESUME_SECONDS = Histogram(
+    "siesta_resume_seconds",
+    "Time to resume a suspended sandbox",
+    ["tier"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10),
+    registry=REGISTRY,
+)
+RECONCILE_ACTIONS = CounterMetric(
+    "siesta_reconcile_actions",
+    "Changes made by reconciliation passes",
+    ["action"],
+    registry=REGISTRY,
+)
+POOL_CLAIMS = CounterMetric(
+    "siesta_pool_claims",
+    "First operations that found a ready sandbox in the warm pool (hit) or not (miss)",
+    ["outcome"],
+    registry=REGISTRY,
+)
+POOL_REFILL_ERRORS = CounterMetric(
+    "siesta_pool_refill_errors",
+    "Warm-pool refills that failed as a whole",
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = CounterMetric(
+    "siesta_reconcile_errors",
+    "Failures inside reconciliation: one item (a session, an orphan) or a whole pass",
+    ["stage"],
+    registry=REGISTRY,
+)
+EGRESS_REFUSALS = CounterMetric(
+    "siesta_egress_refusals",
+    "Requests the egress proxy refused, by conversation, host and reason",
+    ["org", "conversation", "host", "reason"],
+    registry=REGISTRY,
+)
+EGRESS_CONNECTIONS = CounterMetric(
+    "siesta_egress_connections",
+    "Connections through the egress proxy by result (allowed, refused, failed)",
+    ["result"],
+    registry=REGISTRY,
+)
+EGRESS_REVOCATION_READ_FAILURES = CounterMetric(
+    "siesta_egress_revocation_read_failures",
+    "Reads of revoked credentials the egress proxy could not make (it serves on with "
+    "the revocations it knows)",
+    registry=REGISTRY,
+)
+AGENT_PROTOCOL_ERRORS = CounterMetric(
+    "siesta_agent_protocol_errors",
+    "Channels to sandbox agents closed because the agent broke the protocol, by the rule "
+    "it broke (runtime/providers/agent/protocol.py ProtocolError)",
+    ["reason"],
+    registry=REGISTRY,
+)
+
+
+def record_egress_event(event: dict[str, Any]) -> None:
+    """One line from the egress proxy: counted, and logged unless it was allowed."""
+    kind = str(event.get("event", ""))
+    if kind.startswith("revocations_") or kind == "closed":
+        _record_revocation_event(kind, event)
+        return
+    if kind not in ("allowed", "refused", "failed"):
+        return
+    EGRESS_CONNECTIONS.labels(kind).inc()
+    if kind == "allowed":
+        return
+    if kind == "refused":
+        EGRESS_REFUSALS.labels(
+            event.get("org", ""),
+            event.get("conversation", ""),
+            event.get("host", ""),
+            event.get("reason", ""),
+        ).inc()
+    egress_log.warning(
+        "egress %s for %s/%s: %s:%s (%s) %s",
+        kind,
+        event.get("org") or "?",
+        event.get("conversation") or "?",
+        event.get("host"),
+        event.get("port"),
+        event.get("reason"),
+        event.get("detail", ""),
+    )
+
+
+def _record_revocation_event(kind: str, event: dict[str, Any]) -> None:
+    if kind == "revocations_unavailable":
+        EGRESS_REVOCATION_READ_FAILURES.inc()
+        egress_log.warning(
+            "the egress proxy cannot read revoked credentials (it serves on with those it "
+            "knows): %s",
+            event.get("detail", ""),
+        )
+    elif kind == "revocations_available":
+        egress_log.info(
+            "the egress proxy reads revoked credentials again (%s known)", event.get("known")
+        )
+    elif kind == "closed":
+        egress_log.warning(
+            "egress closed for %s/%s: %s (%s)",
+            event.get("org") or "?",
+            event.get("conversation") or "?",
+            event.get("detail", ""),
+            event.get("reason"),
+        )
+
+
+@contextlib.contextmanager
+def measured(function: str) -> Iterator[None]:
+    """Count one call of ``function`` by outcome (``ok`` or its error code) and time it."""
+    started = time.monotonic()
+    outcome = "internal_error"
+    try:
+        yield
+        outcome = "ok"
+    except SiestaError as error:
+        outcome = error.code
+        raise
+    finally:
+        OPERATIONS.labels(function, outcome).inc()
+        OPERATION_SECONDS.labels(function).observe(time.monotonic() - started)
+
+
+class PoolMembers(Collector):
+    """``siesta_pool_members{image}``: ready sandboxes in the warm pool, from the store."""
+
+    def __init__(self, pool_members: Callable[[], list[PoolMember]]) -> None:
+        self._pool_members = pool_members
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "siesta_pool_members", "Ready sandboxes in the warm pool", labels=["image"]
+        )
+        try:
+            counts = Counter(member.image_id for member in self._pool_members())
+        except SiestaError:
+            counts = Counter()
+        for image, count in sorted(counts.items()):
+            family.add_metric([image], count)
+        yield family
+
+
+class SessionsByStatus(Collector):
+    """``siesta_sessions{status}``, counted from the store at scrape time."""
+
+    def __init__(self, list_sessions: Callable[[], list[SessionRecord]]) -> None:
+        self._list_sessions = list_sessions
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "siesta_sessions", "Session records by status", labels=["status"]
+        )
+        try:
+            counts = Counter(record.status.value for record in self._list_sessions())
+        except SiestaError:
+            counts = Counter()
+        for status, count in sorted(counts.items()):
+            family.add_metric([status], count)
+        yield family

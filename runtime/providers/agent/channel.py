@@ -1,0 +1,392 @@
+"""One persistent channel to a sandbox's agent, and the requests that share it.
+
+The provider opens the transport (a Docker attach stream, a Kubernetes attach);
+this module speaks the agent's protocol over it. A reader thread takes every
+frame off the stream as soon as it arrives and hands it to the request it
+belongs to, so an idle channel never holds up the engine, and frames of requests
+this instance did not send (another instance attached to the same sandbox) are
+dropped. Requests are serialised by the conversation's lease; ``cancel`` may
+come from another thread at any time.
+
+Every byte from the agent is untrusted (a sandbox's root can replace the agent's
+program for its next start). Whatever arrives, the service's memory stays
+bounded: the reader holds at most one frame, a request's unread frames at most
+``agent_inbox.INBOX_BYTES`` (then the reader waits: backpressure), dropped
+frames nothing.
+A frame that breaks the protocol closes this channel only, counted in
+``siesta_agent_protocol_errors_total``: the request in flight fails with
+``ChannelClosed`` and the next one opens a new channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import queue
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
+from runtime.core import metrics
+from runtime.providers.agent.inbox import Inbox
+from runtime.providers.agent.protocol import (
+    AGENT_FRAMES,
+    HEADER,
+    Exit,
+    Frame,
+    FrameReader,
+    FrameType,
+    ProtocolError,
+    SpawnFlag,
+    check_from_agent,
+    encode,
+    parse_error,
+    parse_exit,
+    spawn_payload,
+)
+
+log = logging.getLogger(__name__)
+
+STDIN_CHUNK = 256 * 1024
+NO_FLAGS = SpawnFlag(0)
+OutputSink = Callable[[int, bytes], None]
+"""(stream: 1 stdout, 2 stderr, chunk)."""
+STRAY_BUDGET = 64 * 1024 * 1024
+"""Bytes of frames for ids nobody here waits for, allowed per request while that
+request is in flight; each frame counts at least ``STRAY_FRAME_MIN``.
+
+Such frames are dropped, never kept, so memory is not what this bounds: it stops
+an agent that floods us with them from holding a call hostage (and a reader
+thread busy). It applies only while a request of this channel is in flight:
+when idle, frames of another instance's requests are the normal case (Docker
+attach sends the agent's stdout to every attached client) and are dropped without
+limit. While we hold a request, the conversation's lease says no other instance
+is working in the sandbox, so the legitimate strays are small: the last frames
+of requests our SPAWN killed (KILL_RUNNING) or of our own earlier requests given
+up on, at most a few megabytes in transit. A rate limit would instead cut an idle
+channel off from a busy neighbour, and count that as an error."""
+STRAY_FRAME_MIN = 512
+LOGGED_BYTES = 200
+"""How much of a line the agent wrote on its stderr goes to the log."""
+
+
+class ChannelClosed(Exception):
+    """The stream to the agent ended (the sandbox stopped, the engine went away)."""
+
+
+class SpawnFailed(Exception):
+    """The agent could not start the process (``errno``: e.g. EAGAIN at the pids limit)."""
+
+    def __init__(self, errno: int, message: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+
+class Transport(Protocol):
+    """Bytes to the agent's stdin; bytes from its stdout, demultiplexed."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def receive(self) -> Iterator[tuple[int, bytes]]:
+        """(stream, chunk) until the stream ends; stream 1 is stdout, 2 stderr."""
+
+    def close(self) -> None: ...
+
+
+class DockerStreamFrames:
+    """Docker's multiplexed stream (Tty off): 8-byte headers (stream, size), then data.
+
+    Data is passed on as it arrives, so nothing but a header is ever held here,
+    whatever size a header claims."""
+
+    def __init__(self) -> None:
+        self._header = bytearray()
+        self._stream = 0
+        self._left = 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """The (stream, chunk) pieces in ``data``: parts of frames, in order."""
+        pieces = []
+        view = memoryview(data)
+        while view:
+            if self._left == 0:
+                take = 8 - len(self._header)
+                self._header += view[:take]
+                view = view[take:]
+                if len(self._header) == 8:
+                    self._stream = self._header[0]
+                    self._left = int.from_bytes(self._header[4:8], "big")
+                    self._header.clear()
+                continue
+            piece = view[: self._left]
+            view = view[len(piece) :]
+            self._left -= len(piece)
+            pieces.append((self._stream, bytes(piece)))
+        return pieces
+
+
+class DockerAttachTransport:
+    """A hijacked ``/containers/{id}/attach`` socket (Tty off: 8-byte stream headers)."""
+
+    def __init__(self, sock: socket.socket, keep: object = None) -> None:
+        self._sock = sock
+        self._keep = keep  # the SDK's wrapper: collected, it would close the socket
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def receive(self) -> Iterator[tuple[int, bytes]]:
+        frames = DockerStreamFrames()
+        while True:
+            try:
+                data = self._sock.recv(256 * 1024)
+            except OSError:
+                return
+            if not data:
+                return
+            yield from frames.feed(data)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+class AgentChannel:
+    def __init__(self, transport: Transport, name: str) -> None:
+        self.name = name
+        self._transport = transport
+        self._send_lock = threading.Lock()
+        self._waiters: dict[int, Inbox] = {}
+        self._waiters_lock = threading.Lock()
+        self._stray_bytes = 0
+        self._closed = threading.Event()
+        self._failure: str | None = None
+        self.last_used = time.monotonic()
+        self._reader = threading.Thread(target=self._read, name=f"agent-{name}", daemon=True)
+        self._reader.start()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._transport.close()
+        with self._waiters_lock:
+            inboxes = list(self._waiters.values())
+        for inbox in inboxes:
+            inbox.wake()
+
+    def broken(self, error: ProtocolError) -> ChannelClosed:
+        """Closes the channel because the agent broke the protocol, counts it by
+        ``error.reason``, and returns the error for the caller to raise."""
+        if not self.closed:
+            self._failure = str(error)
+            metrics.AGENT_PROTOCOL_ERRORS.labels(error.reason).inc()
+            log.warning("agent %s broke the protocol (%s): %s", self.name, error.reason, error)
+            self.close()
+        return ChannelClosed(f"the agent of {self.name} broke the protocol: {error}")
+
+    def ping(self, timeout: float) -> None:
+        """Raises ``ChannelClosed`` when no PONG comes back in time."""
+        with self._request() as (request_id, frames):
+            self._send(encode(FrameType.PING, request_id))
+            frame = self._next(frames, time.monotonic() + timeout)
+            if frame.type is not FrameType.PONG:
+                msg = f"it answered a ping with {frame.type.name}"
+                raise self.broken(ProtocolError(msg, "unexpected"))
+
+    def spawn(
+        self,
+        argv: list[str],
+        *,
+        timeout_ms: int = 0,
+        grace_ms: int = 0,
+        cap_bytes: int = 0,
+        flags: SpawnFlag = NO_FLAGS,
+        stdin: Iterable[bytes] | None = None,
+        on_output: OutputSink | None = None,
+        wait_seconds: float | None = None,
+        request_id: int | None = None,
+    ) -> Exit:
+        """Start ``argv`` in the sandbox and wait for it to end.
+
+        ``stdin`` is streamed to it (then closed); output frames go to
+        ``on_output``. ``wait_seconds`` bounds the wait on this side too (the
+        agent enforces ``timeout_ms`` itself): past it, the request is cancelled.
+        ``request_id``: the run's id (``collect`` finds it by it); default: a new one.
+        """
+        if stdin is not None:
+            flags |= SpawnFlag.STDIN
+        payload = spawn_payload(
+            argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
+        )
+        deadline = time.monotonic() + wait_seconds if wait_seconds else None
+        with self._request(request_id) as (chosen, frames):
+            self._send(encode(FrameType.SPAWN, chosen, payload))
+            if stdin is not None:
+                self._feed(chosen, stdin)
+            return self._outcome(frames, deadline, on_output, _OutputBudget(cap_bytes, flags))
+
+    def collect(
+        self,
+        request_id: int,
+        *,
+        on_output: OutputSink | None = None,
+        wait_seconds: float | None = None,
+    ) -> Exit | None:
+        """How the run ``request_id`` ended (waiting for it while it still runs: its
+        output from here on goes to ``on_output``); ``None`` when the agent knows no
+        such run (it never started, or its final frame is no longer kept)."""
+        deadline = time.monotonic() + wait_seconds if wait_seconds else None
+        with self._request(request_id) as (chosen, frames):
+            self._send(encode(FrameType.RESULT, chosen))
+            try:
+                # The run's cap is its SPAWN's, unknown here: its output is not bounded
+                # by the channel (``on_output`` keeps what it keeps).
+                return self._outcome(frames, deadline, on_output, _OutputBudget(0, NO_FLAGS))
+            except SpawnFailed as failed:
+                if failed.errno == errno.ENOENT:
+                    return None
+                raise
+
+    def _outcome(
+        self,
+        frames: Inbox,
+        deadline: float | None,
+        on_output: OutputSink | None,
+        output: _OutputBudget,
+    ) -> Exit:
+        while True:
+            frame = self._next(frames, deadline)
+            if frame.type is FrameType.OUT:
+                if not output.take(frame.payload[0], len(frame.payload) - 1):
+                    raise self.broken(ProtocolError(output.exceeded(), "output_over_limit"))
+                if on_output is not None:
+                    on_output(frame.payload[0], frame.payload[1:])
+            elif frame.type is FrameType.EXIT:
+                return parse_exit(frame.payload)
+            elif frame.type is FrameType.ERROR:
+                raise SpawnFailed(*parse_error(frame.payload))
+            else:
+                msg = f"it answered a request with {frame.type.name}"
+                raise self.broken(ProtocolError(msg, "unexpected"))
+
+    def cancel(self, request_id: int = 0) -> None:
+        """Kill the process group of a request (0: of every running request)."""
+        with contextlib.suppress(ChannelClosed):
+            self._send(encode(FrameType.CANCEL, request_id))
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _request(self, request_id: int | None = None) -> Iterator[tuple[int, Inbox]]:
+        if self.closed:
+            msg = f"the channel to {self.name} is closed"
+            raise ChannelClosed(msg)
+        request_id = request_id or secrets.randbits(63) or 1
+        frames = Inbox(self._closed)
+        with self._waiters_lock:
+            if request_id in self._waiters:
+                msg = f"request {request_id:x} is already waited for on this channel"
+                raise SpawnFailed(errno.EEXIST, msg)
+            self._waiters[request_id] = frames
+            self._stray_bytes = 0
+        if self.closed:  # the reader may have ended before it could see this request
+            frames.put(None)
+        self.last_used = time.monotonic()
+        try:
+            yield request_id, frames
+        finally:
+            with self._waiters_lock:
+                del self._waiters[request_id]
+            frames.abandon()
+            self.last_used = time.monotonic()
+
+    def _next(self, frames: Inbox, deadline: float | None) -> Frame:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            frame = frames.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if frame is None:
+            msg = f"the channel to {self.name} closed during the request"
+            if self._failure is not None:
+                msg = f"the agent of {self.name} broke the protocol: {self._failure}"
+            raise ChannelClosed(msg)
+        return frame
+
+    def _feed(self, request_id: int, chunks: Iterable[bytes]) -> None:
+        for chunk in chunks:
+            for start in range(0, len(chunk), STDIN_CHUNK):
+                self._send(encode(FrameType.STDIN, request_id, chunk[start : start + STDIN_CHUNK]))
+        self._send(encode(FrameType.STDIN_EOF, request_id))
+
+    def _send(self, data: bytes) -> None:
+        try:
+            with self._send_lock:
+                self._transport.send(data)
+        except OSError as exc:
+            self.close()
+            msg = f"the channel to {self.name} failed: {exc}"
+            raise ChannelClosed(msg) from exc
+
+    def _read(self) -> None:
+        reader = FrameReader(AGENT_FRAMES)
+        try:
+            for stream, chunk in self._transport.receive():
+                if stream != 1:
+                    line = chunk[:LOGGED_BYTES].decode(errors="replace").rstrip()
+                    log.debug("agent %s: %s", self.name, line)
+                    continue
+                for frame in reader.feed(chunk):
+                    self._deliver(frame)
+            if reader.buffered and not self.closed:
+                msg = f"its stream ended inside a frame ({reader.buffered} bytes of it)"
+                raise ProtocolError(msg, "truncated")
+        except ProtocolError as exc:
+            self.broken(exc)
+        finally:
+            # Closed at once: an attach nobody reads would stall the agent's stdout
+            # for every client (the engine writes to them in turn).
+            self.close()
+            with self._waiters_lock:
+                inboxes = list(self._waiters.values())
+            for inbox in inboxes:
+                inbox.put(None)
+
+    def _deliver(self, frame: Frame) -> None:
+        flooded = False
+        with self._waiters_lock:
+            inbox = self._waiters.get(frame.id)
+            if inbox is None and self._waiters:  # see STRAY_BUDGET
+                self._stray_bytes += max(HEADER.size + len(frame.payload), STRAY_FRAME_MIN)
+                flooded = self._stray_bytes > STRAY_BUDGET
+        if flooded:
+            msg = f"more than {STRAY_BUDGET} bytes of frames for requests nobody waits for"
+            raise ProtocolError(msg, "stray_flood")
+        if inbox is None:  # another client's request, or one that ended
+            return
+        check_from_agent(frame)
+        inbox.put(frame)
+
+
+class _OutputBudget:
+    """The OUT bytes a SPAWN allows per stream: with a cap, ``cap`` with STREAM and
+    none without it; without a cap, any (the caller's sink bounds what it keeps)."""
+
+    def __init__(self, cap_bytes: int, flags: SpawnFlag) -> None:
+        self._limit = None if not cap_bytes else cap_bytes if SpawnFlag.STREAM in flags else 0
+        self._sent = {1: 0, 2: 0}
+
+    def take(self, stream: int, size: int) -> bool:
+        self._sent[stream] += size
+        return self._limit is None or self._sent[stream] <= self._limit
+
+    def exceeded(self) -> str:
+        return f"it sent {max(self._sent.values())} bytes of output, at most {self._limit} allowed"

@@ -1,0 +1,84 @@
+"""The open agent channels of one service instance: one per sandbox, kept open.
+
+A channel is opened on a sandbox's first operation in this instance (by the
+provider's opener: a Docker attach, a Kubernetes attach), reused by every later
+one, and dropped when the sandbox stops or goes away. An opener returns ``None``
+for a sandbox without an agent (made before the agent existed): the provider
+then falls back to its engine's exec.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from runtime.core.errors import SandboxUnavailable
+from runtime.providers.agent.channel import AgentChannel, ChannelClosed, Transport
+
+PING_SECONDS = 10.0
+"""How long a new channel may take to answer its first ping (a busy sandbox)."""
+
+ChannelOpener = Callable[[str], "AgentChannel | None"]
+
+
+def pinged_channel(transport: Transport, name: str) -> AgentChannel:
+    """A channel over ``transport`` whose agent has answered a ping."""
+    channel = AgentChannel(transport, name)
+    try:
+        channel.ping(PING_SECONDS)
+    except (ChannelClosed, TimeoutError) as exc:
+        channel.close()
+        msg = f"the sandbox's agent did not answer within {PING_SECONDS:g} seconds; try again"
+        raise SandboxUnavailable(msg) from exc
+    return channel
+
+
+class AgentChannels:
+    def __init__(self, opener: ChannelOpener) -> None:
+        self._opener = opener
+        self._channels: dict[str, AgentChannel] = {}
+        self._without_agent: set[str] = set()
+        self._lock = threading.Lock()
+
+    def get(self, sandbox_id: str) -> AgentChannel | None:
+        """The sandbox's open channel, opened now if needed; ``None`` for a sandbox
+        without an agent."""
+        with self._lock:
+            channel = self._channels.get(sandbox_id)
+            if channel is not None and not channel.closed:
+                return channel
+            if sandbox_id in self._without_agent:
+                return None
+        channel = self._opener(sandbox_id)
+        with self._lock:
+            if channel is None:
+                self._without_agent.add(sandbox_id)
+                return None
+            stale = self._channels.get(sandbox_id)
+            self._channels[sandbox_id] = channel
+        if stale is not None:
+            stale.close()
+        return channel
+
+    def existing(self, sandbox_id: str) -> AgentChannel | None:
+        """The open channel if there is one; never opens one (for cancelling)."""
+        with self._lock:
+            channel = self._channels.get(sandbox_id)
+        return channel if channel is not None and not channel.closed else None
+
+    def has_agent(self, sandbox_id: str) -> bool:
+        with self._lock:
+            return sandbox_id not in self._without_agent
+
+    def drop(self, sandbox_id: str) -> None:
+        with self._lock:
+            channel = self._channels.pop(sandbox_id, None)
+            self._without_agent.discard(sandbox_id)
+        if channel is not None:
+            channel.close()
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
