@@ -25,6 +25,7 @@ setup:
 lint:
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: setup  ## every benchmark beside its baseline; writes bench/results.md
 	$(VENV)/bin/python -m bench.suite

@@ -30,10 +30,11 @@ from api.routes import (
 )
 from api.tracing import TraceContext
 from runtime.core import metrics
-from runtime.core.config import Settings, SqliteStoreSettings
 from runtime.services import Services
 from runtime.sessions.pool import refill_forever
 from runtime.sessions.reconcile import reconcile_forever
+from runtime.settings import Settings
+from runtime.store.settings import SqliteStoreSettings
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.idempotency import RETRY_STATE
 from runtime.core import logs
 from runtime.core.auth import Caller
-from runtime.core.config import Scope
 from runtime.core.context import CallContext
 from runtime.core.errors import ForbiddenScope, MissingContext, Unauthorized
 from runtime.core.network_rules import HEADER_PATTERN
+from runtime.core.settings import Scope
 from runtime.services import Services
 
 

@@ -51,7 +51,6 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import STATUS_BY_CODE, status_for
-from runtime.core.config import IdempotencySettings
 from runtime.core.context import RetryKey
 from runtime.core.errors import (
     IdempotencyKeyReused,
@@ -62,6 +61,7 @@ from runtime.core.errors import (
     SiestaError,
 )
 from runtime.core.records import IdempotencyClaim, KeptResponse, conversation_key
+from runtime.core.settings import IdempotencySettings
 from runtime.store.base import IdempotencyStore
 
 HEADER = b"idempotency-key"

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import redis
 
-from runtime.core.config import CapacitySettings, LeaseSettings, Settings
 from runtime.core.context import CallContext
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.settings import CapacitySettings, LeaseSettings
+from runtime.settings import Settings
 from runtime.store.base import Stores
 from runtime.store.redis import open_redis
 from tests.redis_server import RedisServer

@@ -424,10 +424,12 @@ def _engine_kb() -> float:
 def resume(bench: Bench, client: docker.DockerClient, n: int) -> list[Figure]:
     """In this process (the service's runtime without HTTP): suspend a session the
     way the idle tiers do, then time the operation that resumes it."""
-    from runtime.core.config import PoolSettings, SandboxSettings, Settings
     from runtime.core.context import CallContext
+    from runtime.providers.settings import SandboxSettings
     from runtime.services import Services
     from runtime.sessions.lifecycle import Lifecycle
+    from runtime.sessions.settings import PoolSettings
+    from runtime.settings import Settings
 
     with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
         services = Services.build(

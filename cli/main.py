@@ -17,9 +17,10 @@ from pydantic import SecretStr, ValidationError
 
 from runtime.core import logs
 from runtime.core.auth import MIN_TOKEN_CHARS, token_digest
-from runtime.core.config import DockerProviderSettings, Settings, describe_invalid_settings
 from runtime.core.errors import ConfigurationError, SiestaError
 from runtime.images.catalog import ImageCatalog
+from runtime.providers.settings import DockerProviderSettings
+from runtime.settings import Settings, describe_invalid_settings
 
 if TYPE_CHECKING:
     from runtime.services import Services
@@ -174,9 +175,9 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
     import signal
 
-    from runtime.core.config import SqliteStoreSettings
     from runtime.egress.server import json_lines, serve
-    from runtime.egress.service import proxy_config
+    from runtime.egress.service import proxy_config, store_url
+    from runtime.store.settings import SqliteStoreSettings
 
     egress = settings.egress
     if egress.key is None:
@@ -191,10 +192,11 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
             settings.sqlite_path,
         )
     config = proxy_config(
-        settings,
+        egress,
         egress.key.get_secret_value().encode(),
         host=args.host,
         port=args.port or egress.proxy_port,
+        store_url=store_url(settings.store, settings.sqlite_path),
     )
 
     async def run() -> None:

@@ -11,13 +11,18 @@ import httpx
 
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
-from runtime.core.config import DockerProviderSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import SessionBusy
 from runtime.core.records import SessionRecord, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
-from runtime.egress.service import Egress, build_egress, revoke_credentials
+from runtime.egress.service import (
+    Egress,
+    EgressSetup,
+    build_egress,
+    revoke_credentials,
+    store_url,
+)
 from runtime.files.content import ContentReader
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
 from runtime.images.catalog import ImageCatalog
@@ -25,6 +30,7 @@ from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
+from runtime.providers.settings import DockerProviderSettings
 from runtime.sandbox.operations import Sandbox
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
@@ -33,6 +39,7 @@ from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.reconcile import Reconciler
+from runtime.settings import Settings
 from runtime.store import open_stores
 from runtime.store.base import Stores
 from runtime.tools.adapters.connections import connection_adapter
@@ -126,10 +133,19 @@ class Services:
         (tests may pass their own). ``serving=False`` (one-shot commands) starts no
         egress proxy."""
         catalog = ImageCatalog.load(settings.images.catalog_path)
-        stores = open_stores(settings)
-        deployment_id = resolve_deployment_id(settings, stores.deployment)
-        egress = build_egress(settings, stores.deployment, deployment_id, start_proxy=serving)
-        provider = build_provider(settings, deployment_id, network=egress.network)
+        stores = open_stores(settings.store, settings.sqlite_path)
+        deployment_id = resolve_deployment_id(settings.deployment_id, stores.deployment)
+        egress = build_egress(
+            egress_setup(settings), stores.deployment, deployment_id, start_proxy=serving
+        )
+        provider = build_provider(
+            settings.provider,
+            settings.sandbox,
+            deployment_id=deployment_id,
+            data_dir=settings.data_dir,
+            resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
+            network=egress.network,
+        )
         sessions, leases, lifecycle, pool = assemble_sessions(stores, provider, catalog, settings)
         files = ConversationFiles(
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
@@ -158,7 +174,7 @@ class Services:
             Upstreams(settings.tools.http_timeout_seconds, transport),
             egress,
         )
-        services.tokens = TokenRegistry.from_settings(settings)
+        services.tokens = TokenRegistry.from_settings(settings.tokens, settings.api_token)
         services.pool = pool
         services.reconciler = Reconciler(
             stores.sessions,
@@ -170,7 +186,7 @@ class Services:
             settings.reconcile,
             services.teardown_conversation,
             pool=pool,
-            executions=ExecutionsSweep(stores.executions, settings.tools),
+            sweeps=[ExecutionsSweep(stores.executions, settings.tools)],
         )
         gateway = build_gateway(settings.agents, services.upstreams.client("agents"))
         services.js = JsExecutor(
@@ -261,3 +277,13 @@ class Services:
         self.egress.close()
         if self.stop_tracing is not None:
             self.stop_tracing()
+
+
+def egress_setup(settings: Settings) -> EgressSetup:
+    """What egress needs of the whole settings."""
+    return EgressSetup(
+        settings.egress,
+        settings.provider,
+        settings.sandbox.extra_labels,
+        store_url(settings.store, settings.sqlite_path),
+    )

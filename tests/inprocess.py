@@ -19,7 +19,7 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from runtime.core.config import Settings
+from runtime.settings import Settings
 from tests.helpers import PUBLISH_WITHOUT_APPROVAL, TOKEN
 
 

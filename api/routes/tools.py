@@ -26,7 +26,7 @@ from runtime.core.errors import (
 from runtime.core.records import ExecutionFilter, ExecutionStatus
 from runtime.tools.call import CallEvents
 from runtime.tools.models import AgentConfig, Policy, Role, SystemToolId, UserInfo
-from runtime.tools.system_tools import system_tools
+from runtime.tools.system_tools import Deployment, system_tools
 
 router = APIRouter(
     prefix="/v1/tools",
@@ -145,6 +145,7 @@ class SystemToolsPublic(BaseModel):
 def list_system_tools(services: ServicesDep) -> SystemToolsPublic:
     """The System Tools this deployment offers, for the agent-configuration form:
     each with its availability here and, when unavailable, why."""
+    settings = services.settings
     return SystemToolsPublic(
         systemTools=[
             SystemToolPublic(
@@ -156,7 +157,10 @@ def list_system_tools(services: ServicesDep) -> SystemToolsPublic:
                 requires=entry.tool.requires,
                 assignableBy=list(entry.tool.assignable_by),
             )
-            for entry in system_tools(services.settings, services.catalog)
+            for entry in system_tools(
+                Deployment(settings.sandbox, settings.agents, settings.tools),
+                services.catalog,
+            )
         ]
     )
 

@@ -12,7 +12,7 @@ from runtime.agents.base import (
     call_parallel,
     check_allowed,
 )
-from runtime.core.config import AgentSettings, HttpGatewaySettings, OpenAIGatewaySettings
+from runtime.agents.settings import AgentSettings, HttpGatewaySettings, OpenAIGatewaySettings
 
 __all__ = [
     "AgentCallFailed",

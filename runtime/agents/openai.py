@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from runtime.agents.base import AgentCallFailed, post, read_json
-from runtime.core.config import SubAgent
+from runtime.agents.settings import SubAgent
 from runtime.core.context import CallContext
 
 

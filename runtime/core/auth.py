@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime.core.config import LEGACY_TOKEN_NAME, SCOPES, Scope, Settings
+from pydantic import SecretStr
+
+from runtime.core.settings import LEGACY_TOKEN_NAME, SCOPES, Scope, TokenSettings
 
 MIN_TOKEN_CHARS = 16
 """Shorter tokens are refused by ``tokens hash`` (and ``SIESTA_API_TOKEN``'s setting)."""
@@ -39,12 +42,13 @@ class TokenRegistry:
         self._entries = [(bytes.fromhex(digest), caller) for digest, caller in entries]
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TokenRegistry:
-        entries = [
-            (token.sha256, Caller(token.name, frozenset(token.scopes))) for token in settings.tokens
-        ]
-        if settings.api_token is not None:
-            digest = token_digest(settings.api_token.get_secret_value())
+    def from_settings(
+        cls, tokens: Sequence[TokenSettings], api_token: SecretStr | None
+    ) -> TokenRegistry:
+        """``SIESTA_TOKENS`` and ``SIESTA_API_TOKEN``."""
+        entries = [(token.sha256, Caller(token.name, frozenset(token.scopes))) for token in tokens]
+        if api_token is not None:
+            digest = token_digest(api_token.get_secret_value())
             entries.append((digest, Caller(LEGACY_TOKEN_NAME, frozenset(SCOPES))))
         return cls(entries)
 

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 
 from runtime.core import tracing
-from runtime.core.config import TracingSettings
 from runtime.core.errors import ConfigurationError
+from runtime.core.settings import TracingSettings
 
 Shutdown = Callable[[], None]
 

@@ -14,10 +14,11 @@ import logging
 import secrets
 import socket
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.core.config import DockerProviderSettings, EgressSettings, RedisStoreSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import ConfigurationError
 from runtime.core.metrics import record_egress_event
@@ -25,7 +26,10 @@ from runtime.core.network_rules import Allowlist
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import ProxyConfig
+from runtime.egress.settings import EgressSettings
+from runtime.providers.settings import DockerProviderSettings, ProviderSettings
 from runtime.store.base import DeploymentStore, RevocationStore
+from runtime.store.settings import RedisStoreSettings, StoreSettings
 
 log = logging.getLogger(__name__)
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -66,26 +70,25 @@ class DockerEgress(ProxiedEgress):
     (not for one-shot commands: ``start_proxy=False``)."""
 
     def __init__(
-        self, settings: Settings, key: bytes, deployment_id: str, *, start_proxy: bool
+        self, setup: EgressSetup, key: bytes, deployment_id: str, *, start_proxy: bool
     ) -> None:
         import docker
 
         from runtime.egress.supervisor import ProxyProcess
         from runtime.providers.docker.network import HostFirewall, SandboxNetwork
 
-        egress = settings.egress
-        provider = settings.provider
+        egress, provider = setup.egress, setup.provider
         assert isinstance(provider, DockerProviderSettings)
         client = docker.DockerClient(base_url=provider.base_url) if provider.base_url else None
         self._client = client or docker.from_env()
-        sandbox_network = SandboxNetwork(
-            self._client.api, deployment_id, settings.sandbox.extra_labels
-        )
+        sandbox_network = SandboxNetwork(self._client.api, deployment_id, setup.extra_labels)
         gateway = sandbox_network.ensure()
         self._proxy: ProxyProcess | None = None
         if start_proxy:
             HostFirewall(deployment_id).allow_only(egress.proxy_port)
-            config = proxy_config(settings, key, host=gateway, port=egress.proxy_port)
+            config = proxy_config(
+                egress, key, host=gateway, port=egress.proxy_port, store_url=setup.store_url
+            )
             self._proxy = ProxyProcess(config, record_egress_event)
             self._proxy.start()
         self.network = sandbox_network.name
@@ -98,8 +101,9 @@ class DockerEgress(ProxiedEgress):
         self._client.close()
 
 
-def proxy_config(settings: Settings, key: bytes, *, host: str, port: int) -> ProxyConfig:
-    egress = settings.egress
+def proxy_config(
+    egress: EgressSettings, key: bytes, *, host: str, port: int, store_url: str
+) -> ProxyConfig:
     return ProxyConfig(
         key=key,
         allow=Allowlist.parse(egress.allow),
@@ -111,17 +115,17 @@ def proxy_config(settings: Settings, key: bytes, *, host: str, port: int) -> Pro
         idle_timeout_seconds=egress.idle_timeout_seconds,
         max_connections=egress.max_connections,
         max_connections_per_conversation=egress.max_connections_per_conversation,
-        store_url=store_url(settings),
+        store_url=store_url,
         revocation_retention_seconds=egress.revocation_retention_seconds,
         revocation_poll_seconds=egress.revocation_poll_seconds,
     )
 
 
-def store_url(settings: Settings) -> str:
+def store_url(store: StoreSettings, sqlite_path: Path) -> str:
     """Where the proxy reads revocations: the service's own store."""
-    if isinstance(settings.store, RedisStoreSettings):
-        return settings.store.url
-    return f"sqlite://{settings.sqlite_path.resolve()}"
+    if isinstance(store, RedisStoreSettings):
+        return store.url
+    return f"sqlite://{sqlite_path.resolve()}"
 
 
 def revoke_credentials(
@@ -139,20 +143,32 @@ def egress_key(settings: EgressSettings, store: DeploymentStore) -> bytes:
     return bytes.fromhex(store.claim_egress_key(secrets.token_hex(32)))
 
 
+@dataclass(frozen=True)
+class EgressSetup:
+    """What egress needs to know of the deployment's other settings."""
+
+    egress: EgressSettings
+    provider: ProviderSettings
+    extra_labels: dict[str, str]
+    """The sandboxes' labels (``SIESTA_SANDBOX__EXTRA_LABELS``), for the sandbox network."""
+    store_url: str
+    """Where the proxy reads revoked credentials (``store_url``)."""
+
+
 def build_egress(
-    settings: Settings, store: DeploymentStore, deployment_id: str, *, start_proxy: bool = True
+    setup: EgressSetup, store: DeploymentStore, deployment_id: str, *, start_proxy: bool = True
 ) -> Egress:
     """What the settings ask for; ``start_proxy=False`` for one-shot commands, which
     need the sandbox network's name but carry no traffic."""
-    egress = settings.egress
+    egress = setup.egress
     if not egress.enabled:
         return Egress()
     key = egress_key(egress, store)
     allow = Allowlist.parse(egress.allow)
     if egress.proxy_url:
         return ProxiedEgress(allow, key, _resolved_address(egress.proxy_url))
-    if isinstance(settings.provider, DockerProviderSettings):
-        return DockerEgress(settings, key, deployment_id, start_proxy=start_proxy)
+    if isinstance(setup.provider, DockerProviderSettings):
+        return DockerEgress(setup, key, deployment_id, start_proxy=start_proxy)
     msg = (
         "an egress allowlist needs a proxy: with this provider, run `siesta-runtime "
         "egress-proxy` apart and set SIESTA_EGRESS__PROXY_URL"

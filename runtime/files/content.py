@@ -16,11 +16,11 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
-from runtime.core.config import ContentSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidArguments
 from runtime.core.records import FileRecord
 from runtime.files.conversation import ConversationFiles
+from runtime.files.settings import ContentSettings
 from runtime.functions.content import (
     ContentSource,
     ContentStatsResult,

@@ -18,7 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from runtime.core.config import FileSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     FileNotEditable,
@@ -28,6 +27,7 @@ from runtime.core.errors import (
     TransferTooLarge,
 )
 from runtime.core.records import FileKind, FileRecord, StagingCount
+from runtime.files.settings import FileSettings
 from runtime.functions.constraints import MAX_FILE_NAME_CHARS, is_file_name
 from runtime.store.base import FileStore
 

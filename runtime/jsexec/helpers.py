@@ -13,7 +13,7 @@ from typing import Any
 from python_calamine import CalamineWorkbook
 
 from runtime.agents import AgentCallFailed, AgentGateway, Deadline, call_parallel, check_allowed
-from runtime.core.config import AgentSettings, JsSettings
+from runtime.agents.settings import AgentSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.core.records import FileKind, FileRecord
@@ -21,6 +21,7 @@ from runtime.files.conversation import ConversationFiles
 from runtime.functions.files import FilePublic
 from runtime.jsexec import excel
 from runtime.jsexec.pool import HelperError
+from runtime.jsexec.settings import JsSettings
 
 
 class HelperHost:

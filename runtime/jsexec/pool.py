@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.core.config import JsSettings
 from runtime.core.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
 from runtime.jsexec.protocol import ProtocolError, receive, send
+from runtime.jsexec.settings import JsSettings
 from runtime.jsexec.zygote import Template
 
 log = logging.getLogger(__name__)

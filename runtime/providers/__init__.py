@@ -2,35 +2,47 @@
 
 from __future__ import annotations
 
-from runtime.core.config import FakeProviderSettings, KubernetesProviderSettings, Settings
+from pathlib import Path
+
 from runtime.providers.base import SandboxProvider
+from runtime.providers.settings import (
+    FakeProviderSettings,
+    KubernetesProviderSettings,
+    ProviderSettings,
+    SandboxSettings,
+)
 
 
 def build_provider(
-    settings: Settings, deployment_id: str, network: str | None = None
+    provider: ProviderSettings,
+    sandbox: SandboxSettings,
+    *,
+    deployment_id: str,
+    data_dir: Path,
+    resume_timeout_seconds: float,
+    network: str | None = None,
 ) -> SandboxProvider:
     """The configured provider; what it creates is labelled with ``deployment_id``.
     ``network``: the Docker network sandboxes join (the egress network)."""
-    provider = settings.provider
     if isinstance(provider, FakeProviderSettings):
         from runtime.providers.fake import FakeProvider
 
-        return FakeProvider(settings.data_dir / "fake-sandboxes")
+        return FakeProvider(data_dir / "fake-sandboxes")
     if isinstance(provider, KubernetesProviderSettings):
         from runtime.providers.kubernetes.provider import KubernetesProvider
 
         return KubernetesProvider(
-            settings.sandbox,
+            sandbox,
             provider,
             deployment_id=deployment_id,
-            resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
+            resume_timeout_seconds=resume_timeout_seconds,
         )
     from runtime.providers.docker.disks import LoopDisks
     from runtime.providers.docker.provider import DockerProvider
 
-    disks = LoopDisks(settings.sandbox.disk_dir / deployment_id)
+    disks = LoopDisks(sandbox.disk_dir / deployment_id)
     return DockerProvider(
-        settings.sandbox,
+        sandbox,
         deployment_id=deployment_id,
         base_url=provider.base_url,
         network=network,

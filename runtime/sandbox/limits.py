@@ -6,9 +6,9 @@ cannot tell a memory limit from a bug; the result says which limit it was.
 
 from __future__ import annotations
 
-from runtime.core.config import SandboxSettings
 from runtime.functions.sandbox import LimitReached
 from runtime.providers.base import ExecResult
+from runtime.providers.settings import SandboxSettings
 
 MIB = 1024 * 1024
 FULL_BELOW_BYTES = 1 * MIB

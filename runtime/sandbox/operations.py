@@ -16,7 +16,6 @@ from typing import Any
 
 from runtime.core import tracing
 from runtime.core.cancellation import Cancellation
-from runtime.core.config import CommandSettings, FileSettings, SandboxSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     Cancelled,
@@ -34,6 +33,7 @@ from runtime.core.output import CapturedStream
 from runtime.core.records import FileKind, FileRecord
 from runtime.egress.service import Egress
 from runtime.files.conversation import BlobWriter, ConversationFiles, content_type_for
+from runtime.files.settings import FileSettings
 from runtime.functions.constraints import is_non_blank_text
 from runtime.functions.files import FilePublic
 from runtime.functions.sandbox import (
@@ -49,8 +49,10 @@ from runtime.functions.sandbox import (
     WriteFileResult,
 )
 from runtime.providers.base import ExecRequest, ExecResult, OutputListener, SandboxProvider
+from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.limits import limits_reached
 from runtime.sandbox.paths import STAGING_FOLDER, absolute_path, unique_names, workspace_path
+from runtime.sandbox.settings import CommandSettings
 from runtime.sessions.manager import ActiveSession, SessionManager
 from runtime.store.base import IdempotencyStore
 

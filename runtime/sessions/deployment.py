@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import uuid
 
-from runtime.core.config import Settings
 from runtime.store.base import DeploymentStore
 
 
-def resolve_deployment_id(settings: Settings, store: DeploymentStore) -> str:
-    """The configured id, else the one kept in the store (made on first use)."""
-    if settings.deployment_id:
-        return settings.deployment_id
+def resolve_deployment_id(configured: str | None, store: DeploymentStore) -> str:
+    """The configured id (``SIESTA_DEPLOYMENT_ID``), else the one kept in the store
+    (made on first use)."""
+    if configured:
+        return configured
     return store.claim_deployment_id(uuid.uuid4().hex[:12])

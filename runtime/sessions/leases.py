@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from runtime.core import tracing
 from runtime.core.clock import SYSTEM_CLOCK, Clock
-from runtime.core.config import LeaseSettings
 from runtime.core.errors import SessionBusy, StateUnavailable
+from runtime.sessions.settings import LeaseSettings
 from runtime.store.base import LeaseStore
 
 

@@ -13,11 +13,11 @@ import contextlib
 import logging
 from dataclasses import replace
 
-from runtime.core.config import CapacitySettings
 from runtime.core.errors import SiestaError
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.providers.base import SandboxProvider
 from runtime.sessions.leases import Lease
+from runtime.sessions.settings import CapacitySettings
 from runtime.store.base import CapacityStore, SessionStore
 
 log = logging.getLogger(__name__)

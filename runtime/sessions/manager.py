@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from runtime.core import metrics, tracing
-from runtime.core.config import LifecycleSettings, SandboxSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     LeaseExpired,
@@ -44,9 +43,11 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
+from runtime.providers.settings import SandboxSettings
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.pool import WarmPool
+from runtime.sessions.settings import LifecycleSettings
 from runtime.store.base import SessionStore
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,6 @@ from collections.abc import Callable
 from anyio import to_thread
 
 from runtime.core import metrics
-from runtime.core.config import CapacitySettings, PoolSettings
 from runtime.core.errors import SiestaError
 from runtime.core.records import PoolMember
 from runtime.images.catalog import CatalogImage, ImageCatalog
@@ -39,6 +38,7 @@ from runtime.providers.base import (
     SandboxState,
 )
 from runtime.sessions.capacity import POOL_SLOT_PREFIX
+from runtime.sessions.settings import CapacitySettings, PoolSettings
 from runtime.store.base import CapacityStore, PoolStore
 
 log = logging.getLogger(__name__)

@@ -26,12 +26,11 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.core import metrics
-from runtime.core.config import LifecycleSettings, ReconcileSettings
 from runtime.core.errors import (
     ProviderUnavailable,
     SandboxUnavailable,
@@ -48,10 +47,23 @@ from runtime.providers.base import (
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.pool import WarmPool
+from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
 from runtime.store.base import DeletionStore, SessionStore
-from runtime.tools.executions import ExecutionsSweep
 
 log = logging.getLogger(__name__)
+
+
+class Sweep(Protocol):
+    """Housekeeping of another layer that each pass runs as well (the executions log's:
+    approvals past their deadline, entries past the retention)."""
+
+    name: str
+    """What it sweeps, as a failure names it."""
+
+    def run(self) -> dict[str, list[str]]:
+        """What it did: action name → the ids (or counts) it did it to."""
+        ...
+
 
 PASS_LEASE_KEY = "reconciler/pass"
 
@@ -94,7 +106,7 @@ class Reconciler:
         delete_conversation: Callable[[str, Lease], None],
         clock: Callable[[], float] = time.time,
         pool: WarmPool | None = None,
-        executions: ExecutionsSweep | None = None,
+        sweeps: Sequence[Sweep] = (),
     ) -> None:
         self._sessions = sessions
         self._deletions = deletions
@@ -106,7 +118,7 @@ class Reconciler:
         self._delete_conversation = delete_conversation
         self._clock = clock
         self._pool = pool
-        self._executions = executions
+        self._sweeps = list(sweeps)
 
     def run(self, *, dry_run: bool = False) -> Report:
         """One pass. Unreachable store or provider raise; everything else is reported."""
@@ -119,8 +131,9 @@ class Reconciler:
         return report
 
     def _pass(self, report: Report) -> None:
-        if self._executions is not None and not report.dry_run:
-            self._guarded("executions log", report, functools.partial(self._sweep, report))
+        if not report.dry_run:
+            for sweep in self._sweeps:
+                self._guarded(sweep.name, report, functools.partial(self._sweep, sweep, report))
         sandboxes = self._provider.list_sandboxes()
         workspaces = self._provider.list_workspaces()
         records = self._sessions.list_sessions()
@@ -166,13 +179,10 @@ class Reconciler:
         if cleared:
             report.act("expired_leases_cleared", str(cleared))
 
-    def _sweep(self, report: Report) -> None:
-        assert self._executions is not None
-        result = self._executions.run()
-        for execution_id in result.expired:
-            report.act("approvals_expired", execution_id)
-        if result.removed:
-            report.act("executions_removed", str(result.removed))
+    def _sweep(self, sweep: Sweep, report: Report) -> None:
+        for action, subjects in sweep.run().items():
+            for subject in subjects:
+                report.act(action, subject)
 
     def _remove_orphan(self, name: str, labels: dict[str, str], report: Report) -> None:
         key = conversation_key(labels.get(ORG_LABEL, "?"), labels.get(CONVERSATION_LABEL, "?"))

@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.config import ToolSettings
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT
@@ -39,6 +38,7 @@ from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 from runtime.images.catalog import ImageCatalog
 from runtime.tools.models import AgentConfig, Connection, Policy, UserInfo
 from runtime.tools.policy import effective_policy
+from runtime.tools.settings import ToolSettings
 
 PRIVILEGED_ROLES = ("Owner", "Admin")
 

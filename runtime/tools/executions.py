@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.core.config import ToolSettings
 from runtime.store.base import ExecutionStore
+from runtime.tools.settings import ToolSettings
 
 DAY_SECONDS = 24 * 3600
 
@@ -57,7 +57,10 @@ class SweepResult:
 
 class ExecutionsSweep:
     """Expires approvals past their deadline (they also expire lazily, when read or
-    decided) and removes entries past the retention; run by each reconciliation pass."""
+    decided) and removes entries past the retention; run by each reconciliation pass
+    (a ``runtime.sessions.reconcile.Sweep``)."""
+
+    name = "executions log"
 
     def __init__(
         self, log: ExecutionStore, settings: ToolSettings, clock: Callable[[], float] = time.time
@@ -66,7 +69,12 @@ class ExecutionsSweep:
         self._settings = settings
         self._clock = clock
 
-    def run(self) -> SweepResult:
+    def run(self) -> dict[str, list[str]]:
+        result = self.sweep()
+        removed = [str(result.removed)] if result.removed else []
+        return {"approvals_expired": result.expired, "executions_removed": removed}
+
+    def sweep(self) -> SweepResult:
         now = self._clock()
         expired = [execution.id for execution in self._log.expire_pending(now)]
         cutoff = now - self._settings.executions_retention_days * DAY_SECONDS

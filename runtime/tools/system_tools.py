@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime.core.config import Settings
+from runtime.agents.settings import AgentSettings
 from runtime.images.catalog import ImageCatalog
+from runtime.providers.settings import SandboxSettings
 from runtime.tools.models import Role, SystemToolId
+from runtime.tools.settings import ToolSettings
 
 ALL_ROLES: tuple[Role, ...] = ("Owner", "Admin", "User")
 PRIVILEGED: tuple[Role, ...] = ("Owner", "Admin")
@@ -107,7 +109,16 @@ SYSTEM_TOOLS = (
 )
 
 
-def _sandbox(settings: Settings, images: ImageCatalog) -> str | None:
+@dataclass(frozen=True)
+class Deployment:
+    """The settings that decide which System Tools this deployment can run."""
+
+    sandbox: SandboxSettings
+    agents: AgentSettings
+    tools: ToolSettings
+
+
+def _sandbox(settings: Deployment, images: ImageCatalog) -> str | None:
     if not settings.sandbox.enabled:
         return "Sandbox is not enabled in this deployment (SIESTA_SANDBOX__ENABLED)"
     if not images.enabled():
@@ -121,7 +132,7 @@ def _needs(*pairs: tuple[object, str]) -> str | None:
     return f"not configured: {', '.join(missing)}" if missing else None
 
 
-UNAVAILABLE_BECAUSE: dict[str, Callable[[Settings, ImageCatalog], str | None]] = {
+UNAVAILABLE_BECAUSE: dict[str, Callable[[Deployment, ImageCatalog], str | None]] = {
     "task_management": lambda s, _: _needs(
         (s.tools.platform_base_url, "SIESTA_TOOLS__PLATFORM_BASE_URL")
     ),
@@ -150,7 +161,7 @@ UNAVAILABLE_BECAUSE: dict[str, Callable[[Settings, ImageCatalog], str | None]] =
 """Per tool, the deployment-level reason it cannot run (tools not listed always can)."""
 
 
-def system_tools(settings: Settings, images: ImageCatalog) -> list[SystemToolAvailability]:
+def system_tools(settings: Deployment, images: ImageCatalog) -> list[SystemToolAvailability]:
     """Every System Tool, in the reference's order, with this deployment's availability."""
     result = []
     for tool in SYSTEM_TOOLS:

@@ -20,10 +20,10 @@ import httpx2
 import pytest
 import redis
 
-from runtime.core.config import RedisStoreSettings
 from runtime.core.records import ExecutionStatus
 from runtime.providers.base import CONVERSATION_LABEL
 from runtime.services import Services
+from runtime.store.settings import RedisStoreSettings
 from tests.helpers import (
     APPROVER_TOKEN,
     headers,

@@ -18,9 +18,9 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.core.config import SandboxSettings
 from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
+from runtime.providers.settings import SandboxSettings
 from tests.helpers import (
     TEST_RUN_ID,
     TEST_RUN_LABEL,

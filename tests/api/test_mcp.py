@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from openpyxl import load_workbook
 
-from runtime.core.config import LEGACY_TOKEN_NAME
+from runtime.core.settings import LEGACY_TOKEN_NAME
 from runtime.functions.base import tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.sandbox import SANDBOX

@@ -19,10 +19,10 @@ import docker
 import docker.errors
 import pytest
 
-from runtime.core.config import SandboxSettings
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
+from runtime.providers.settings import SandboxSettings
 from runtime.store.sqlite import open_sqlite
 from tests.helpers import (
     REPO,

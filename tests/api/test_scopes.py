@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import SCOPES
+from runtime.core.settings import SCOPES
 from tests.helpers import TOKEN, tokens_setting
 from tests.inprocess import InProcessService, app_routes, in_process_service
 

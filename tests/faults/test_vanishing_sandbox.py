@@ -19,15 +19,17 @@ import docker.errors
 import pytest
 
 from runtime.core import metrics
-from runtime.core.config import LifecycleSettings, ReconcileSettings, SandboxSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import SandboxUnavailable
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.base import ExecRequest, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
+from runtime.providers.settings import SandboxSettings
 from runtime.services import assemble_sessions
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.reconcile import Reconciler
+from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
+from runtime.settings import Settings
 from runtime.store.sqlite import open_sqlite
 from tests.helpers import REPO, TEST_DEPLOYMENT, TEST_RUN_ID, TEST_RUN_LABEL
 

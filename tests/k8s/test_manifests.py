@@ -15,9 +15,11 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from runtime.core.config import KubernetesProviderSettings, RedisStoreSettings, Settings
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.kubernetes.provider import COMPONENT_LABELS, RBAC_RULES
+from runtime.providers.settings import KubernetesProviderSettings
+from runtime.settings import Settings
+from runtime.store.settings import RedisStoreSettings
 from tests.helpers import REPO
 
 K8S = REPO / "k8s"

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import KubernetesProviderSettings, SandboxSettings
 from runtime.core.errors import (
     CapacityUnavailable,
     ImageUnavailable,
@@ -26,6 +25,7 @@ from runtime.core.errors import (
 )
 from runtime.providers.base import ExecRequest, SandboxSpec, SandboxState
 from runtime.providers.kubernetes.provider import RBAC_RULES, KubernetesProvider
+from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
 from tests.helpers import (
     TEST_DEPLOYMENT,
     TEST_RUN_ID,

@@ -12,16 +12,17 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import FileSettings, ToolSettings
 from runtime.core.errors import SiestaError
 from runtime.core.upstreams import Upstreams
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.files.settings import FileSettings
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.web import web_fetch_adapter
+from runtime.tools.settings import ToolSettings
 from tests.fake_apis import PNG, FakeApis
 from tests.helpers import tool_call
 

@@ -11,7 +11,7 @@ import pytest
 from runtime.agents import AgentCallFailed, Deadline, NoAgentGateway, call_parallel, check_allowed
 from runtime.agents.http import HttpAgentGateway
 from runtime.agents.openai import OpenAIAgentGateway
-from runtime.core.config import SubAgent
+from runtime.agents.settings import SubAgent
 from runtime.core.context import CallContext
 from runtime.core.errors import SubAgentNotAllowed
 from tests.agent_server import AgentServer

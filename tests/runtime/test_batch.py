@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from runtime.agents.http import HttpAgentGateway
-from runtime.core.config import AgentSettings, ToolSettings
+from runtime.agents.settings import AgentSettings
 from runtime.core.errors import SubAgentNotAllowed
 from runtime.tools.adapters.system import batch_adapter
+from runtime.tools.settings import ToolSettings
 from tests.agent_server import AgentServer
 from tests.helpers import tool_call
 

@@ -8,16 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from runtime.core.config import (
-    FakeProviderSettings,
-    HttpGatewaySettings,
-    NoGatewaySettings,
-    OpenAIGatewaySettings,
-    RedisStoreSettings,
-    Settings,
-    SqliteStoreSettings,
-    describe_invalid_settings,
-)
+from runtime.agents.settings import HttpGatewaySettings, NoGatewaySettings, OpenAIGatewaySettings
+from runtime.providers.settings import FakeProviderSettings
+from runtime.settings import Settings, describe_invalid_settings
+from runtime.store.settings import RedisStoreSettings, SqliteStoreSettings
 
 
 @pytest.fixture(autouse=True)
@@ -146,7 +140,6 @@ def test_proxy_credentials_outlive_the_longest_command(monkeypatch: pytest.Monke
 def test_the_egress_proxy_reads_the_services_own_store(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str
 ) -> None:
-    from runtime.egress.service import proxy_config
+    from runtime.services import egress_setup
 
-    config = proxy_config(settings_from(monkeypatch, **env), b"k" * 32, host="h", port=1)
-    assert config.store_url == url
+    assert egress_setup(settings_from(monkeypatch, **env)).store_url == url

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import ContentSettings, FileSettings, ToolSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidArguments, MissingInput, SiestaError
 from runtime.files.content import ContentReader
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.files.settings import ContentSettings, FileSettings
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.catalog import build_catalog
 from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tools.settings import ToolSettings
 from tests.helpers import tool_call
 
 CTX = CallContext("org", "user", "conv")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import FileSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, MissingInput, NotFound, TransferTooLarge
 from runtime.files.conversation import ConversationFiles, LocalBlobStore, content_type_for
+from runtime.files.settings import FileSettings
 from runtime.store.sqlite import open_sqlite
 
 CTX = CallContext("org", "user", "conv")

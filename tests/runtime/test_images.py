@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import ImageSettings
 from runtime.core.errors import CatalogInvalid, ImageNotInCatalog, ImageRequired
 from runtime.images.catalog import ImageCatalog
+from runtime.images.settings import ImageSettings
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import JsSettings
 from runtime.core.errors import JS_MEMORY_LIMIT, JS_TIMEOUT
 from runtime.jsexec.pool import ScriptOutcome, WorkerPool
+from runtime.jsexec.settings import JsSettings
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import LifecycleSettings, ReconcileSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.records import SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
@@ -22,6 +21,8 @@ from runtime.sessions.leases import Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import ActiveSession, ResetReason, SessionManager
 from runtime.sessions.reconcile import Reconciler
+from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
+from runtime.settings import Settings
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import LeaseSettings
 from runtime.core.errors import SessionBusy, StateUnavailable
 from runtime.sessions.leases import Leases
+from runtime.sessions.settings import LeaseSettings
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.store.sqlite.leases import SqliteLeases

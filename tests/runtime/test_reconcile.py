@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import LifecycleSettings, ReconcileSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import ResumeTimeout
 from runtime.core.metrics import REGISTRY
@@ -21,6 +20,8 @@ from runtime.services import assemble_sessions
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.reconcile import Reconciler, Report, reconcile_forever
+from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
+from runtime.settings import Settings
 from runtime.store.sqlite import open_sqlite
 
 TIERS = LifecycleSettings(

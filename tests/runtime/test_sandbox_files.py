@@ -11,17 +11,19 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import FileSettings, SandboxSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidArguments, TransferTooLarge
 from runtime.core.records import FileKind
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.files.settings import FileSettings
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
+from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.operations import Sandbox
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
 from runtime.sessions.manager import SessionManager
+from runtime.settings import Settings
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.system import sandbox_adapters

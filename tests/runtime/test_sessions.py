@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import CapacitySettings, LeaseSettings, SandboxSettings, Settings
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     CapacityUnavailable,
@@ -23,9 +22,12 @@ from runtime.core.records import SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxProvider, SandboxSpec, SandboxState
 from runtime.providers.fake import FakeProvider
+from runtime.providers.settings import SandboxSettings
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
 from runtime.sessions.manager import SessionManager
+from runtime.sessions.settings import CapacitySettings, LeaseSettings
+from runtime.settings import Settings
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.providers.test_contract import kubernetes_provider

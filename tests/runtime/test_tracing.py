@@ -22,14 +22,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import ValidationError
 
 from runtime.core import tracing
-from runtime.core.config import Settings, TracingSettings
 from runtime.core.context import CallContext
 from runtime.core.errors import ConfigurationError, SessionBusy
 from runtime.core.logs import JsonFormatter
+from runtime.core.settings import TracingSettings
 from runtime.core.tracing_export import start_tracing
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
 from runtime.services import assemble_sessions
+from runtime.settings import Settings
 from runtime.store.sqlite import open_sqlite
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

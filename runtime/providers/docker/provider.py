@@ -27,7 +27,6 @@ import docker
 import docker.errors
 from docker.types import LogConfig
 
-from runtime.core.config import SandboxSettings
 from runtime.core.errors import (
     ConfigurationError,
     ImageUnavailable,
@@ -54,6 +53,7 @@ from runtime.providers.docker.engine_exec import EngineExec
 from runtime.providers.docker.errors import docker_errors, explain
 from runtime.providers.docker.events import EngineEvents
 from runtime.providers.docker.layers import WritableLayers
+from runtime.providers.settings import SandboxSettings
 
 # If the agent (PID 1) ever dies, the container starts again with its disk: the
 # conversation keeps its files; its processes are gone, as after a reboot. The engine

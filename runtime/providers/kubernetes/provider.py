@@ -36,7 +36,6 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from websocket import ABNF, WebSocketException
 
-from runtime.core.config import KubernetesProviderSettings, SandboxSettings
 from runtime.core.errors import (
     ConfigurationError,
     ProviderUnavailable,
@@ -68,6 +67,7 @@ from runtime.providers.kubernetes.errors import (
     provisioning_errors,
     startup_failure,
 )
+from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
 
 log = logging.getLogger(__name__)
 

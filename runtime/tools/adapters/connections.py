@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime.core.config import ToolSettings
 from runtime.core.errors import FunctionNotAvailable, ToolNotConfigured
 from runtime.core.upstreams import Upstreams
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
+from runtime.tools.settings import ToolSettings
 
 
 def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable[[str], Adapter]:

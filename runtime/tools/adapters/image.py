@@ -7,7 +7,6 @@ import binascii
 import secrets
 from typing import Any
 
-from runtime.core.config import ToolSettings
 from runtime.core.errors import ProviderFailed, ToolNotConfigured
 from runtime.core.records import FileKind
 from runtime.core.upstreams import Upstreams
@@ -17,6 +16,7 @@ from runtime.functions.base import parse_arguments as parse
 from runtime.functions.files import FilePublic
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
+from runtime.tools.settings import ToolSettings
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

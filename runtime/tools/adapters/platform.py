@@ -20,7 +20,6 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from runtime.core.config import ToolSettings
 from runtime.core.errors import InvalidArguments, ProviderFailed, ToolNotConfigured
 from runtime.core.upstreams import Upstreams
 from runtime.functions.base import parse_arguments as parse
@@ -35,6 +34,7 @@ from runtime.functions.platform import (
 )
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
+from runtime.tools.settings import ToolSettings
 
 UPDATES = frozenset(
     {"Platform_UpdateSkill", "Platform_UpdateMemoryCollection", "Platform_UpdateMemoryPage"}

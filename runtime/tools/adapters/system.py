@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from runtime.agents import AgentGateway, Deadline, call_parallel, check_allowed
-from runtime.core.config import AgentSettings, ToolSettings
+from runtime.agents.settings import AgentSettings
 from runtime.core.errors import InvalidArguments
 from runtime.functions.assistant import RUN_FUNCTION_BATCH, BatchArgs, BatchItem, BatchResult
 from runtime.functions.base import parse_arguments
@@ -28,6 +28,7 @@ from runtime.functions.sandbox import (
 from runtime.jsexec.executor import JsExecutor
 from runtime.sandbox.operations import Sandbox
 from runtime.tools.call import Adapter, FailedWithResult, ToolCall
+from runtime.tools.settings import ToolSettings
 
 
 def sandbox_adapters(sandbox: Sandbox) -> dict[str, Adapter]:

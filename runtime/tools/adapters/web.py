@@ -16,13 +16,13 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 from selectolax.lexbor import LexborHTMLParser
 
-from runtime.core.config import ToolSettings
 from runtime.core.errors import FetchFailed, UrlNotAllowed
 from runtime.core.upstreams import Upstreams
 from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
 from runtime.functions.base import parse_arguments as parse
 from runtime.functions.web import WebFetchArgs
 from runtime.tools.call import Adapter, ToolCall
+from runtime.tools.settings import ToolSettings
 
 REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
 TEXT_TAGS = "p,h1,h2,h3,h4,h5,h6,li"

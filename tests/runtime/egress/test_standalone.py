@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.config import Settings
 from runtime.core.context import CallContext
 from runtime.egress.credentials import verify
 from runtime.egress.service import ProxiedEgress, build_egress, revoke_credentials
+from runtime.services import egress_setup
+from runtime.settings import Settings
 from runtime.store import open_stores
 from tests.helpers import REPO, free_port, wait_until
 
@@ -63,8 +64,8 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
             if name.startswith("SIESTA_"):
                 monkeypatch.setenv(name, value)
         settings = Settings()
-        stores = open_stores(settings)
-        egress = build_egress(settings, stores.deployment, "dep")
+        stores = open_stores(settings.store, settings.sqlite_path)
+        egress = build_egress(egress_setup(settings), stores.deployment, "dep")
         assert isinstance(egress, ProxiedEgress) and egress.network is None
         environment = egress.environment(CallContext("org-k", "user", "conv-k"))
         url = environment["HTTPS_PROXY"]

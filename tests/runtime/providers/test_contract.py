@@ -14,7 +14,6 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.core.config import KubernetesProviderSettings, SandboxSettings
 from runtime.core.errors import SandboxUnavailable
 from runtime.providers.base import (
     ExecRequest,
@@ -26,6 +25,7 @@ from runtime.providers.base import (
 from runtime.providers.docker.provider import DockerProvider
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
+from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
 from tests.helpers import TEST_DEPLOYMENT, TEST_DISKS, TEST_RUN_ID, TEST_RUN_LABEL
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 

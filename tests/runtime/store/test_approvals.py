@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from runtime.core.config import ToolSettings
 from runtime.core.errors import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
@@ -21,6 +20,7 @@ from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import DAY_SECONDS, ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
 from runtime.tools.models import AgentConfig, UserInfo
+from runtime.tools.settings import ToolSettings
 from tests.manual_clock import ManualClock
 
 AGENT = AgentConfig.model_validate({"id": "agent"})
@@ -146,15 +146,15 @@ def test_the_sweep_expires_approvals_and_removes_entries_past_retention(tools: A
     sweep = ExecutionsSweep(tools.log, ToolSettings(executions_retention_days=30), tools.clock.time)
     old_call, old_approval = tools.ask(function="look"), tools.ask()
     tools.clock.advance(TTL)
-    first = sweep.run()
+    first = sweep.sweep()
     assert first.expired == [old_approval] and first.removed == 0
     expired = tools.log.get("o", old_approval)
     assert expired is not None and expired.status is ExecutionStatus.EXPIRED
     tools.clock.advance(29 * DAY_SECONDS)
     recent = tools.ask(function="look")
-    assert sweep.run().removed == 0
+    assert sweep.sweep().removed == 0
     tools.clock.advance(DAY_SECONDS)
-    second = sweep.run()
+    second = sweep.sweep()
     assert second.removed == 2 and second.expired == []
     assert tools.log.get("o", old_call) is None and tools.log.get("o", old_approval) is None
     assert [e.id for e in tools.log.find("o", ExecutionFilter())] == [recent]

@@ -1,0 +1,113 @@
+"""Settings every layer may read: tokens, HTTP, tracing, idempotency keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+# A valid Kubernetes label value, so the same id can label pods.
+DEPLOYMENT_ID_PATTERN = r"^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$"
+
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+
+
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+
+
+TOKEN_NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$"
+
+
+SHA256_HEX_PATTERN = r"^[0-9a-f]{64}$"
+
+
+LEGACY_TOKEN_NAME = "api-token"
+"""The name ``SIESTA_API_TOKEN`` goes by (in logs and approvals)."""
+
+
+Scope = Literal["sandbox", "tools", "approve", "admin"]
+"""What a token may do: ``sandbox`` the conversation routes (sandbox, files, js,
+delete), ``tools`` the tool catalog, execute and executions log, ``approve``
+deciding approvals, ``admin`` the operators' routes (``/v1/admin/...``)."""
+
+
+SCOPES: tuple[Scope, ...] = ("sandbox", "tools", "approve", "admin")
+
+
+class IdempotencySettings(BaseModel):
+    """Safe retries: what the ``Idempotency-Key`` header keeps, and for how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ttl_seconds: float = Field(24 * 3600.0, gt=0)
+    """How long a key's answer is kept; a retry after it runs the request again."""
+    wait_seconds: float = Field(30.0, ge=0)
+    """How long a retry waits for the key's first request to finish before
+    ``session_busy``."""
+    hold_seconds: float = Field(30.0, gt=0)
+    """A running request renews its claim on the key; when its instance dies the claim
+    lapses after this long and a retry takes it over: a command is then collected
+    from its sandbox, never started again (see "Safe retries" in the README)."""
+    max_response_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    """Largest answer kept; a larger one is not (``Idempotency-Kept: false``), and a
+    retry with its key gets ``idempotency_result_not_kept`` instead of a second run."""
+
+
+class TokenSettings(BaseModel):
+    """One caller's bearer token, kept as the SHA-256 digest of the token
+    (``siesta-runtime tokens hash``), never the token itself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=TOKEN_NAME_PATTERN)
+    """Who the caller is, in logs and in approvals (``backend``, ``approver-ui``)."""
+    sha256: Annotated[str, BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v)] = (
+        Field(pattern=SHA256_HEX_PATTERN)
+    )
+    """Hex SHA-256 of the token's UTF-8 bytes."""
+    scopes: list[Scope] = Field(min_length=1)
+
+
+class HttpSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    """Address ``serve`` listens on (``--host`` overrides it); the service image uses 0.0.0.0."""
+    port: int = Field(8080, ge=1, le=65535)
+    """Port ``serve`` listens on (``--port`` overrides it)."""
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    """Largest JSON request body accepted (uploads have their own limit)."""
+    worker_threads: int = Field(64, ge=4)
+    """Sandbox calls that can run at once in one process (each holds a thread)."""
+    sse_keepalive_seconds: float = Field(15.0, gt=0)
+    """A streamed answer that has sent nothing for this long sends an SSE comment
+    (``: keepalive``), so that proxies with an idle timeout (nginx: 60 s) keep it open
+    while a command is silent."""
+
+
+class TracingSettings(BaseModel):
+    """Where spans go. The W3C trace context a caller sends is passed on to upstream
+    APIs and the agent gateway whatever is chosen here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exporter: Literal["none", "otlp", "console"] = "none"
+    """``none``: nothing is recorded; ``otlp``: OTLP over HTTP (needs the ``otlp``
+    extra: ``pip install 'siesta-runtime[otlp]'``); ``console``: JSON on stdout."""
+    otlp_endpoint: str | None = None
+    """The collector's traces URL (``http://collector:4318/v1/traces``); default:
+    the exporter's own (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or localhost)."""
+    service_name: str = "siesta-runtime"
+    """``service.name`` of every span."""
+    sample_ratio: float = Field(1.0, ge=0.0, le=1.0)
+    """Share of new traces recorded; a caller's sampling decision is always followed."""
+
+
+def without(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    """``data`` without the keys ``names`` (a tagged union's other variants' fields)."""
+    return {k: v for k, v in data.items() if k not in names}

@@ -1,0 +1,42 @@
+"""Settings of the JavaScript executor."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JsSettings(BaseModel):
+    """The JavaScript executor's pool and limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool_size: int = Field(2, ge=1)
+    """Pre-started worker processes waiting for a script."""
+    worker_start: Literal["fork", "exec"] = "fork"
+    """``fork``: workers are forks of a template process that has V8 loaded (a few ms
+    each); ``exec``: each worker starts its own interpreter (slower; no template)."""
+    timeout_seconds: float = Field(30.0, gt=0)
+    """Wall-clock limit of one script, helper calls included."""
+    memory_limit_mb: int = Field(512, ge=64)
+    """Resident memory one worker may reach before it is killed."""
+    max_result_bytes: int = Field(256 * 1024, ge=16)
+    """The result string is cut at this many bytes (and says so)."""
+    max_log_entries: int = Field(1000, ge=1)
+    """``log`` calls kept; later ones are counted, not kept."""
+    max_log_entry_bytes: int = Field(8 * 1024, ge=16)
+    """One log or status message is cut at this many bytes."""
+    max_log_total_bytes: int = Field(256 * 1024, ge=16)
+    """All log messages of one script together."""
+    max_status_entries: int = Field(200, ge=1)
+    """``logStatus`` calls kept (and streamed); later ones are counted, not kept."""
+    max_status_total_bytes: int = Field(64 * 1024, ge=16)
+    """All status messages of one script together."""
+    max_code_bytes: int = Field(256 * 1024, ge=16)
+    """Longest script accepted."""
+    acquire_timeout_seconds: float = Field(30.0, gt=0)
+    """How long a script waits for a free worker."""
+    worker_start_timeout_seconds: float = Field(30.0, gt=0)
+    max_excel_rows: int = Field(200_000, ge=1)
+    """Most rows a spreadsheet helper reads or writes in one call."""

@@ -1,0 +1,23 @@
+"""Settings of commands run in a sandbox."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CommandSettings(BaseModel):
+    """Limits of ``runCommand``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_timeout_seconds: int = Field(60, ge=1)
+    """Wall-clock timeout when the caller gives none."""
+    max_timeout_seconds: int = Field(600, ge=1)
+    """Upper bound of a caller's ``timeoutSeconds`` (larger values are capped)."""
+    max_output_bytes: int = Field(64 * 1024, ge=1024, le=500 * 1024)
+    """Bytes kept per stream (stdout, stderr); the rest is dropped from the middle. At
+    most 500 KiB: the sandbox agent returns both streams in one frame of at most 1 MiB."""
+    max_command_bytes: int = Field(64 * 1024, ge=16)
+    """Longest accepted command text, in UTF-8 bytes."""
+    kill_grace_seconds: int = Field(2, ge=1)
+    """After the timeout's SIGTERM, how long before SIGKILL."""

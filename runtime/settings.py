@@ -1,0 +1,144 @@
+"""Settings, read from ``SIESTA_*`` environment variables (nested with ``__``):
+each area's settings live beside what they configure and are assembled here.
+
+Built once in the app lifespan or the CLI, never at import time. Every limit
+the service enforces is a field, so operators can see and change it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runtime.agents.settings import AgentSettings
+from runtime.core.settings import (
+    DEPLOYMENT_ID_PATTERN,
+    LEGACY_TOKEN_NAME,
+    HttpSettings,
+    IdempotencySettings,
+    TokenSettings,
+    TracingSettings,
+)
+from runtime.egress.settings import EgressSettings
+from runtime.files.settings import FileSettings
+from runtime.images.settings import ImageSettings
+from runtime.jsexec.settings import JsSettings
+from runtime.providers.settings import DockerProviderSettings, ProviderSettings, SandboxSettings
+from runtime.sandbox.settings import CommandSettings
+from runtime.sessions.settings import (
+    CapacitySettings,
+    LeaseSettings,
+    LifecycleSettings,
+    PoolSettings,
+    ReconcileSettings,
+)
+from runtime.store.settings import SqliteStoreSettings, StoreSettings, _store_from_url
+from runtime.tools.settings import ToolSettings
+
+
+class Settings(BaseSettings):
+    """Everything configurable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SIESTA_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    api_token: SecretStr | None = Field(None, min_length=16)
+    """Bearer token the agent backend presents (service-to-service), with every scope;
+    named ``api-token``. ``serve`` refuses to start without it or ``tokens``; other
+    commands do not need either."""
+    tokens: list[TokenSettings] = Field(default_factory=list)
+    """Scoped tokens, as JSON: ``[{"name", "sha256", "scopes"}, ...]``."""
+    data_dir: Path = Path(".siesta")
+    """Embedded state (SQLite) and files."""
+    deployment_id: str | None = Field(None, pattern=DEPLOYMENT_ID_PATTERN)
+    """Labels everything this deployment creates; reconciliation and clean-up touch
+    only what carries it. Default: a random id made once and kept in the store, so
+    instances sharing a store are one deployment and two deployments sharing one
+    engine never reconcile each other's sandboxes."""
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
+    command: CommandSettings = Field(default_factory=CommandSettings)
+    files: FileSettings = Field(default_factory=FileSettings)
+    store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
+        default_factory=SqliteStoreSettings
+    )
+    lease: LeaseSettings = Field(default_factory=LeaseSettings)
+    idempotency: IdempotencySettings = Field(default_factory=IdempotencySettings)
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+    js: JsSettings = Field(default_factory=JsSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    provider: ProviderSettings = Field(default_factory=DockerProviderSettings)
+    images: ImageSettings = Field(default_factory=ImageSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    debug: bool = False
+    """Log at debug level."""
+
+    @model_validator(mode="after")
+    def _egress_owns_the_network(self) -> Settings:
+        if self.egress.enabled and self.sandbox.network != "none":
+            msg = (
+                "SIESTA_SANDBOX__NETWORK must stay 'none' with an egress allowlist: "
+                "the service puts sandboxes on its own internal network"
+            )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _credentials_outlive_commands(self) -> Settings:
+        if self.egress.revocation_retention_seconds <= self.command.max_timeout_seconds:
+            msg = (
+                "SIESTA_EGRESS__REVOCATION_RETENTION_SECONDS must be longer than "
+                "SIESTA_COMMAND__MAX_TIMEOUT_SECONDS: a command's proxy credentials "
+                "would expire while it runs"
+            )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _distinct_tokens(self) -> Settings:
+        names = [token.name for token in self.tokens]
+        if self.api_token is not None:
+            names.append(LEGACY_TOKEN_NAME)
+        digests = [token.sha256 for token in self.tokens]
+        for what, values in (("name", names), ("sha256", digests)):
+            repeated = sorted({value for value in values if values.count(value) > 1})
+            if repeated:
+                msg = f"each token needs its own {what}; repeated: {', '.join(repeated)}"
+                raise ValueError(msg)
+        return self
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite store's file (when the store is SQLite)."""
+        store = self.store
+        path = store.path if isinstance(store, SqliteStoreSettings) else None
+        return path or self.data_dir / "siesta.db"
+
+
+_UNION_FIELDS = {"store", "provider", "gateway"}
+
+
+def describe_invalid_settings(error: ValidationError) -> str:
+    """One line per problem, naming the environment variable to set or fix
+    (``SIESTA_AGENTS__GATEWAY__BACKEND_URL: Field required``)."""
+    lines = []
+    for problem in error.errors():
+        parts: list[str] = []
+        for part in problem["loc"]:
+            if parts and parts[-1] in _UNION_FIELDS and part in _UNION_TAGS:
+                continue  # the chosen variant's tag, not a setting of its own
+            parts.append(str(part))
+        name = "SIESTA_" + "__".join(parts).upper() if parts else "SIESTA_*"
+        lines.append(f"{name}: {problem['msg']}")
+    return "\n".join(lines)
+
+
+_UNION_TAGS = {"sqlite", "redis", "docker", "kubernetes", "fake", "none", "http", "openai"}

@@ -1,0 +1,69 @@
+"""The layering contracts (pyproject.toml, ``[tool.importlinter]``) hold, and they bite:
+a deliberate back-import into a copy of the tree breaks exactly the contract it should."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+PACKAGES = ("runtime", "api", "cli")
+
+
+def lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the packages and the contracts, to break on purpose."""
+    for package in PACKAGES:
+        shutil.copytree(
+            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_tree_keeps_every_contract(tree: Path) -> None:
+    result = lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "back_import", "broken"),
+    [
+        ("runtime/core/errors.py", "import api.app", "runtime never imports api"),
+        ("runtime/providers/base.py", "import runtime.store.base", "Providers know nothing"),
+        ("runtime/sessions/manager.py", "import runtime.tools.executor", "layer by layer"),
+        (
+            "runtime/sessions/pool.py",
+            "import runtime.files.conversation",
+            "runtime, layer by layer",
+        ),
+        ("runtime/core/context.py", "import runtime.functions.base", "layer by layer"),
+    ],
+)
+def test_a_back_import_breaks_its_contract(
+    tree: Path, module: str, back_import: str, broken: str
+) -> None:
+    path = tree / module
+    # Inside a function, as a lazy import would dodge a contract: it is seen all the same.
+    path.write_text(path.read_text() + f"\n\ndef _dodge() -> None:\n    {back_import}\n")
+    result = lint(tree)
+    assert result.returncode == 1, result.stdout
+    assert broken in result.stdout.replace("\n", " ")
