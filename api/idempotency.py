@@ -39,22 +39,30 @@ import contextlib
 import hashlib
 import json
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from typing import IO, TypeVar
+from typing import TypeVar
 
 from anyio import CapacityLimiter, to_thread
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import STATUS_BY_CODE, status_for
+from api.errors import status_for
+from api.idempotency_answers import (
+    Capture,
+    keeps,
+    replay,
+    replaying,
+    send_answer,
+    send_error,
+    spool_body,
+    unknown_outcome,
+)
 from runtime.core.context import RetryKey
 from runtime.core.errors import (
     IdempotencyKeyReused,
-    IdempotentResultNotKept,
     InvalidIdempotencyKey,
     OutcomeUnknown,
     SessionBusy,
@@ -65,13 +73,9 @@ from runtime.core.settings import IdempotencySettings
 from runtime.store.base import IdempotencyStore
 
 HEADER = b"idempotency-key"
-REPLAYED = b"idempotent-replayed"
-KEPT = b"idempotency-kept"
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 KEY_MAX_CHARS = 255
 _KEY = re.compile(rb"[\x21-\x7e]{1,%d}" % KEY_MAX_CHARS)
-_SPOOL_IN_MEMORY = 1024 * 1024
-_CHUNK = 64 * 1024
 _STORE_THREADS = 8
 _T = TypeVar("_T")
 RETRY_STATE = "siesta.retry"
@@ -95,11 +99,6 @@ TAKEN_OVER_SAFELY = frozenset(
 _CONVERSATION_PATH = re.compile(r"^/v1/conversations/([^/]+)(/|$)")
 
 
-def keeps(status: int) -> bool:
-    """Whether an answer is final: "try again" answers leave the key free."""
-    return status < 500 and status not in (409, 499)
-
-
 class Idempotency:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -119,9 +118,11 @@ class Idempotency:
             return
         if not _KEY.fullmatch(key):
             msg = f"Idempotency-Key must be 1 to {KEY_MAX_CHARS} visible ASCII characters"
-            await _error(send, InvalidIdempotencyKey(msg, limit=KEY_MAX_CHARS, unit="characters"))
+            await send_error(
+                send, InvalidIdempotencyKey(msg, limit=KEY_MAX_CHARS, unit="characters")
+            )
             return
-        body = await _spool_body(receive)
+        body = await spool_body(receive)
         if body is None:
             return  # the client went away before its body arrived
         spool, size, body_digest = body
@@ -138,7 +139,7 @@ class Idempotency:
             run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
             run.conversation = _conversation(scope, org)
             run.taken_over_safely = (scope["method"], route) in TAKEN_OVER_SAFELY
-            await run(scope, _replaying(spool, size, receive), send, fingerprint)
+            await run(scope, replaying(spool, size, receive), send, fingerprint)
 
     async def in_thread(self, work: Callable[[], _T]) -> _T:
         # Own threads: the sandbox handlers may hold every thread of the default pool.
@@ -182,7 +183,7 @@ class _Run:
                     )
                 )
             except SiestaError as error:
-                await _error(send, error)
+                await send_error(send, error)
                 return
             if isinstance(entry, IdempotencyClaim):
                 if entry.attempt > 1 and not self.taken_over_safely:
@@ -194,21 +195,21 @@ class _Run:
                 return
             if entry.fingerprint != fingerprint:
                 msg = "this Idempotency-Key came with another request (method, path or body)"
-                await _error(send, IdempotencyKeyReused(msg))
+                await send_error(send, IdempotencyKeyReused(msg))
                 return
             if entry.response is not None:
-                await _replay(send, entry.response, self.settings.max_response_bytes)
+                await replay(send, entry.response, self.settings.max_response_bytes)
                 return
             if time.monotonic() >= deadline:
                 limit = self.settings.wait_seconds
                 msg = f"the first request with this Idempotency-Key still runs after {limit} s"
-                await _error(send, SessionBusy(msg, limit=limit, unit="seconds"))
+                await send_error(send, SessionBusy(msg, limit=limit, unit="seconds"))
                 return
             await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
             pause = min(pause * 2, 0.5)
 
     async def _run(self, scope: Scope, receive: Receive, send: Send) -> None:
-        capture = _Capture(self.settings.max_response_bytes)
+        capture = Capture(self.settings.max_response_bytes)
 
         async def capturing_send(message: Message) -> None:
             await send(capture.see(message))
@@ -233,13 +234,13 @@ class _Run:
         )
         error = OutcomeUnknown(msg)
         body = json.dumps({"error": error.to_dict()}).encode()
-        await _send(send, status_for(error), body, [(b"content-type", b"application/json")])
+        await send_answer(send, status_for(error), body, [(b"content-type", b"application/json")])
         await self._settle(KeptResponse(status_for(error), "application/json", body))
 
     async def _settle(self, kept: KeptResponse | None) -> None:
         ttl = self.settings.ttl_seconds
         with contextlib.suppress(SiestaError):  # the answer went out; a lost key only re-runs
-            if kept is not None and (keeps(kept.status) or _unknown_outcome(kept)):
+            if kept is not None and (keeps(kept.status) or unknown_outcome(kept)):
                 await self.middleware.in_thread(
                     lambda: self.store.complete_key(self.key, self.owner, kept, ttl)
                 )
@@ -256,67 +257,6 @@ class _Run:
                 await self.middleware.in_thread(
                     lambda: self.store.renew_key(self.key, self.owner, hold)
                 )
-
-
-class _Capture:
-    """Watches the answer go out and keeps what a retry should get."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.status = 0
-        self.content_type = ""
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.too_large = False
-        self.complete = False
-
-    @property
-    def streamed(self) -> bool:
-        return self.content_type.startswith("text/event-stream")
-
-    def see(self, message: Message) -> Message:
-        if message["type"] == "http.response.start":
-            self.status = int(message["status"])
-            headers = list(message.get("headers", []))
-            found = dict(headers)
-            self.content_type = found.get(b"content-type", b"").decode("latin-1")
-            declared = found.get(b"content-length", b"")
-            if not self.streamed and declared.isdigit() and int(declared) > self.limit:
-                self.too_large = True
-                message = {**message, "headers": [*headers, (KEPT, b"false")]}
-        elif message["type"] == "http.response.body":
-            chunk = message.get("body", b"")
-            self.size += len(chunk)
-            if self.size > self.limit:
-                self.too_large = True
-                self.chunks = []
-            elif not self.too_large:
-                self.chunks.append(chunk)
-            self.complete = not message.get("more_body", False)
-        return message
-
-    def result(self) -> KeptResponse | None:
-        if not self.complete:
-            return None
-        if self.too_large:
-            return KeptResponse(self.status, self.content_type, None)
-        body = b"".join(self.chunks)
-        if not self.streamed:
-            return KeptResponse(self.status, self.content_type, body)
-        return _last_event(body)
-
-
-def _last_event(stream: bytes) -> KeptResponse | None:
-    """A streamed answer's final ``result`` or ``error`` event, as a JSON answer."""
-    for block in reversed(stream.decode("utf-8", errors="replace").split("\n\n")):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
-        kind, data = fields.get("event"), fields.get("data", "")
-        if kind == "result":
-            return KeptResponse(200, "application/json", data.encode())
-        if kind == "error":
-            code = str(json.loads(data).get("error", {}).get("code", ""))
-            return KeptResponse(STATUS_BY_CODE.get(code, 500), "application/json", data.encode())
-    return None
 
 
 def _idempotency_key(scope: Scope) -> bytes | None:
@@ -347,14 +287,6 @@ def _conversation(scope: Scope, org: bytes) -> str | None:
     return conversation_key(org.decode("latin-1"), found.group(1))
 
 
-def _unknown_outcome(kept: KeptResponse) -> bool:
-    if kept.status != 409 or kept.body is None:
-        return False
-    with contextlib.suppress(ValueError, LookupError, TypeError):
-        return bool(json.loads(kept.body)["error"]["code"] == OutcomeUnknown.code)
-    return False
-
-
 def _bearer(authorization: bytes) -> str:
     scheme, _, token = authorization.decode("latin-1").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
@@ -366,64 +298,3 @@ def _digest(*parts: bytes) -> str:
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     return digest.hexdigest()
-
-
-async def _spool_body(receive: Receive) -> tuple[IO[bytes], int, bytes] | None:
-    """The whole request body (in memory, on disk past 1 MiB), its size and SHA-256."""
-    spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_IN_MEMORY)  # noqa: SIM115
-    digest = hashlib.sha256()
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            spool.close()
-            return None
-        chunk = message.get("body", b"")
-        digest.update(chunk)
-        spool.write(chunk)
-        if not message.get("more_body", False):
-            size = spool.tell()
-            spool.seek(0)
-            return spool, size, digest.digest()
-
-
-def _replaying(spool: IO[bytes], size: int, receive: Receive) -> Receive:
-    """The spooled body again, then the client's own messages (its disconnect)."""
-    remaining: int | None = size
-
-    async def replay() -> Message:
-        nonlocal remaining
-        if remaining is None:
-            return await receive()
-        chunk = spool.read(min(_CHUNK, remaining))
-        remaining -= len(chunk)
-        more = remaining > 0 and bool(chunk)
-        if not more:
-            remaining = None
-        return {"type": "http.request", "body": chunk, "more_body": more}
-
-    return replay
-
-
-async def _replay(send: Send, response: KeptResponse, limit: int) -> None:
-    if response.body is None:
-        msg = (
-            "the first request with this Idempotency-Key ran, but its answer was over "
-            f"the {limit} bytes kept; it is not run again"
-        )
-        await _error(send, IdempotentResultNotKept(msg, limit=limit, unit="bytes"))
-        return
-    headers = [(REPLAYED, b"true")]
-    if response.content_type:
-        headers.append((b"content-type", response.content_type.encode("latin-1")))
-    await _send(send, response.status, response.body, headers)
-
-
-async def _error(send: Send, error: SiestaError) -> None:
-    body = json.dumps({"error": error.to_dict()}).encode()
-    await _send(send, status_for(error), body, [(b"content-type", b"application/json")])
-
-
-async def _send(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    length = (b"content-length", str(len(body)).encode())
-    await send({"type": "http.response.start", "status": status, "headers": [*headers, length]})
-    await send({"type": "http.response.body", "body": body})

@@ -52,7 +52,8 @@ from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_ada
 from runtime.tools.adapters.web import web_fetch_adapter
 from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
-from runtime.tools.executor import ApprovalRules, ToolExecutor, admit_approved
+from runtime.tools.executor import ApprovalRules, ToolExecutor
+from runtime.tools.held_calls import admit_approved
 from runtime.tools.models import AgentConfig, UserInfo
 
 

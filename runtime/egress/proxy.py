@@ -44,19 +44,10 @@ from runtime.core.network_rules import (
 )
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, basic_credentials, verify
+from runtime.egress.http import Refused, answer, authority, upstream_head
 from runtime.egress.revocations import Revocations, open_source
 from runtime.store.base import RevocationStore
 
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-}
 COPY_CHUNK = 64 * 1024
 Emit = Callable[[dict[str, Any]], None]
 
@@ -85,17 +76,6 @@ class ProxyConfig:
     """Revocations are kept this long; credentials older than this are refused."""
     revocation_poll_seconds: float = 5.0
     """How often the store is asked for new revocations."""
-
-
-class Refused(Exception):
-    """A request the proxy will not carry: ``status`` and ``reason`` go back to the
-    client and into the refusal event."""
-
-    def __init__(self, status: int, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass
@@ -203,7 +183,7 @@ class EgressProxy:
             # Policy refusals (403, 407) are what operators watch; the rest failed.
             event = "refused" if refused.status in (403, 407) else "failed"
             self._report(event, request, reason=refused.reason, detail=refused.detail)
-            await _answer(writer, refused.status, refused.reason, refused.detail)
+            await answer(writer, refused.status, refused.reason, refused.detail)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
         finally:
@@ -278,7 +258,7 @@ class EgressProxy:
         headers = [line.split(":", 1) for line in lines[1:] if ":" in line]
         auth = next((v for k, v in headers if k.strip().lower() == "proxy-authorization"), "")
         if method.upper() == "CONNECT":
-            host, port = _authority(target, default_port=443)
+            host, port = authority(target, default_port=443)
             request = _Request("CONNECT", host, port, b"")
         else:
             url = urlsplit(target)
@@ -286,7 +266,7 @@ class EgressProxy:
                 msg = "plain requests must be http://host/... (use CONNECT for https)"
                 raise Refused(400, "bad_request", msg)
             host, port = normalise_host(url.hostname), url.port or 80
-            request = _Request(method, host, port, _upstream_head(method, url, headers))
+            request = _Request(method, host, port, upstream_head(method, url, headers))
         pair = basic_credentials(auth) if auth else None
         request.claims = verify(self._config.key, *pair) if pair else None
         return request
@@ -361,63 +341,3 @@ class EgressProxy:
                 **fields,
             }
         )
-
-
-def _authority(target: str, default_port: int) -> tuple[str, int]:
-    host, port = target, default_port
-    if target.startswith("["):
-        host, _, rest = target[1:].partition("]")
-        if rest.startswith(":"):
-            port = _port(rest[1:])
-    elif ":" in target:
-        host, _, port_text = target.rpartition(":")
-        port = _port(port_text)
-    if not host:
-        raise Refused(400, "bad_request", f"no host in {target!r}")
-    return normalise_host(host), port
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise Refused(400, "bad_request", f"bad port {text!r}")
-    return int(text)
-
-
-def _upstream_head(method: str, url: Any, headers: list[list[str]]) -> bytes:
-    """The request as the origin server gets it: origin-form target, the Host the
-    URL names (a different Host header would reach another site on that address),
-    no hop-by-hop or proxy headers, and ``Connection: close``."""
-    path = url.path or "/"
-    if url.query:
-        path += "?" + url.query
-    kept = [
-        f"{name}:{value}"
-        for name, value in headers
-        if name.strip().lower() not in HOP_BY_HOP and name.strip().lower() != "host"
-    ]
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {url.netloc.rpartition('@')[2]}", *kept]
-    return ("\r\n".join([*lines, "Connection: close", "", ""])).encode("latin-1")
-
-
-async def _answer(writer: asyncio.StreamWriter, status: int, reason: str, detail: str) -> None:
-    body = f"siesta egress proxy: {detail}\n".encode()
-    titles = {
-        400: "Bad Request",
-        403: "Forbidden",
-        407: "Proxy Authentication Required",
-        431: "Request Header Fields Too Large",
-        502: "Bad Gateway",
-        503: "Service Unavailable",
-    }
-    head = [
-        f"HTTP/1.1 {status} {titles.get(status, 'Error')}",
-        "Content-Type: text/plain; charset=utf-8",
-        f"Content-Length: {len(body)}",
-        f"X-Siesta-Egress-Refusal: {reason}",
-        "Connection: close",
-    ]
-    if status == 407:
-        head.append('Proxy-Authenticate: Basic realm="siesta-egress"')
-    with contextlib.suppress(ConnectionError, OSError):
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        await writer.drain()

@@ -72,3 +72,32 @@ class FailedWithResult(SiestaError):
         others = {key: value for key, value in result.items() if key != "error"}
         super().__init__(error["message"], code=error["code"], **others)
         self.result = result
+
+
+def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInfo) -> CallContext:
+    """The conversation context of a call made through the catalog."""
+    return CallContext(
+        org,
+        user.id,
+        conversation,
+        agent=agent.id,
+        base_image=agent.base_image,
+        egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
+        sub_agents=tuple(agent.sub_agents),
+    )
+
+
+def direct_agent(ctx: CallContext) -> AgentConfig:
+    """What a direct route knows of the agent: its headers."""
+    return AgentConfig.model_validate(
+        {
+            "id": ctx.agent or DIRECT_AGENT,
+            "baseImage": ctx.base_image,
+            "egressAllow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
+            "subAgents": list(ctx.sub_agents),
+        }
+    )
+
+
+DIRECT_AGENT = "-"
+"""The agent id logged for a direct call that named none (``X-Siesta-Agent``)."""

@@ -13,7 +13,6 @@ under the conversation's lease, which the deletion holds too).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 import uuid
@@ -39,9 +38,16 @@ from runtime.core.errors import (
 from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
 from runtime.functions.base import FunctionSpec
 from runtime.store.base import ExecutionStore
-from runtime.tools.call import Adapter, CallEvents, ToolCall
+from runtime.tools.call import (
+    Adapter,
+    CallEvents,
+    ToolCall,
+    agent_context,
+    direct_agent,
+)
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import redact
+from runtime.tools.held_calls import call_data, call_from_data, cancelled
 from runtime.tools.models import AgentConfig, Policy, UserInfo
 from runtime.tools.policy import effective_policy
 
@@ -201,7 +207,7 @@ class ToolExecutor:
     ) -> ApprovalRequired:
         """Log the call as waiting for a decision; the error that says so."""
         execution.status = ExecutionStatus.PENDING_APPROVAL
-        execution.pending = {**_call_data(call), "arguments": arguments}
+        execution.pending = {**call_data(call), "arguments": arguments}
         execution.expires_at = execution.created_at + self._approvals.ttl_seconds
         self._log.add(execution)
         return ApprovalRequired(
@@ -245,7 +251,7 @@ class ToolExecutor:
                 status=ExecutionStatus.DENIED,
             )
         request = pending.pending or {}
-        call = _call_from_data(request, approval=execution.id)
+        call = call_from_data(request, approval=execution.id)
         return self._run(execution, call, request.get("arguments") or {})
 
     def forget_conversation(self, org: str, conversation: str) -> int:
@@ -267,7 +273,7 @@ class ToolExecutor:
         execution = self._log.get(org, approval_id)
         if execution is None:
             if self._log.cancelled(org, approval_id, now):
-                raise _cancelled(approval_id)
+                raise cancelled(approval_id)
             msg = f"no approval {approval_id!r}"
             raise NotFound(msg)
         if execution.expired(now):
@@ -376,93 +382,3 @@ def _span(
         source=call.function.source,
         execution_id=execution.id,
     )
-
-
-def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInfo) -> CallContext:
-    """The conversation context of a call made through the catalog."""
-    return CallContext(
-        org,
-        user.id,
-        conversation,
-        agent=agent.id,
-        base_image=agent.base_image,
-        egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
-        sub_agents=tuple(agent.sub_agents),
-    )
-
-
-def direct_agent(ctx: CallContext) -> AgentConfig:
-    """What a direct route knows of the agent: its headers."""
-    return AgentConfig.model_validate(
-        {
-            "id": ctx.agent or DIRECT_AGENT,
-            "baseImage": ctx.base_image,
-            "egressAllow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
-            "subAgents": list(ctx.sub_agents),
-        }
-    )
-
-
-DIRECT_AGENT = "-"
-"""The agent id logged for a direct call that named none (``X-Siesta-Agent``)."""
-
-
-def _call_data(call: ToolCall) -> dict[str, Any]:
-    """What a held call needs to run later, as JSON (callbacks are not kept)."""
-    ctx = call.ctx
-    return {
-        "ctx": {
-            "org": ctx.org,
-            "user": ctx.user,
-            "conversation": ctx.conversation,
-            "agent": ctx.agent,
-            "base_image": ctx.base_image,
-            "egress_allow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
-            "sub_agents": list(ctx.sub_agents),
-        },
-        "agent": call.agent.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "user": call.user.model_dump(mode="json"),
-        "function": dataclasses.asdict(call.function),
-        "timeout_seconds": call.timeout_seconds,
-    }
-
-
-def _call_from_data(data: dict[str, Any], approval: str) -> ToolCall:
-    ctx_data = data["ctx"]
-    allow = ctx_data.get("egress_allow")
-    ctx = CallContext(
-        **{
-            **ctx_data,
-            "egress_allow": tuple(allow) if allow is not None else None,
-            "sub_agents": tuple(ctx_data.get("sub_agents") or ()),
-            "approval": approval,
-        }
-    )
-    return ToolCall(
-        ctx,
-        AgentConfig.model_validate(data["agent"]),
-        UserInfo.model_validate(data["user"]),
-        CatalogFunction(**data["function"]),
-        timeout_seconds=data.get("timeout_seconds"),
-    )
-
-
-def _cancelled(approval_id: str) -> ApprovalCancelled:
-    msg = f"approval {approval_id} was cancelled: its conversation was deleted, and nothing ran"
-    return ApprovalCancelled(msg)
-
-
-def admit_approved(log: ExecutionStore) -> Callable[[CallContext], None]:
-    """The check an operation makes under the conversation's lease: a call run after
-    its approval goes on only while its entry still says it runs. A deletion removes
-    the entry under the same lease, so an approved call that had not reached the
-    sandbox yet never provisions one for a deleted conversation."""
-
-    def admit(ctx: CallContext) -> None:
-        if ctx.approval is None:
-            return
-        execution = log.get(ctx.org, ctx.approval)
-        if execution is None or execution.status is not ExecutionStatus.RUNNING:
-            raise _cancelled(ctx.approval)
-
-    return admit
