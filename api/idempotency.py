@@ -42,7 +42,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from anyio import CapacityLimiter, to_thread
 from fastapi.routing import iter_route_contexts
@@ -96,6 +96,10 @@ TAKEN_OVER_SAFELY = frozenset(
     }
 )
 """Routes whose request may be taken over from an instance that died running it."""
+EXECUTE = "/v1/tools/execute"
+_NAMED_IN_BODY_MAX_BYTES = 1024 * 1024
+"""A larger ``/v1/tools/execute`` body is not read for its conversation (its key then
+stays until its TTL after the conversation is deleted)."""
 _CONVERSATION_PATH = re.compile(r"^/v1/conversations/([^/]+)(/|$)")
 
 
@@ -137,7 +141,7 @@ class Idempotency:
             fingerprint = _digest(*request, org, user, body_digest)
             scoped = f"{caller.name}/{_digest(org, key)}"
             run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
-            run.conversation = _conversation(scope, org)
+            run.conversation = _conversation(scope, org, spool, size)
             run.taken_over_safely = (scope["method"], route) in TAKEN_OVER_SAFELY
             await run(scope, replaying(spool, size, receive), send, fingerprint)
 
@@ -279,12 +283,21 @@ def _route(scope: Scope) -> str | None:
     return None
 
 
-def _conversation(scope: Scope, org: bytes) -> str | None:
-    """``org/conversation`` when a conversation route is not deleting it."""
+def _conversation(scope: Scope, org: bytes, body: IO[bytes], size: int) -> str | None:
+    """``org/conversation`` of a call for a conversation (its path's, or the one
+    ``/v1/tools/execute`` names), unless it deletes it: the key goes with it."""
     found = _CONVERSATION_PATH.match(str(scope["path"]))
-    if found is None or scope["method"] == "DELETE":
+    if found is not None and scope["method"] != "DELETE":
+        return conversation_key(org.decode("latin-1"), found.group(1))
+    if scope["path"] != EXECUTE or size > _NAMED_IN_BODY_MAX_BYTES:
         return None
-    return conversation_key(org.decode("latin-1"), found.group(1))
+    try:
+        named = json.loads(body.read()).get("conversationId")
+    except (ValueError, AttributeError):
+        named = None  # the route answers the bad body
+    finally:
+        body.seek(0)
+    return conversation_key(org.decode("latin-1"), named) if isinstance(named, str) else None
 
 
 def _bearer(authorization: bytes) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,9 +62,15 @@ def services_of(service: InProcessService) -> Services:
     return services
 
 
+def keyed() -> dict[str, str]:
+    """The context headers and a fresh Idempotency-Key (its record goes with the
+    conversation too)."""
+    return {**HEADERS, "Idempotency-Key": uuid.uuid4().hex}
+
+
 def post(service: InProcessService, conversation: str, function: str, body: Any) -> httpx2.Response:
     return service.client.post(
-        f"/v1/conversations/{conversation}/sandbox/{function}", headers=HEADERS, json=body
+        f"/v1/conversations/{conversation}/sandbox/{function}", headers=keyed(), json=body
     )
 
 
@@ -78,7 +85,7 @@ def hold_publishing(service: InProcessService, conversation: str) -> str:
 def hold_through_execute(service: InProcessService, conversation: str) -> str:
     response = service.client.post(
         "/v1/tools/execute",
-        headers=HEADERS,
+        headers=keyed(),
         json={
             "conversationId": conversation,
             "agent": AGENT,
@@ -115,7 +122,7 @@ def used(service: InProcessService, conversation: str) -> set[str]:
     uploaded = service.client.post(
         f"/v1/conversations/{conversation}/files",
         files={"file": ("in.txt", b"staged input", "text/plain")},
-        headers=HEADERS,
+        headers=keyed(),
     )
     assert uploaded.status_code == 201, uploaded.text
     command = {"command": "cat in/in.txt > out.txt", "files": ["in.txt"]}
@@ -218,7 +225,8 @@ def test_deciding_after_the_deletion_answers_410_and_runs_nothing(
     deleted = service.client.delete(f"/v1/conversations/{conversation}", headers=HEADERS)
     answers = [decide(service, approval, decision) for approval in approvals]
 
-    assert {"staged", "execution", "session", "file"} <= {kind_of(t) for t in before}, before
+    kinds = {kind_of(t) for t in before}
+    assert {"staged", "execution", "session", "file", "idempotency"} <= kinds, before
     assert deleted.status_code == 200 and deleted.json()["deleted"] is True, deleted.text
     for answer in answers:
         assert answer.status_code == 410, answer.text
