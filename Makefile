@@ -17,7 +17,7 @@ run: setup  ## set everything up, then serve the API
 test:  ## set everything up (images from scratch, gVisor registered), then linters and every test
 	SIESTA_GVISOR=1 FRESH_IMAGES=$(FRESH_IMAGES) ./scripts/setup.sh
 	$(MAKE) --no-print-directory lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=15
 
 setup:
 	./scripts/setup.sh
