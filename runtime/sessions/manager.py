@@ -30,6 +30,7 @@ from runtime.core.errors import (
     ResumeTimeout,
     SandboxBroken,
     SandboxDisabled,
+    SandboxUnavailable,
     SiestaError,
 )
 from runtime.core.records import SessionRecord, SessionStatus
@@ -198,6 +199,13 @@ class SessionManager:
             record.sandbox_id
         ):
             return ActiveSession(record, workspace_reset=False, provisioned=False)
+        if record.status is SessionStatus.PAUSED:
+            # Paused by the idle tier, so most likely still paused: thaw it without
+            # asking the engine first; if it is not paused any more, ask below.
+            with contextlib.suppress(SandboxUnavailable):
+                thawed = self._bring_back(ctx, record, lease, SandboxState.PAUSED)
+                if thawed is not None:
+                    return thawed
         if record.status.has_sandbox:
             restored = self._restore(ctx, record, lease)
             if restored is not None:
