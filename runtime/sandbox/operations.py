@@ -130,7 +130,7 @@ class Sandbox:
                 tracing.span(
                     "sandbox.exec", session_id=session_id, timeout_seconds=timeout
                 ) as span,
-                cancellation.on_cancel(lambda: self._provider.cancel_exec(sandbox_id)),
+                cancellation.on_cancel(lambda: self._provider.inside.cancel_exec(sandbox_id)),
             ):
                 result = self._run_once(ctx, sandbox_id, request)
                 span.set_attribute("siesta.exit_code", result.exit_code)
@@ -160,10 +160,10 @@ class Sandbox:
         run was handed to this sandbox collects that run's result instead."""
         retry = ctx.retry
         if retry is None or self._retries is None:
-            return self._provider.exec(sandbox_id, request)
+            return self._provider.inside.exec(sandbox_id, request)
         if retry.dispatched is not None:
             if retry.dispatched == sandbox_id:
-                collected = self._provider.collect(sandbox_id, request)
+                collected = self._provider.inside.collect(sandbox_id, request)
                 if collected is not None:
                     return collected
             msg = (
@@ -176,7 +176,7 @@ class Sandbox:
         if not self._retries.mark_dispatched(retry.key, retry.owner, sandbox_id):
             msg = "another request took this Idempotency-Key over; nothing was run here"
             raise SessionBusy(msg)
-        return self._provider.exec(sandbox_id, request)
+        return self._provider.inside.exec(sandbox_id, request)
 
     def _check_command(self, command: str) -> None:
         if "\x00" in command:
@@ -259,7 +259,7 @@ class Sandbox:
 
     def _stage(self, session: ActiveSession, name: str, record: FileRecord) -> StagedFile:
         path = f"{STAGING_FOLDER}/{name}"
-        size = self._provider.write_file(
+        size = self._provider.inside.write_file(
             session.record.sandbox_id,
             path,
             self._files.chunks(record),
@@ -283,7 +283,9 @@ class Sandbox:
             )
             raise TransferTooLarge(msg, limit=limit, unit="bytes", size=len(data))
         with self._sessions.operation(ctx) as session:
-            size = self._provider.write_file(session.record.sandbox_id, relative, [data], limit)
+            size = self._provider.inside.write_file(
+                session.record.sandbox_id, relative, [data], limit
+            )
         return WriteFileResult(path=absolute_path(relative), size=size, **_session_fields(session))
 
     def read_file(
@@ -311,7 +313,7 @@ class Sandbox:
         with self._sessions.operation(ctx) as session:
             # siesta-fs reads from the start: the bytes before the offset are dropped
             # as they stream by, never kept.
-            size = self._provider.read_file(
+            size = self._provider.inside.read_file(
                 session.record.sandbox_id, relative, offset + limit + slack, window.write
             )
         if offset > size:
@@ -338,7 +340,7 @@ class Sandbox:
         relative = workspace_path(path, max_bytes=self._limits.max_path_bytes, allow_root=True)
         limit = self._limits.max_list_entries
         with self._sessions.operation(ctx) as session:
-            listing = self._provider.list_dir(session.record.sandbox_id, relative, limit)
+            listing = self._provider.inside.list_dir(session.record.sandbox_id, relative, limit)
         return ListFilesResult(
             path=absolute_path(relative),
             entries=[
@@ -393,7 +395,7 @@ class Sandbox:
         limit = self._limits.max_publish_bytes
 
         def fill(writer: BlobWriter) -> None:
-            self._provider.read_file(
+            self._provider.inside.read_file(
                 session.record.sandbox_id, relative, limit, writer.write, strict=True
             )
 

@@ -108,7 +108,7 @@ class _LostLeaseHandler:
     def __call__(self) -> None:
         if self.sandbox_id is not None:
             with contextlib.suppress(SiestaError):
-                self.provider.cancel_exec(self.sandbox_id)
+                self.provider.inside.cancel_exec(self.sandbox_id)
 
 
 class SessionManager:
@@ -171,7 +171,7 @@ class SessionManager:
         return self._store.get_session(ctx.org, ctx.conversation)
 
     def sandbox_state(self, record: SessionRecord) -> SandboxState:
-        return self._provider.inspect(record.sandbox_id).state
+        return self._provider.lifecycle.inspect(record.sandbox_id).state
 
     def teardown(self, org: str, conversation: str, lease: Lease) -> SessionRecord | None:
         """Remove the conversation's sandbox and workspace and forget the session.
@@ -181,7 +181,7 @@ class SessionManager:
         record = self._store.get_session(org, conversation)
         if record is None:
             return None
-        self._provider.destroy(record.sandbox_id)
+        self._provider.lifecycle.destroy(record.sandbox_id)
         if self._store.delete_session(org, conversation, lease.fence) is None:
             raise _lease_expired(lease)
         self._quotas.release(record)
@@ -194,7 +194,7 @@ class SessionManager:
             return ActiveSession(self._provision(ctx, lease, image, 1), False, True)
         # The provider knows, without asking its engine, that the sandbox runs (an open
         # channel, and nothing has happened to the container since the engine said so).
-        if record.status is SessionStatus.ACTIVE and self._provider.known_running(
+        if record.status is SessionStatus.ACTIVE and self._provider.lifecycle.known_running(
             record.sandbox_id
         ):
             return ActiveSession(record, workspace_reset=False, provisioned=False)
@@ -223,10 +223,12 @@ class SessionManager:
     ) -> ActiveSession | None:
         """The session's own sandbox, running again whatever stopped it; ``None`` when its
         workspace is gone (and with it everything worth bringing back)."""
-        state = self._provider.inspect(record.sandbox_id).state
+        state = self._provider.lifecycle.inspect(record.sandbox_id).state
         if state is SandboxState.RUNNING and record.status is SessionStatus.ACTIVE:
             return ActiveSession(record, workspace_reset=False, provisioned=False)
-        if state is SandboxState.MISSING and not self._provider.workspace_exists(record.sandbox_id):
+        if state is SandboxState.MISSING and not self._provider.lifecycle.workspace_exists(
+            record.sandbox_id
+        ):
             self._forget_sandbox(record)
             return None
         return self._bring_back(ctx, record, lease, state)
@@ -276,15 +278,17 @@ class SessionManager:
         sandbox_id = record.sandbox_id
         limit = self._lifecycle.resume_timeout_seconds
         if state is SandboxState.PAUSED:
-            self._within_limit(self._provider.unpause, sandbox_id, limit, _resume_timeout)
+            self._within_limit(self._provider.lifecycle.unpause, sandbox_id, limit, _resume_timeout)
             return _Brought()
         if state is SandboxState.STOPPED:
             try:
-                self._within_limit(self._provider.start, sandbox_id, limit, _resume_timeout)
+                self._within_limit(
+                    self._provider.lifecycle.start, sandbox_id, limit, _resume_timeout
+                )
                 return _Brought()
             except SandboxBroken as error:
                 log.warning("%s; making it again on its workspace", error.message)
-                if not self._provider.workspace_exists(sandbox_id):
+                if not self._provider.lifecycle.workspace_exists(sandbox_id):
                     return None
         elif state is SandboxState.RUNNING:
             return _Brought()
@@ -293,7 +297,7 @@ class SessionManager:
         labels = _labels(ctx, record.session_id, image)
         spec = SandboxSpec(record.session_id, image.image, labels, None, image.runtime)
         self._within_limit(
-            self._provider.recreate,
+            self._provider.lifecycle.recreate,
             spec,
             self._settings.provision_timeout_seconds,
             _provision_timeout,
@@ -314,7 +318,7 @@ class SessionManager:
         if record.status is not SessionStatus.STOPPED:
             self._quotas.release(record)
         with contextlib.suppress(SiestaError):
-            self._provider.destroy(record.sandbox_id)  # whatever part of it is left
+            self._provider.lifecycle.destroy(record.sandbox_id)  # whatever part of it is left
 
     def _replacement_image(self, ctx: CallContext, record: SessionRecord) -> CatalogImage:
         # The conversation keeps its image; only if operators have since
@@ -357,7 +361,9 @@ class SessionManager:
             fence=lease.fence,
         )
         if not self._store.put_session(record):
-            self._provider.destroy(sandbox_id)  # a newer holder owns this conversation now
+            self._provider.lifecycle.destroy(
+                sandbox_id
+            )  # a newer holder owns this conversation now
             raise _lease_expired(lease)
         log.info(
             "provisioned session %s (%s) for conversation %s in %.0f ms",
@@ -376,7 +382,7 @@ class SessionManager:
             return None
         try:
             self._within_limit(
-                self._provider.unpause,
+                self._provider.lifecycle.unpause,
                 member.sandbox_id,
                 self._lifecycle.resume_timeout_seconds,
                 _resume_timeout,
@@ -384,7 +390,7 @@ class SessionManager:
         except SiestaError as error:
             log.warning("pool member %s could not be resumed: %s", member.sandbox_id, error)
             with contextlib.suppress(SiestaError):
-                self._provider.destroy(member.sandbox_id)
+                self._provider.lifecycle.destroy(member.sandbox_id)
             return None
         return member.session_id, member.sandbox_id
 
@@ -396,13 +402,13 @@ class SessionManager:
         )
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
-        sandbox_id = self._provider.sandbox_id_for(spec.session_id)
+        sandbox_id = self._provider.lifecycle.sandbox_id_for(spec.session_id)
         self._within_limit(
-            self._provider.create,
+            self._provider.lifecycle.create,
             spec,
             self._settings.provision_timeout_seconds,
             _provision_timeout,
-            cleanup=lambda: self._provider.destroy(sandbox_id),
+            cleanup=lambda: self._provider.lifecycle.destroy(sandbox_id),
         )
         return sandbox_id
 
