@@ -12,7 +12,6 @@ run, and every write of the session record carries the lease's fence.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import enum
 import logging
@@ -20,14 +19,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TypeVar
 
 from runtime.core import metrics, tracing
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     LeaseExpired,
-    ProvisioningTimeout,
-    ResumeTimeout,
     SandboxBroken,
     SandboxDisabled,
     SiestaError,
@@ -48,12 +44,12 @@ from runtime.sessions.capacity import Quotas
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.settings import LifecycleSettings
+from runtime.sessions.timeouts import provision_timeout, resume_timeout, within_limit
 from runtime.store.base import SessionStore
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-_T = TypeVar("_T")
 
 
 class ResetReason(enum.StrEnum):
@@ -137,12 +133,9 @@ class SessionManager:
         self._quotas = quotas
         self._clock = clock
         self._pool = pool
-        self._provisioner = concurrent.futures.ThreadPoolExecutor(
-            max_workers=8, thread_name_prefix="siesta-provision"
-        )
 
     def close(self) -> None:
-        self._provisioner.shutdown(wait=False, cancel_futures=True)
+        """Nothing to release: a provider call past its limit ends on its own thread."""
 
     @contextlib.contextmanager
     def operation(self, ctx: CallContext) -> Iterator[ActiveSession]:
@@ -278,13 +271,11 @@ class SessionManager:
         sandbox_id = record.sandbox_id
         limit = self._lifecycle.resume_timeout_seconds
         if state is SandboxState.PAUSED:
-            self._within_limit(self._provider.lifecycle.unpause, sandbox_id, limit, _resume_timeout)
+            within_limit(self._provider.lifecycle.unpause, sandbox_id, limit, resume_timeout)
             return _Brought()
         if state is SandboxState.STOPPED:
             try:
-                self._within_limit(
-                    self._provider.lifecycle.start, sandbox_id, limit, _resume_timeout
-                )
+                within_limit(self._provider.lifecycle.start, sandbox_id, limit, resume_timeout)
                 return _Brought()
             except SandboxBroken as error:
                 log.warning("%s; making it again on its workspace", error.message)
@@ -296,11 +287,11 @@ class SessionManager:
         image = self._replacement_image(ctx, record)
         labels = _labels(ctx, record.session_id, image)
         spec = SandboxSpec(record.session_id, image.image, labels, None, image.runtime)
-        self._within_limit(
+        within_limit(
             self._provider.lifecycle.recreate,
             spec,
             self._settings.provision_timeout_seconds,
-            _provision_timeout,
+            provision_timeout,
         )
         log.warning(
             "sandbox %s of session %s was made again on its workspace",
@@ -381,11 +372,11 @@ class SessionManager:
         if member is None:
             return None
         try:
-            self._within_limit(
+            within_limit(
                 self._provider.lifecycle.unpause,
                 member.sandbox_id,
                 self._lifecycle.resume_timeout_seconds,
-                _resume_timeout,
+                resume_timeout,
             )
         except SiestaError as error:
             log.warning("pool member %s could not be resumed: %s", member.sandbox_id, error)
@@ -403,31 +394,14 @@ class SessionManager:
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
         sandbox_id = self._provider.lifecycle.sandbox_id_for(spec.session_id)
-        self._within_limit(
+        within_limit(
             self._provider.lifecycle.create,
             spec,
             self._settings.provision_timeout_seconds,
-            _provision_timeout,
+            provision_timeout,
             cleanup=lambda: self._provider.lifecycle.destroy(sandbox_id),
         )
         return sandbox_id
-
-    def _within_limit(
-        self,
-        action: Callable[[_T], object],
-        argument: _T,
-        limit: float,
-        timeout_error: Callable[[float], SiestaError],
-        cleanup: Callable[[], None] | None = None,
-    ) -> None:
-        future = self._provisioner.submit(action, argument)
-        try:
-            future.result(timeout=limit)
-        except concurrent.futures.TimeoutError:
-            if cleanup is not None:
-                # The engine may still finish; whatever it made is removed then.
-                future.add_done_callback(lambda _: cleanup())
-            raise timeout_error(limit) from None
 
 
 def _labels(ctx: CallContext, session_id: str, image: CatalogImage) -> dict[str, str]:
@@ -437,16 +411,6 @@ def _labels(ctx: CallContext, session_id: str, image: CatalogImage) -> dict[str,
         SESSION_LABEL: session_id,
         IMAGE_LABEL: image.id,
     }
-
-
-def _provision_timeout(limit: float) -> SiestaError:
-    msg = f"provisioning the sandbox took longer than the limit of {limit:g} seconds"
-    return ProvisioningTimeout(msg, limit=limit, unit="seconds")
-
-
-def _resume_timeout(limit: float) -> SiestaError:
-    msg = f"resuming the sandbox took longer than the limit of {limit:g} seconds"
-    return ResumeTimeout(msg, limit=limit, unit="seconds")
 
 
 def _lease_expired(lease: Lease) -> LeaseExpired:

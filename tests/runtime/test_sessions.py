@@ -180,6 +180,43 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
     provider.close()
 
 
+def test_many_first_operations_at_once_each_get_the_whole_provisioning_time(
+    tmp_path: Path, store: Stores
+) -> None:
+    # More first operations than the 8 threads that once ran every provider call:
+    # none waits behind the others, so all end within one provisioning time.
+    conversations, delay, limit = 24, 1.0, 1.8
+    provider = slow_fake_provider(tmp_path / "slow", delay=delay)
+    sessions = manager(
+        store,
+        provider,
+        catalog(tmp_path),
+        capacity=CapacitySettings(max_active_per_org=100, max_active_per_user=100),
+        provision_timeout_seconds=limit,
+    )
+    outcomes: dict[str, str] = {}
+
+    def operate(conversation: str) -> None:
+        try:
+            with sessions.operation(ctx(conversation=conversation)):
+                outcomes[conversation] = "provisioned"
+        except ProvisioningTimeout:
+            outcomes[conversation] = "timed out"
+
+    threads = [threading.Thread(target=operate, args=(f"c{i}",)) for i in range(conversations)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    assert list(outcomes.values()) == ["provisioned"] * conversations
+    assert elapsed < limit
+    assert len(provider.lifecycle.list_sandboxes()) == conversations
+    sessions.close()
+    provider.close()
+
+
 def test_delete_removes_sandbox_and_record(
     tmp_path: Path, store: Stores, provider: SandboxProvider
 ) -> None:
