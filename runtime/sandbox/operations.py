@@ -53,7 +53,8 @@ from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.limits import limits_reached
 from runtime.sandbox.paths import STAGING_FOLDER, absolute_path, unique_names, workspace_path
 from runtime.sandbox.settings import CommandSettings
-from runtime.sessions.manager import ActiveSession, SessionManager
+from runtime.sessions.active import ActiveSession
+from runtime.sessions.manager import SessionManager
 from runtime.store.base import IdempotencyStore
 
 

@@ -17,9 +17,10 @@ from runtime.providers.base import SandboxProvider, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
 from runtime.services import assemble_sessions
+from runtime.sessions.active import ActiveSession, ResetReason
 from runtime.sessions.leases import Leases
 from runtime.sessions.lifecycle import Lifecycle
-from runtime.sessions.manager import ActiveSession, ResetReason, SessionManager
+from runtime.sessions.manager import SessionManager
 from runtime.sessions.reconcile import Reconciler
 from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
 from runtime.settings import Settings
