@@ -89,6 +89,7 @@ class DockerLifecycle:
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
             )
         self.api: docker.APIClient = self._client.api
+        """The engine's API (the engine-exec fallback of ``inside.py`` uses it too)."""
         if disks is not None:
             with docker_errors():
                 info = self.api.info()
