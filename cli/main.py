@@ -250,7 +250,7 @@ def _sandboxes_clean(_: argparse.Namespace, settings: Settings) -> int:
     with _services(settings) as services:
         owned = _owned_sandboxes(services)
         for name in sorted({*owned["sandboxes"], *owned["workspaces"]}):
-            services.provider.destroy(name)
+            services.provider.lifecycle.destroy(name)
         if isinstance(settings.provider, DockerProviderSettings):
             from runtime.providers.docker.network import remove_sandbox_network
 
@@ -265,11 +265,11 @@ def _owned_sandboxes(services: Services) -> dict[str, Any]:
     recorded = {
         r.sandbox_id for r in services.stores.sessions.list_sessions() if r.status.has_sandbox
     }
-    labelled = {s.sandbox_id for s in services.provider.list_sandboxes()}
+    labelled = {s.sandbox_id for s in services.provider.lifecycle.list_sandboxes()}
     return {
         "deployment": services.deployment_id,
         "sandboxes": sorted(labelled | recorded),
-        "workspaces": sorted(w.name for w in services.provider.list_workspaces()),
+        "workspaces": sorted(w.name for w in services.provider.lifecycle.list_workspaces()),
     }
 
 

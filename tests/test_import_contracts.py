@@ -56,6 +56,27 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
             "runtime, layer by layer",
         ),
         ("runtime/core/context.py", "import runtime.functions.base", "layer by layer"),
+        ("runtime/providers/agent/inside.py", "import docker", "know no engine"),
+        (
+            "runtime/providers/agent/ops.py",
+            "import runtime.providers.docker.engine_exec",
+            "Providers, layer by layer",
+        ),
+        (
+            "runtime/providers/kubernetes/lifecycle.py",
+            "import runtime.providers.docker.lifecycle",
+            "never import each other",
+        ),
+        (
+            "runtime/sessions/manager.py",
+            "import runtime.providers.kubernetes.provider",
+            "see only the two seams",
+        ),
+        (
+            "runtime/sandbox/commands.py",
+            "import runtime.providers.agent.inside",
+            "see only the two seams",
+        ),
     ],
 )
 def test_a_back_import_breaks_its_contract(

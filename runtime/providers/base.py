@@ -1,8 +1,9 @@
-"""Where sandboxes live: the provider interface.
+"""Where sandboxes live: the provider's two seams.
 
-A provider creates, executes in, inspects, lists and destroys *labelled*
-sandboxes. It knows nothing about conversations, leases or HTTP: the session
-manager decides what to create and when.
+``SandboxLifecycle`` creates, suspends, resumes, inspects, lists and destroys
+*labelled* sandboxes; ``SandboxInside`` runs commands and moves files inside a
+running one. A ``SandboxProvider`` holds one of each. Providers know nothing about
+conversations, leases or HTTP: the session manager decides what to create and when.
 """
 
 from __future__ import annotations
@@ -142,11 +143,20 @@ class DirListing:
 ByteSink = Callable[[bytes], None]
 
 
-class SandboxProvider(Protocol):
-    """The seam between sessions and the engine that runs sandboxes."""
+class SandboxLifecycle(Protocol):
+    """A sandbox's life, as its engine runs it: made, suspended, resumed, made again
+    around its workspace, removed, looked at and listed.
+
+    Every provider implements this side its own way (``docker/lifecycle.py``,
+    ``kubernetes/lifecycle.py``, ``fake.py``); what runs inside a sandbox is the other
+    seam, ``SandboxInside``.
+    """
 
     def ping(self) -> None:
         """Raise ``ProviderUnavailable`` when the engine cannot be reached."""
+
+    def sandbox_id_for(self, session_id: str) -> str:
+        """The id a sandbox created for ``session_id`` has (or would have)."""
 
     def create(self, spec: SandboxSpec) -> str:
         """Create and start a sandbox with a fresh workspace; return its id.
@@ -155,31 +165,10 @@ class SandboxProvider(Protocol):
         call left behind can still be found and destroyed by it.
         """
 
-    def warm(self, sandbox_id: str) -> None:
-        """Make sure the sandbox's agent answers (its channel is open), so that a
-        later operation does not wait for it."""
-
-    def inspect(self, sandbox_id: str) -> SandboxInfo:
-        """The sandbox's state (``MISSING`` when it does not exist)."""
-
-    def known_running(self, sandbox_id: str) -> bool:
-        """True when the provider knows, without asking its engine, that the sandbox
-        runs (its agent channel is open: the stream ends when the sandbox stops).
-        False means "ask ``inspect``", not "not running"."""
-
-    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
-        """Run ``bash -lc command`` in the workspace, with timeout and output caps.
-
-        The timeout is enforced inside the sandbox and kills the command's whole
-        process group. Output is capped while it is produced.
-        """
-
-    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
-        """The outcome of the run ``request.request_id`` started earlier (by this or
-        another instance): waited for while it still runs, read back from the sandbox
-        when it has ended. ``None`` when the sandbox knows no such run (it was never
-        started there, the sandbox has restarted since, or the outcome is no longer kept).
-        """
+    def recreate(self, spec: SandboxSpec) -> str:
+        """Make the sandbox of ``spec.session_id`` again around its existing workspace and
+        start it: whatever is left of the old one is removed, the workspace is kept as it
+        is (``spec.workspace_size_mb`` is not used). Returns the (same) sandbox id."""
 
     def pause(self, sandbox_id: str) -> None:
         """Freeze every process; memory stays allocated."""
@@ -195,14 +184,57 @@ class SandboxProvider(Protocol):
         reboot: disks are attached again first). ``SandboxBroken`` when it cannot start
         any more (its image or writable layer is gone): ``recreate`` it."""
 
+    def destroy(self, sandbox_id: str) -> None:
+        """Remove the sandbox and its workspace; missing parts are not an error."""
+
+    def inspect(self, sandbox_id: str) -> SandboxInfo:
+        """The sandbox's state (``MISSING`` when it does not exist)."""
+
+    def known_running(self, sandbox_id: str) -> bool:
+        """True when the provider knows, without asking its engine, that the sandbox
+        runs (its agent channel is open: the stream ends when the sandbox stops).
+        False means "ask ``inspect``", not "not running"."""
+
     def workspace_exists(self, sandbox_id: str) -> bool:
         """Whether the sandbox's workspace (its volume, disk image or claim) still exists,
         with or without the sandbox around it."""
 
-    def recreate(self, spec: SandboxSpec) -> str:
-        """Make the sandbox of ``spec.session_id`` again around its existing workspace and
-        start it: whatever is left of the old one is removed, the workspace is kept as it
-        is (``spec.workspace_size_mb`` is not used). Returns the (same) sandbox id."""
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        """Every sandbox this deployment created (its deployment label and extra labels)."""
+
+    def list_workspaces(self) -> list[WorkspaceInfo]:
+        """Every workspace volume this deployment created (as ``list_sandboxes``)."""
+
+    def close(self) -> None:
+        """Release connections and open channels (sandboxes stay as they are)."""
+
+
+class SandboxInside(Protocol):
+    """What happens inside a running sandbox: commands and workspace files.
+
+    Implemented once, over the sandbox's agent channel (``agent/inside.py``), for every
+    provider that can open one; Docker adds an engine exec for sandboxes made before
+    the agent existed (``docker/inside.py``), and the fake runs host processes.
+    Sandboxes are made, resumed and removed by the other seam, ``SandboxLifecycle``.
+    """
+
+    def warm(self, sandbox_id: str) -> None:
+        """Make sure the sandbox's agent answers (its channel is open), so that a
+        later operation does not wait for it."""
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        """Run ``bash -lc command`` in the workspace, with timeout and output caps.
+
+        The timeout is enforced inside the sandbox and kills the command's whole
+        process group. Output is capped while it is produced.
+        """
+
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        """The outcome of the run ``request.request_id`` started earlier (by this or
+        another instance): waited for while it still runs, read back from the sandbox
+        when it has ended. ``None`` when the sandbox knows no such run (it was never
+        started there, the sandbox has restarted since, or the outcome is no longer kept).
+        """
 
     def cancel_exec(self, sandbox_id: str) -> None:
         """Kill the command running in the sandbox (its whole process group), if any."""
@@ -230,17 +262,23 @@ class SandboxProvider(Protocol):
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
         """One workspace folder, not recursive, sorted by name."""
 
-    def sandbox_id_for(self, session_id: str) -> str:
-        """The id a sandbox created for ``session_id`` has (or would have)."""
 
-    def destroy(self, sandbox_id: str) -> None:
-        """Remove the sandbox and its workspace; missing parts are not an error."""
+class SandboxProvider:
+    """A provider: the lifecycle of its sandboxes and what runs inside them, the two
+    seams side by side. Sessions make, suspend and remove sandboxes through
+    ``lifecycle``; the sandbox functions run commands and move files through
+    ``inside``. A new provider implements a ``SandboxLifecycle`` and how to open a
+    channel to a sandbox's agent, and reuses ``AgentInside`` (``agent/inside.py``).
+    """
 
-    def list_sandboxes(self) -> list[SandboxInfo]:
-        """Every sandbox this deployment created (its deployment label and extra labels)."""
+    def __init__(self, lifecycle: SandboxLifecycle, inside: SandboxInside) -> None:
+        self.lifecycle = lifecycle
+        self.inside = inside
 
-    def list_workspaces(self) -> list[WorkspaceInfo]:
-        """Every workspace volume this deployment created (as ``list_sandboxes``)."""
+    def ping(self) -> None:
+        """Raise ``ProviderUnavailable`` when the engine cannot be reached."""
+        self.lifecycle.ping()
 
     def close(self) -> None:
-        """Release connections (sandboxes stay as they are)."""
+        """Release connections and channels (sandboxes stay as they are)."""
+        self.lifecycle.close()

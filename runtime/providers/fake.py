@@ -1,5 +1,8 @@
 """A provider that runs commands on the host, one temp folder per sandbox.
 
+Both seams, faked: ``FakeLifecycle`` keeps sandbox states in memory, ``FakeInside``
+runs commands as host processes in the sandbox's folder.
+
 For fast API-level tests only: there is no isolation at all. It keeps the
 provider contract (timeout kills the process group, output capped while it is
 produced) so tests written against it mean something; every behaviour is also
@@ -32,6 +35,7 @@ from runtime.providers.base import (
     ExecRequest,
     ExecResult,
     SandboxInfo,
+    SandboxProvider,
     SandboxSpec,
     SandboxState,
     WorkspaceInfo,
@@ -40,14 +44,40 @@ from runtime.providers.base import (
 KEPT_RESULTS = 16
 
 
-class FakeProvider:
+class FakeProcesses:
+    """The host processes running in each fake sandbox (both seams end them)."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, set[int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, sandbox_id: str, pid: int) -> None:
+        with self._lock:
+            self._running.setdefault(sandbox_id, set()).add(pid)
+
+    def discard(self, sandbox_id: str, pid: int) -> None:
+        with self._lock:
+            self._running.get(sandbox_id, set()).discard(pid)
+
+    def kill(self, sandbox_id: str) -> None:
+        """Kill every process group running in the sandbox."""
+        with self._lock:
+            running = list(self._running.get(sandbox_id, ()))
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+class FakeLifecycle:
+    """The lifecycle of fake sandboxes (``SandboxLifecycle``): a folder each, and
+    states kept in memory."""
+
     def __init__(self, root: Path | None = None) -> None:
-        self._root = root or Path(tempfile.mkdtemp(prefix="siesta-fake-"))
+        self.root = root or Path(tempfile.mkdtemp(prefix="siesta-fake-"))
+        self.processes = FakeProcesses()
         self._labels: dict[str, dict[str, str]] = {}
         self._stopped: set[str] = set()
         self._paused: set[str] = set()
-        self._running: dict[str, set[int]] = {}
-        self._results: dict[tuple[str, int | None], ExecResult] = {}
         self.broken: set[str] = set()
         """Sandboxes whose ``start`` fails as a sandbox whose image is gone would (tests)."""
         self._lock = threading.Lock()
@@ -60,7 +90,7 @@ class FakeProvider:
 
     def create(self, spec: SandboxSpec) -> str:
         sandbox_id = self.sandbox_id_for(spec.session_id)
-        (self._root / sandbox_id).mkdir(parents=True)
+        (self.root / sandbox_id).mkdir(parents=True)
         with self._lock:
             self._labels[sandbox_id] = dict(spec.labels)
         return sandbox_id
@@ -68,8 +98,8 @@ class FakeProvider:
     def recreate(self, spec: SandboxSpec) -> str:
         """The sandbox again around its folder (the fake's workspace)."""
         sandbox_id = self.sandbox_id_for(spec.session_id)
-        self.cancel_exec(sandbox_id)
-        (self._root / sandbox_id).mkdir(parents=True, exist_ok=True)
+        self.processes.kill(sandbox_id)
+        (self.root / sandbox_id).mkdir(parents=True, exist_ok=True)
         with self._lock:
             self._labels[sandbox_id] = dict(spec.labels)
             self._stopped.discard(sandbox_id)
@@ -78,7 +108,7 @@ class FakeProvider:
         return sandbox_id
 
     def workspace_exists(self, sandbox_id: str) -> bool:
-        return (self._root / sandbox_id).is_dir()
+        return (self.root / sandbox_id).is_dir()
 
     def remove_sandbox_only(self, sandbox_id: str) -> None:
         """What ``docker rm`` does to a Docker sandbox: the workspace stays (for tests)."""
@@ -88,15 +118,12 @@ class FakeProvider:
     def known_running(self, sandbox_id: str) -> bool:
         return False  # the fake has no channel: always ask
 
-    def warm(self, sandbox_id: str) -> None:
-        """Nothing to start: the fake runs commands as host processes."""
-
     def inspect(self, sandbox_id: str) -> SandboxInfo:
         with self._lock:
             labels = self._labels.get(sandbox_id)
             stopped = sandbox_id in self._stopped
             paused = sandbox_id in self._paused
-        if labels is None or not (self._root / sandbox_id).is_dir():
+        if labels is None or not (self.root / sandbox_id).is_dir():
             return SandboxInfo(sandbox_id, SandboxState.MISSING)
         state = (
             SandboxState.STOPPED
@@ -115,12 +142,8 @@ class FakeProvider:
         with self._lock:
             self._paused.discard(sandbox_id)
 
-    def list_workspaces(self) -> list[WorkspaceInfo]:
-        with self._lock:
-            return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
-
     def stop(self, sandbox_id: str) -> None:
-        self.cancel_exec(sandbox_id)
+        self.processes.kill(sandbox_id)
         with self._lock:
             self._stopped.add(sandbox_id)
 
@@ -131,12 +154,39 @@ class FakeProvider:
                 raise SandboxBroken(msg)
             self._stopped.discard(sandbox_id)
 
-    def cancel_exec(self, sandbox_id: str) -> None:
+    def destroy(self, sandbox_id: str) -> None:
         with self._lock:
-            running = list(self._running.get(sandbox_id, ()))
-        for pid in running:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+            self._labels.pop(sandbox_id, None)
+        shutil.rmtree(self.root / sandbox_id, ignore_errors=True)
+
+    def list_sandboxes(self) -> list[SandboxInfo]:
+        with self._lock:
+            ids = list(self._labels)
+        return [self.inspect(sandbox_id) for sandbox_id in ids]
+
+    def list_workspaces(self) -> list[WorkspaceInfo]:
+        with self._lock:
+            return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class FakeInside:
+    """Commands as host processes in the sandbox's folder, files in it
+    (``SandboxInside``)."""
+
+    def __init__(self, root: Path, processes: FakeProcesses) -> None:
+        self._root = root
+        self._processes = processes
+        self._results: dict[tuple[str, int | None], ExecResult] = {}
+        self._lock = threading.Lock()
+
+    def warm(self, sandbox_id: str) -> None:
+        """Nothing to start: the fake runs commands as host processes."""
+
+    def cancel_exec(self, sandbox_id: str) -> None:
+        self._processes.kill(sandbox_id)
 
     def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
         """The fake's runs are host processes of this instance: it knows those it ran."""
@@ -164,50 +214,11 @@ class FakeProvider:
             start_new_session=True,
         )
         assert proc.stdout is not None and proc.stderr is not None
-        with self._lock:
-            self._running.setdefault(sandbox_id, set()).add(proc.pid)
+        self._processes.add(sandbox_id, proc.pid)
         try:
-            return self._collect(proc, request, started)
+            return _collect(proc, request, started)
         finally:
-            with self._lock:
-                self._running.get(sandbox_id, set()).discard(proc.pid)
-
-    def _collect(
-        self, proc: subprocess.Popen[bytes], request: ExecRequest, started: float
-    ) -> ExecResult:
-        assert proc.stdout is not None and proc.stderr is not None
-        stdout = HeadTailBuffer(request.max_output_bytes)
-        stderr = HeadTailBuffer(request.max_output_bytes)
-        sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-        names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
-        deadline = started + request.timeout_seconds
-        timed_out = False
-        while sinks:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-            ready, _, _ = select.select(list(sinks), [], [], remaining)
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                if chunk:
-                    sinks[fd].write(chunk)
-                    if request.on_output is not None:
-                        request.on_output(names[fd], chunk)
-                else:
-                    del sinks[fd]
-        exit_code = proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-        duration_ms = int((time.monotonic() - started) * 1000)
-        return ExecResult(
-            124 if timed_out else exit_code,
-            stdout.result(),
-            stderr.result(),
-            timed_out,
-            duration_ms,
-        )
+            self._processes.discard(sandbox_id, proc.pid)
 
     def read_file(
         self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
@@ -225,18 +236,53 @@ class FakeProvider:
     def _workspace(self, sandbox_id: str) -> _FakeWorkspace:
         return _FakeWorkspace(self._root / sandbox_id)
 
-    def destroy(self, sandbox_id: str) -> None:
-        with self._lock:
-            self._labels.pop(sandbox_id, None)
-        shutil.rmtree(self._root / sandbox_id, ignore_errors=True)
 
-    def list_sandboxes(self) -> list[SandboxInfo]:
-        with self._lock:
-            ids = list(self._labels)
-        return [self.inspect(sandbox_id) for sandbox_id in ids]
+class FakeProvider(SandboxProvider):
+    """Fake sandboxes: ``FakeLifecycle`` and ``FakeInside`` on one folder per sandbox."""
 
-    def close(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
+    lifecycle: FakeLifecycle
+    inside: FakeInside
+
+    def __init__(self, root: Path | None = None, *, lifecycle: FakeLifecycle | None = None) -> None:
+        """``lifecycle``: a test's own (one that is slow or fails), instead of one on ``root``."""
+        lifecycle = lifecycle or FakeLifecycle(root)
+        super().__init__(lifecycle, FakeInside(lifecycle.root, lifecycle.processes))
+
+
+def _collect(proc: subprocess.Popen[bytes], request: ExecRequest, started: float) -> ExecResult:
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout = HeadTailBuffer(request.max_output_bytes)
+    stderr = HeadTailBuffer(request.max_output_bytes)
+    sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+    deadline = started + request.timeout_seconds
+    timed_out = False
+    while sinks:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        ready, _, _ = select.select(list(sinks), [], [], remaining)
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                sinks[fd].write(chunk)
+                if request.on_output is not None:
+                    request.on_output(names[fd], chunk)
+            else:
+                del sinks[fd]
+    exit_code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return ExecResult(
+        124 if timed_out else exit_code,
+        stdout.result(),
+        stderr.result(),
+        timed_out,
+        duration_ms,
+    )
 
 
 def _refuse(code: str, path: str, *, limit: int | None = None, kind: str = "other") -> NoReturn:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from runtime.core import tracing
 from runtime.core.clock import SYSTEM_CLOCK, Clock
-from runtime.core.errors import SessionBusy, StateUnavailable
+from runtime.core.errors import LeaseExpired, SessionBusy, StateUnavailable
 from runtime.sessions.settings import LeaseSettings
 from runtime.store.base import LeaseStore
 
@@ -30,6 +30,15 @@ class Lease:
     fence: int
     ttl: float
     lost: threading.Event = field(default_factory=threading.Event)
+
+
+def lease_expired(lease: Lease) -> LeaseExpired:
+    """The error of an operation whose lease was lost (or taken over) before it ended."""
+    msg = (
+        "this operation lost the conversation's lease (it could not be renewed within "
+        f"the lease TTL of {lease.ttl:g} seconds); its result was discarded"
+    )
+    return LeaseExpired(msg, limit=lease.ttl, unit="seconds")
 
 
 class Leases:

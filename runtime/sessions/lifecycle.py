@@ -50,16 +50,16 @@ class Lifecycle:
         self._slots.release_slot(member, scopes)
 
     def pause(self, record: SessionRecord, lease: Lease) -> bool:
-        self._provider.pause(record.sandbox_id)
+        self._provider.lifecycle.pause(record.sandbox_id)
         return self._write(record, SessionStatus.PAUSED, lease)
 
     def stop(self, record: SessionRecord, lease: Lease) -> bool:
-        self._provider.stop(record.sandbox_id)
+        self._provider.lifecycle.stop(record.sandbox_id)
         return self._write(record, SessionStatus.STOPPED, lease, frees_slot=True)
 
     def retire(self, record: SessionRecord, lease: Lease) -> bool:
         with contextlib.suppress(SiestaError):
-            self._provider.destroy(record.sandbox_id)
+            self._provider.lifecycle.destroy(record.sandbox_id)
         return self._write(record, SessionStatus.RETIRED, lease, frees_slot=True)
 
     def note_stopped(self, record: SessionRecord, lease: Lease) -> bool:
@@ -73,7 +73,7 @@ class Lifecycle:
 
     def mark_lost(self, record: SessionRecord, lease: Lease) -> bool:
         with contextlib.suppress(SiestaError):
-            self._provider.destroy(record.sandbox_id)  # whatever part of it is left
+            self._provider.lifecycle.destroy(record.sandbox_id)  # whatever part of it is left
         return self._write(record, SessionStatus.LOST, lease, frees_slot=True)
 
     def _write(

@@ -121,11 +121,11 @@ class WarmPool:
             if dry_run or sandbox_id in ready:
                 continue
             # A slot whose sandbox never came to be: a refill that died before it.
-            if self._provider.inspect(sandbox_id).state is SandboxState.MISSING:
+            if self._provider.lifecycle.inspect(sandbox_id).state is SandboxState.MISSING:
                 scopes = [f"pool-image:{image.id}" for image in self._catalog.all()]
                 self._slots.release_slot(slot, ["pool", *scopes, self._host_scope()])
         for member in members:
-            state = self._provider.inspect(member.sandbox_id).state
+            state = self._provider.lifecycle.inspect(member.sandbox_id).state
             if member.image_id in enabled and state is SandboxState.PAUSED:
                 continue
             removed.append(member.sandbox_id)
@@ -143,20 +143,20 @@ class WarmPool:
 
     def _make(self, image: CatalogImage) -> bool:
         session_id = uuid.uuid4().hex
-        sandbox_id = self._provider.sandbox_id_for(session_id)
+        sandbox_id = self._provider.lifecycle.sandbox_id_for(session_id)
         if self._slots.claim_slot(SLOT_PREFIX + sandbox_id, self._scopes(image.id)) is not None:
             return False  # the pool, or the host, is full
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
-            self._provider.create(
+            self._provider.lifecycle.create(
                 SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
             )
-            self._provider.warm(sandbox_id)
-            self._provider.pause(sandbox_id)
+            self._provider.inside.warm(sandbox_id)
+            self._provider.lifecycle.pause(sandbox_id)
         except SiestaError as error:
             log.warning("could not add a %s sandbox to the pool: %s", image.id, error.message)
             with contextlib.suppress(SiestaError):
-                self._provider.destroy(sandbox_id)
+                self._provider.lifecycle.destroy(sandbox_id)
             self._release(sandbox_id, image.id)
             return False
         self._members.add_pool_member(PoolMember(image.id, sandbox_id, session_id, self._clock()))
@@ -164,7 +164,7 @@ class WarmPool:
 
     def _discard(self, member: PoolMember) -> None:
         with contextlib.suppress(SiestaError):
-            self._provider.destroy(member.sandbox_id)
+            self._provider.lifecycle.destroy(member.sandbox_id)
         self._release(member.sandbox_id, member.image_id)
 
     def _scopes(self, image_id: str) -> list[tuple[str, int]]:

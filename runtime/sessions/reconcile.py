@@ -134,8 +134,8 @@ class Reconciler:
         if not report.dry_run:
             for sweep in self._sweeps:
                 self._guarded(sweep.name, report, functools.partial(self._sweep, sweep, report))
-        sandboxes = self._provider.list_sandboxes()
-        workspaces = self._provider.list_workspaces()
+        sandboxes = self._provider.lifecycle.list_sandboxes()
+        workspaces = self._provider.lifecycle.list_workspaces()
         records = self._sessions.list_sessions()
         deleted = self._deletions.deleted_keys()
         report.found = {
@@ -190,7 +190,7 @@ class Reconciler:
             return  # possibly being provisioned right now
         report.act("orphans_removed", name)
         if not report.dry_run:
-            self._provider.destroy(name)
+            self._provider.lifecycle.destroy(name)
 
     def _delete(self, key: str, lease: Lease, *, report: Report) -> None:
         report.act("deleted_conversations_torn_down", key)
@@ -205,12 +205,14 @@ class Reconciler:
         if fresh is None or not fresh.status.has_sandbox:
             return
         sandbox_id = fresh.sandbox_id
-        state = self._provider.inspect(sandbox_id).state
+        state = self._provider.lifecycle.inspect(sandbox_id).state
         idle = self._clock() - fresh.last_used_at
         tiers = self._tiers
         status = fresh.status
         lifecycle = self._lifecycle
-        if state is SandboxState.MISSING and not self._provider.workspace_exists(sandbox_id):
+        if state is SandboxState.MISSING and not self._provider.lifecycle.workspace_exists(
+            sandbox_id
+        ):
             self._apply("sessions_marked_lost", lifecycle.mark_lost, fresh, lease, report)
         elif idle >= tiers.retire_after_seconds:
             self._apply("idle_sessions_retired", lifecycle.retire, fresh, lease, report)

@@ -148,8 +148,8 @@ def assert_nothing_left(service: InProcessService, conversation: str, ids: set[s
     services = services_of(service)
     described = service.client.get(f"/v1/conversations/{conversation}/sandbox", headers=HEADERS)
     assert described.status_code == 404, described.text
-    labels = [s.labels for s in services.provider.list_sandboxes()]
-    labels += [w.labels for w in services.provider.list_workspaces()]
+    labels = [s.labels for s in services.provider.lifecycle.list_sandboxes()]
+    labels += [w.labels for w in services.provider.lifecycle.list_workspaces()]
     assert conversation not in {label.get(CONVERSATION_LABEL) for label in labels}
     assert log_of(service, conversation) == []
     assert traces(services, ids) == []

@@ -203,7 +203,7 @@ def test_reconciler_keeps_killed_and_removed_sandboxes_with_their_workspaces(
         deployment_id=deployment_of(service),
     )
     crashed = new_conversation()
-    orphan = provider.create(
+    orphan = provider.lifecycle.create(
         SandboxSpec(
             uuid.uuid4().hex,
             "siesta/debian-base:1",

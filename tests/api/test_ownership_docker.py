@@ -83,9 +83,11 @@ def other_deployment(docker_client: docker.DockerClient) -> Iterator[str]:
         SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
         deployment_id=f"other-{uuid.uuid4().hex[:8]}",
     )
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
     yield sandbox_id
-    provider.destroy(sandbox_id)
+    provider.lifecycle.destroy(sandbox_id)
     provider.close()
 
 

@@ -22,8 +22,10 @@ from runtime.core import metrics
 from runtime.core.context import CallContext
 from runtime.core.errors import SandboxUnavailable
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.base import ExecRequest, SandboxSpec
-from runtime.providers.docker.provider import DockerProvider
+from runtime.providers.base import ExecRequest, SandboxProvider, SandboxSpec
+from runtime.providers.docker.engine_exec import EngineExec
+from runtime.providers.docker.inside import DockerInside
+from runtime.providers.docker.lifecycle import DockerLifecycle
 from runtime.providers.settings import SandboxSettings
 from runtime.services import assemble_sessions
 from runtime.sessions.lifecycle import Lifecycle
@@ -36,25 +38,26 @@ from tests.helpers import REPO, TEST_DEPLOYMENT, TEST_RUN_ID, TEST_RUN_LABEL
 pytestmark = pytest.mark.docker
 
 
-class VanishingProvider(DockerProvider):
+class Vanisher:
     """Removes the container right before the named calls reach the engine."""
 
     def __init__(self, client: docker.DockerClient) -> None:
-        super().__init__(
-            SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
-            deployment_id=TEST_DEPLOYMENT,
-        )
         self._client = client
         self.vanish_before: set[str] = set()
 
-    def _vanish(self, call: str, sandbox_id: str) -> None:
+    def __call__(self, call: str, sandbox_id: str) -> None:
         if call in self.vanish_before:
             self.vanish_before.discard(call)
             self._client.containers.get(sandbox_id).remove(force=True)
 
-    def exec(self, sandbox_id: str, request: ExecRequest) -> Any:
-        self._vanish("exec", sandbox_id)
-        return super().exec(sandbox_id, request)
+
+class VanishingLifecycle(DockerLifecycle):
+    def __init__(self, vanish: Vanisher) -> None:
+        super().__init__(
+            SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
+            deployment_id=TEST_DEPLOYMENT,
+        )
+        self._vanish = vanish
 
     def pause(self, sandbox_id: str) -> None:
         self._vanish("pause", sandbox_id)
@@ -72,9 +75,30 @@ class VanishingProvider(DockerProvider):
         self._vanish("start", sandbox_id)
         super().start(sandbox_id)
 
+
+class VanishingInside(DockerInside):
+    def __init__(self, lifecycle: DockerLifecycle, vanish: Vanisher) -> None:
+        super().__init__(lifecycle.channels, EngineExec(lifecycle.api))
+        self._vanish = vanish
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> Any:
+        self._vanish("exec", sandbox_id)
+        return super().exec(sandbox_id, request)
+
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> Any:
         self._vanish("list_dir", sandbox_id)
         return super().list_dir(sandbox_id, path, max_entries)
+
+
+class VanishingProvider(SandboxProvider):
+    """The Docker provider, whose container vanishes before the calls named in
+    ``vanish_before``."""
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        vanish = Vanisher(client)
+        self.vanish_before = vanish.vanish_before
+        lifecycle = VanishingLifecycle(vanish)
+        super().__init__(lifecycle, VanishingInside(lifecycle, vanish))
 
 
 @pytest.fixture
@@ -91,16 +115,16 @@ def ctx(conversation: str) -> CallContext:
 @pytest.mark.parametrize(
     ("call", "action"),
     [
-        ("exec", lambda p, s: p.exec(s, ExecRequest("true", 10, 1024, 1))),
-        ("list_dir", lambda p, s: p.list_dir(s, ".", 10)),
-        ("pause", lambda p, s: p.pause(s)),
-        ("stop", lambda p, s: p.stop(s)),
+        ("exec", lambda p, s: p.inside.exec(s, ExecRequest("true", 10, 1024, 1))),
+        ("list_dir", lambda p, s: p.inside.list_dir(s, ".", 10)),
+        ("pause", lambda p, s: p.lifecycle.pause(s)),
+        ("stop", lambda p, s: p.lifecycle.stop(s)),
     ],
 )
 def test_every_call_on_a_vanished_container_is_sandbox_unavailable(
-    provider: VanishingProvider, call: str, action: Callable[[DockerProvider, str], object]
+    provider: VanishingProvider, call: str, action: Callable[[SandboxProvider, str], object]
 ) -> None:
-    sandbox_id = provider.create(
+    sandbox_id = provider.lifecycle.create(
         SandboxSpec(f"vanish-{call}-{TEST_RUN_ID}", "siesta/debian-base:1", {})
     )
     try:
@@ -108,7 +132,7 @@ def test_every_call_on_a_vanished_container_is_sandbox_unavailable(
         with pytest.raises(SandboxUnavailable, match="try again"):
             action(provider, sandbox_id)
     finally:
-        provider.destroy(sandbox_id)
+        provider.lifecycle.destroy(sandbox_id)
 
 
 def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_brings_it_back(
@@ -125,14 +149,16 @@ def test_the_call_that_loses_its_sandbox_says_try_again_and_the_next_one_brings_
             pytest.raises(SandboxUnavailable, match="try again"),
             sessions.operation(ctx("c1")) as session,
         ):
-            provider.exec(session.record.sandbox_id, ExecRequest("true", 10, 1024, 1))
+            provider.inside.exec(session.record.sandbox_id, ExecRequest("true", 10, 1024, 1))
         with sessions.operation(ctx("c1")) as again:
-            result = provider.exec(again.record.sandbox_id, ExecRequest("echo ok", 10, 1024, 1))
+            result = provider.inside.exec(
+                again.record.sandbox_id, ExecRequest("echo ok", 10, 1024, 1)
+            )
         assert again.workspace_reset is False and again.sandbox_recreated is True
         assert again.record.sandbox_id == sandbox_id
         assert result.stdout.text == "ok\n"
         with sessions.operation(ctx("c1")) as last:
-            provider.destroy(last.record.sandbox_id)
+            provider.lifecycle.destroy(last.record.sandbox_id)
     finally:
         sessions.close()
         store.close()
@@ -178,7 +204,7 @@ def test_a_pass_reports_the_vanished_sandbox_and_reconciles_the_others(
         assert "sessions_marked_lost" not in report.actions
     finally:
         for sandbox_id in sandboxes:
-            provider.destroy(sandbox_id)
+            provider.lifecycle.destroy(sandbox_id)
         sessions.close()
         store.close()
 

@@ -55,7 +55,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from runtime.providers.agent.channel import DockerStreamFrames
+from runtime.providers.docker.channels import DockerStreamFrames
 
 SCHEMA_VERSION = "1.32.0"
 SCHEMAS = (

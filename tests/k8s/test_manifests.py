@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.kubernetes.provider import COMPONENT_LABELS, RBAC_RULES
+from runtime.providers.kubernetes.objects import COMPONENT_LABELS
+from runtime.providers.kubernetes.provider import RBAC_RULES
 from runtime.providers.settings import KubernetesProviderSettings
 from runtime.settings import Settings
 from runtime.store.settings import RedisStoreSettings

@@ -77,7 +77,7 @@ def provider(api: ApiServerDouble) -> Iterator[KubernetesProvider]:
 
 
 def run(provider: KubernetesProvider, sandbox: str, command: str) -> str:
-    result = provider.exec(sandbox, ExecRequest(command, 30, 4096, 1))
+    result = provider.inside.exec(sandbox, ExecRequest(command, 30, 4096, 1))
     assert result.exit_code == 0, result.stderr.text
     return result.stdout.text
 
@@ -130,12 +130,12 @@ def test_pod_and_claim_carry_the_labels_limits_and_hardening(api: ApiServerDoubl
         "siesta.image-id": "debian-base",
     }
     try:
-        name = provider.create(SandboxSpec(session_id, IMAGE, labels))
+        name = provider.lifecycle.create(SandboxSpec(session_id, IMAGE, labels))
         pod, claim = objects(api, name)
-        info = provider.inspect(name)
-        listed = {s.sandbox_id: s for s in provider.list_sandboxes()}
+        info = provider.lifecycle.inspect(name)
+        listed = {s.sandbox_id: s for s in provider.lifecycle.list_sandboxes()}
     finally:
-        provider.destroy(name)
+        provider.lifecycle.destroy(name)
         provider.close()
 
     spec = pod["spec"]
@@ -177,20 +177,20 @@ def test_pod_and_claim_carry_the_labels_limits_and_hardening(api: ApiServerDoubl
 def test_the_provider_uses_exactly_the_verbs_the_role_grants(api: ApiServerDouble) -> None:
     provider = provider_for(api)
     first = len(api.requests)
-    name = provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+    name = provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     try:
         run(provider, name, "echo x > f")
-        provider.pause(name)
-        provider.unpause(name)
-        provider.stop(name)
-        provider.inspect(name)
-        provider.list_sandboxes()
-        provider.list_workspaces()
-        provider.start(name)
+        provider.lifecycle.pause(name)
+        provider.lifecycle.unpause(name)
+        provider.lifecycle.stop(name)
+        provider.lifecycle.inspect(name)
+        provider.lifecycle.list_sandboxes()
+        provider.lifecycle.list_workspaces()
+        provider.lifecycle.start(name)
         assert run(provider, name, "cat f") == "x\n"
         provider.ping()
     finally:
-        provider.destroy(name)
+        provider.lifecycle.destroy(name)
         provider.close()
     assert verbs_used(api.requests[first:]) == {k: set(v) for k, v in RBAC_RULES.items()}
 
@@ -198,21 +198,21 @@ def test_the_provider_uses_exactly_the_verbs_the_role_grants(api: ApiServerDoubl
 def test_suspension_deletes_the_pod_and_keeps_the_claim(
     api: ApiServerDouble, provider: KubernetesProvider
 ) -> None:
-    name = provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+    name = provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     try:
         run(provider, name, "echo kept > notes.txt; nohup sleep 1002 >/dev/null 2>&1 &")
-        provider.pause(name)
-        paused = provider.inspect(name).state
+        provider.lifecycle.pause(name)
+        paused = provider.lifecycle.inspect(name).state
         with api.lock:
             pod = api.pods.get((KUBERNETES_NAMESPACE, name))
             pod_going = pod is None or "deletionTimestamp" in pod["metadata"]
             tier = dict(api.claims[(KUBERNETES_NAMESPACE, name)]["metadata"]["annotations"])
-        provider.unpause(name)
+        provider.lifecycle.unpause(name)
         after = run(provider, name, "cat notes.txt; ps -eo args | grep -c '^sleep 1002' || true")
         with api.lock:
             annotations = api.claims[(KUBERNETES_NAMESPACE, name)]["metadata"]["annotations"]
     finally:
-        provider.destroy(name)
+        provider.lifecycle.destroy(name)
     assert paused is SandboxState.PAUSED
     assert pod_going
     assert tier["siesta.io/suspended"] == "paused"
@@ -223,17 +223,17 @@ def test_suspension_deletes_the_pod_and_keeps_the_claim(
 def test_a_sandbox_whose_pod_vanished_is_stopped_and_its_channel_ends(
     api: ApiServerDouble, provider: KubernetesProvider
 ) -> None:
-    name = provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+    name = provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     try:
         run(provider, name, "true")
         api.vanish_pod(KUBERNETES_NAMESPACE, name)  # its node was lost
         with pytest.raises(SandboxUnavailable, match="try again"):
             run(provider, name, "true")
-        state = provider.inspect(name).state
+        state = provider.lifecycle.inspect(name).state
     finally:
-        provider.destroy(name)
+        provider.lifecycle.destroy(name)
     assert state is SandboxState.STOPPED
-    assert provider.inspect(name).state is SandboxState.MISSING
+    assert provider.lifecycle.inspect(name).state is SandboxState.MISSING
 
 
 def test_an_image_the_cluster_cannot_pull_is_image_unavailable(
@@ -241,7 +241,7 @@ def test_an_image_the_cluster_cannot_pull_is_image_unavailable(
 ) -> None:
     api.faults.unpullable_images.add(IMAGE)
     with pytest.raises(ImageUnavailable, match="cannot pull base image siesta/debian-base:1"):
-        provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+        provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     assert no_leftovers(api, provider)
 
 
@@ -250,11 +250,11 @@ def test_a_cluster_without_room_is_capacity_unavailable(
 ) -> None:
     api.faults.unschedulable = True
     with pytest.raises(CapacityUnavailable, match="Insufficient memory"):
-        provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+        provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     api.faults.unschedulable = False
     api.faults.pod_quota_exceeded = True
     with pytest.raises(CapacityUnavailable, match="exceeded quota"):
-        provider.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+        provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     assert no_leftovers(api, provider)
 
 
@@ -262,7 +262,7 @@ def no_leftovers(api: ApiServerDouble, provider: KubernetesProvider) -> bool:
     """Nothing of a failed creation stays: its pod and claim are deleted."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if not provider.list_sandboxes() and not provider.list_workspaces():
+        if not provider.lifecycle.list_sandboxes() and not provider.lifecycle.list_workspaces():
             return True
         time.sleep(0.1)
     return False

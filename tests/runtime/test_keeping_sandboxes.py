@@ -17,9 +17,10 @@ from runtime.providers.base import SandboxProvider, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
 from runtime.services import assemble_sessions
+from runtime.sessions.active import ActiveSession, ResetReason
 from runtime.sessions.leases import Leases
 from runtime.sessions.lifecycle import Lifecycle
-from runtime.sessions.manager import ActiveSession, ResetReason, SessionManager
+from runtime.sessions.manager import SessionManager
 from runtime.sessions.reconcile import Reconciler
 from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
 from runtime.settings import Settings
@@ -63,13 +64,13 @@ class Rig:
 
     def write(self, path: str, data: bytes) -> ActiveSession:
         with self.sessions.operation(CTX) as active:
-            self.provider.write_file(active.record.sandbox_id, path, [data], 1024)
+            self.provider.inside.write_file(active.record.sandbox_id, path, [data], 1024)
             return active
 
     def read(self, path: str) -> tuple[bytes, ActiveSession]:
         data = bytearray()
         with self.sessions.operation(CTX) as active:
-            self.provider.read_file(active.record.sandbox_id, path, 1024, data.extend)
+            self.provider.inside.read_file(active.record.sandbox_id, path, 1024, data.extend)
             return bytes(data), active
 
     def status(self) -> SessionStatus:
@@ -92,8 +93,8 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
     made = Rig(tmp_path, provider)
     yield made
     made.sessions.close()
-    for sandbox in provider.list_sandboxes():
-        provider.destroy(sandbox.sandbox_id)
+    for sandbox in provider.lifecycle.list_sandboxes():
+        provider.lifecycle.destroy(sandbox.sandbox_id)
     made.store.close()
     provider.close()
 
@@ -114,7 +115,7 @@ def stopper(rig: Rig, request: pytest.FixtureRequest) -> Callable[[str], None]:
     if isinstance(rig.provider, KubernetesProvider):
         api: ApiServerDouble = request.getfixturevalue("kubernetes_api")
         return lambda sandbox_id: api.vanish_pod(KUBERNETES_NAMESPACE, sandbox_id)
-    return rig.provider.stop
+    return rig.provider.lifecycle.stop
 
 
 def test_a_sandbox_stopped_outside_the_service_comes_back_with_its_files(
@@ -142,7 +143,7 @@ def test_a_failed_pod_of_a_lost_node_is_replaced_on_its_claim(
     try:
         first = rig.write("keep.txt", b"kept")
         api.fail_pod(KUBERNETES_NAMESPACE, first.record.sandbox_id)
-        assert rig.provider.inspect(first.record.sandbox_id).state is SandboxState.STOPPED
+        assert rig.provider.lifecycle.inspect(first.record.sandbox_id).state is SandboxState.STOPPED
 
         data, again = rig.read("keep.txt")
 
@@ -151,28 +152,30 @@ def test_a_failed_pod_of_a_lost_node_is_replaced_on_its_claim(
         assert again.record.session_id == first.record.session_id
     finally:
         rig.sessions.close()
-        for sandbox in rig.provider.list_sandboxes():
-            rig.provider.destroy(sandbox.sandbox_id)
+        for sandbox in rig.provider.lifecycle.list_sandboxes():
+            rig.provider.lifecycle.destroy(sandbox.sandbox_id)
         rig.store.close()
         rig.provider.close()
 
 
 def test_a_sandbox_paused_outside_the_service_is_thawed(fake_rig: Rig) -> None:
     first = fake_rig.write("keep.txt", b"kept")
-    fake_rig.provider.pause(first.record.sandbox_id)
+    fake_rig.provider.lifecycle.pause(first.record.sandbox_id)
 
     data, again = fake_rig.read("keep.txt")
 
     assert data == b"kept" and again.resumed == "paused"
-    assert fake_rig.provider.inspect(first.record.sandbox_id).state is SandboxState.RUNNING
+    assert (
+        fake_rig.provider.lifecycle.inspect(first.record.sandbox_id).state is SandboxState.RUNNING
+    )
 
 
 def test_a_removed_sandbox_is_made_again_around_its_workspace(fake_rig: Rig) -> None:
     provider = fake_rig.provider
     assert isinstance(provider, FakeProvider)
     first = fake_rig.write("keep.txt", b"kept")
-    provider.remove_sandbox_only(first.record.sandbox_id)
-    assert provider.inspect(first.record.sandbox_id).state is SandboxState.MISSING
+    provider.lifecycle.remove_sandbox_only(first.record.sandbox_id)
+    assert provider.lifecycle.inspect(first.record.sandbox_id).state is SandboxState.MISSING
 
     data, again = fake_rig.read("keep.txt")
     after = fake_rig.use()
@@ -187,8 +190,8 @@ def test_a_sandbox_that_cannot_start_is_made_again_around_its_workspace(fake_rig
     provider = fake_rig.provider
     assert isinstance(provider, FakeProvider)
     first = fake_rig.write("keep.txt", b"kept")
-    provider.stop(first.record.sandbox_id)
-    provider.broken.add(first.record.sandbox_id)
+    provider.lifecycle.stop(first.record.sandbox_id)
+    provider.lifecycle.broken.add(first.record.sandbox_id)
 
     data, again = fake_rig.read("keep.txt")
 
@@ -201,7 +204,7 @@ def test_only_a_gone_workspace_starts_afresh_and_says_why(
     rig: Rig, request: pytest.FixtureRequest
 ) -> None:
     first = rig.write("keep.txt", b"kept")
-    rig.provider.destroy(first.record.sandbox_id)
+    rig.provider.lifecycle.destroy(first.record.sandbox_id)
 
     again = rig.use()
 
@@ -222,7 +225,7 @@ def test_reconciliation_notes_a_stopped_sandbox_and_never_takes_it_for_lost(
 
     assert report.actions.get("stopped_sandboxes_noted") == [first.record.session_id]
     assert rig.status() is SessionStatus.STOPPED and not rig.counted()
-    assert rig.provider.workspace_exists(first.record.sandbox_id)
+    assert rig.provider.lifecycle.workspace_exists(first.record.sandbox_id)
     data, again = rig.read("keep.txt")
     assert data == b"kept" and again.resumed == "stopped" and rig.counted()
 
@@ -231,7 +234,7 @@ def test_reconciliation_keeps_a_workspace_whose_sandbox_vanished(fake_rig: Rig) 
     provider = fake_rig.provider
     assert isinstance(provider, FakeProvider)
     first = fake_rig.write("keep.txt", b"kept")
-    provider.remove_sandbox_only(first.record.sandbox_id)
+    provider.lifecycle.remove_sandbox_only(first.record.sandbox_id)
 
     report = fake_rig.reconciler.run()
 
@@ -243,7 +246,7 @@ def test_reconciliation_keeps_a_workspace_whose_sandbox_vanished(fake_rig: Rig) 
 
 def test_reconciliation_marks_lost_only_what_lost_its_workspace(fake_rig: Rig) -> None:
     first = fake_rig.write("keep.txt", b"kept")
-    fake_rig.provider.destroy(first.record.sandbox_id)
+    fake_rig.provider.lifecycle.destroy(first.record.sandbox_id)
 
     report = fake_rig.reconciler.run()
     again = fake_rig.use()

@@ -15,7 +15,7 @@ from runtime.core.errors import ResumeTimeout
 from runtime.core.metrics import REGISTRY
 from runtime.core.records import SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.fake import FakeProvider
+from runtime.providers.fake import FakeLifecycle, FakeProvider
 from runtime.services import assemble_sessions
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
@@ -69,7 +69,7 @@ class World:
         return record.status
 
 
-class SlowResume(FakeProvider):
+class SlowResume(FakeLifecycle):
     def start(self, sandbox_id: str) -> None:
         time.sleep(1)
         super().start(sandbox_id)
@@ -149,7 +149,7 @@ def test_resume_from_each_tier(world: World) -> None:
 
 
 def test_a_slow_resume_fails_with_the_limit(tmp_path: Path) -> None:
-    provider = SlowResume(tmp_path / "sandboxes")
+    provider = FakeProvider(lifecycle=SlowResume(tmp_path / "sandboxes"))
     world = World(tmp_path, provider)
     world.use("c")
     world.now[0] += 21
@@ -162,7 +162,7 @@ def test_a_slow_resume_fails_with_the_limit(tmp_path: Path) -> None:
     provider.close()
 
 
-class BrokenPause(FakeProvider):
+class BrokenPause(FakeLifecycle):
     """A provider bug: pausing one sandbox raises something no one translated."""
 
     def __init__(self, root: Path) -> None:
@@ -177,13 +177,13 @@ class BrokenPause(FakeProvider):
 
 
 def test_an_unexpected_failure_on_one_session_does_not_end_the_pass(tmp_path: Path) -> None:
-    provider = BrokenPause(tmp_path / "sandboxes")
+    provider = FakeProvider(lifecycle=BrokenPause(tmp_path / "sandboxes"))
     world = World(tmp_path, provider)
     for name in ("a", "b", "c"):
         world.use(name)
     broken = world.store.sessions.get_session("o", "b")
     assert broken is not None
-    provider.broken.add(broken.sandbox_id)
+    provider.lifecycle.broken.add(broken.sandbox_id)
     world.now[0] += 11
     report = world.reconciler.run()
     assert [e.split(":")[0] for e in report.errors] == ["o/b"]

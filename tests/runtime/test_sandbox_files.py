@@ -150,7 +150,9 @@ def test_a_replaced_sandbox_starts_from_zero(staging: Rig) -> None:
     upload(staging.files, "a.bin", 600)
     upload(staging.files, "b.bin", 600)
     first = staging.stage("a.bin")
-    staging.provider.destroy(staging.provider.sandbox_id_for(first["sessionId"]))
+    staging.provider.lifecycle.destroy(
+        staging.provider.lifecycle.sandbox_id_for(first["sessionId"])
+    )
     second = staging.stage("b.bin")
     assert second["workspaceReset"] is True
 

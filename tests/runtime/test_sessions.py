@@ -21,7 +21,7 @@ from runtime.core.errors import (
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxProvider, SandboxSpec, SandboxState
-from runtime.providers.fake import FakeProvider
+from runtime.providers.fake import FakeLifecycle, FakeProvider
 from runtime.providers.settings import SandboxSettings
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
@@ -43,7 +43,7 @@ def catalog(tmp_path: Path, *, python_enabled: bool = True) -> ImageCatalog:
     )
 
 
-class SlowFakeProvider(FakeProvider):
+class SlowFakeLifecycle(FakeLifecycle):
     def __init__(self, root: Path, delay: float) -> None:
         super().__init__(root)
         self.delay = delay
@@ -53,13 +53,17 @@ class SlowFakeProvider(FakeProvider):
         return super().create(spec)
 
 
+def slow_fake_provider(root: Path, delay: float) -> FakeProvider:
+    return FakeProvider(lifecycle=SlowFakeLifecycle(root, delay))
+
+
 @pytest.fixture(params=["fake", pytest.param("kubernetes", marks=pytest.mark.docker)])
 def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SandboxProvider]:
     if request.param == "kubernetes":
         kubernetes = kubernetes_provider(request.getfixturevalue("kubernetes_api"))
         yield kubernetes
-        for sandbox in kubernetes.list_sandboxes():  # what a test left running
-            kubernetes.destroy(sandbox.sandbox_id)
+        for sandbox in kubernetes.lifecycle.list_sandboxes():  # what a test left running
+            kubernetes.lifecycle.destroy(sandbox.sandbox_id)
         kubernetes.close()
         return
     fake = FakeProvider(tmp_path / "sandboxes")
@@ -103,7 +107,7 @@ def ctx(image: str | None = "debian-base", conversation: str = "c1") -> CallCont
 
 
 def test_concurrent_first_operations_provision_one_session(tmp_path: Path, store: Stores) -> None:
-    provider = SlowFakeProvider(tmp_path / "slow", delay=0.2)
+    provider = slow_fake_provider(tmp_path / "slow", delay=0.2)
     sessions = manager(store, provider, catalog(tmp_path))
     seen: list[str] = []
 
@@ -117,7 +121,7 @@ def test_concurrent_first_operations_provision_one_session(tmp_path: Path, store
     for thread in threads:
         thread.join()
     assert len(seen) == 8 and len(set(seen)) == 1
-    assert len(provider.list_sandboxes()) == 1
+    assert len(provider.lifecycle.list_sandboxes()) == 1
     provider.close()
 
 
@@ -127,13 +131,13 @@ def test_replacement_keeps_the_pinned_image(
     sessions = manager(store, provider, catalog(tmp_path))
     with sessions.operation(ctx("python")) as first:
         pass
-    provider.destroy(first.record.sandbox_id)
+    provider.lifecycle.destroy(first.record.sandbox_id)
     with sessions.operation(ctx("debian-base")) as second:
         pass
     assert second.workspace_reset and second.provisioned
     assert second.record.image_id == "python"
     assert second.record.generation == 2
-    assert provider.inspect(first.record.sandbox_id).state is SandboxState.MISSING
+    assert provider.lifecycle.inspect(first.record.sandbox_id).state is SandboxState.MISSING
 
 
 def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_is_withdrawn(
@@ -141,7 +145,7 @@ def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_i
 ) -> None:
     with manager(store, provider, catalog(tmp_path)).operation(ctx("python")) as first:
         pass
-    provider.destroy(first.record.sandbox_id)
+    provider.lifecycle.destroy(first.record.sandbox_id)
     withdrawn = manager(store, provider, catalog(tmp_path, python_enabled=False))
     with withdrawn.operation(ctx("debian-base")) as second:
         pass
@@ -157,13 +161,13 @@ def test_disabled_sandbox_refuses_before_anything_is_created(
     sessions = manager(store, provider, catalog(tmp_path), enabled=False)
     with pytest.raises(SandboxDisabled), sessions.operation(ctx()):
         pass
-    assert provider.list_sandboxes() == [] and store.sessions.list_sessions() == []
+    assert provider.lifecycle.list_sandboxes() == [] and store.sessions.list_sessions() == []
 
 
 def test_slow_provisioning_times_out_and_cleans_up_afterwards(
     tmp_path: Path, store: Stores
 ) -> None:
-    provider = SlowFakeProvider(tmp_path / "slow", delay=0.6)
+    provider = slow_fake_provider(tmp_path / "slow", delay=0.6)
     sessions = manager(store, provider, catalog(tmp_path), provision_timeout_seconds=0.1)
     with pytest.raises(ProvisioningTimeout) as caught, sessions.operation(ctx()):
         pass
@@ -171,7 +175,44 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
     assert "0.1 seconds" in caught.value.message
     assert store.sessions.list_sessions() == []
     time.sleep(0.8)
-    assert provider.list_sandboxes() == []
+    assert provider.lifecycle.list_sandboxes() == []
+    sessions.close()
+    provider.close()
+
+
+def test_many_first_operations_at_once_each_get_the_whole_provisioning_time(
+    tmp_path: Path, store: Stores
+) -> None:
+    # More first operations than the 8 threads that once ran every provider call:
+    # none waits behind the others, so all end within one provisioning time.
+    conversations, delay, limit = 24, 1.0, 1.8
+    provider = slow_fake_provider(tmp_path / "slow", delay=delay)
+    sessions = manager(
+        store,
+        provider,
+        catalog(tmp_path),
+        capacity=CapacitySettings(max_active_per_org=100, max_active_per_user=100),
+        provision_timeout_seconds=limit,
+    )
+    outcomes: dict[str, str] = {}
+
+    def operate(conversation: str) -> None:
+        try:
+            with sessions.operation(ctx(conversation=conversation)):
+                outcomes[conversation] = "provisioned"
+        except ProvisioningTimeout:
+            outcomes[conversation] = "timed out"
+
+    threads = [threading.Thread(target=operate, args=(f"c{i}",)) for i in range(conversations)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    assert list(outcomes.values()) == ["provisioned"] * conversations
+    assert elapsed < limit
+    assert len(provider.lifecycle.list_sandboxes()) == conversations
     sessions.close()
     provider.close()
 
@@ -185,7 +226,7 @@ def test_delete_removes_sandbox_and_record(
     deleted = delete(sessions, ctx(), store)
     assert isinstance(deleted, SessionRecord) and deleted.session_id == active.record.session_id
     assert delete(sessions, ctx(), store) is None
-    assert provider.inspect(active.record.sandbox_id).state is SandboxState.MISSING
+    assert provider.lifecycle.inspect(active.record.sandbox_id).state is SandboxState.MISSING
     assert store.sessions.list_sessions() == []
 
 
@@ -224,7 +265,7 @@ def test_capacity_suspends_the_least_recently_used_idle_session(
 
     old = store.sessions.get_session("org", "old")
     assert old is not None and old.status is SessionStatus.STOPPED
-    assert provider.inspect(old.sandbox_id).state is SandboxState.STOPPED
+    assert provider.lifecycle.inspect(old.sandbox_id).state is SandboxState.STOPPED
     assert sorted(store.capacity.slot_members("user:org/u")) == ["org/new", "org/recent"]
 
     now[0] += 10

@@ -25,7 +25,6 @@ import errno
 import logging
 import queue
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -95,65 +94,6 @@ class Transport(Protocol):
         """(stream, chunk) until the stream ends; stream 1 is stdout, 2 stderr."""
 
     def close(self) -> None: ...
-
-
-class DockerStreamFrames:
-    """Docker's multiplexed stream (Tty off): 8-byte headers (stream, size), then data.
-
-    Data is passed on as it arrives, so nothing but a header is ever held here,
-    whatever size a header claims."""
-
-    def __init__(self) -> None:
-        self._header = bytearray()
-        self._stream = 0
-        self._left = 0
-
-    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
-        """The (stream, chunk) pieces in ``data``: parts of frames, in order."""
-        pieces = []
-        view = memoryview(data)
-        while view:
-            if self._left == 0:
-                take = 8 - len(self._header)
-                self._header += view[:take]
-                view = view[take:]
-                if len(self._header) == 8:
-                    self._stream = self._header[0]
-                    self._left = int.from_bytes(self._header[4:8], "big")
-                    self._header.clear()
-                continue
-            piece = view[: self._left]
-            view = view[len(piece) :]
-            self._left -= len(piece)
-            pieces.append((self._stream, bytes(piece)))
-        return pieces
-
-
-class DockerAttachTransport:
-    """A hijacked ``/containers/{id}/attach`` socket (Tty off: 8-byte stream headers)."""
-
-    def __init__(self, sock: socket.socket, keep: object = None) -> None:
-        self._sock = sock
-        self._keep = keep  # the SDK's wrapper: collected, it would close the socket
-
-    def send(self, data: bytes) -> None:
-        self._sock.sendall(data)
-
-    def receive(self) -> Iterator[tuple[int, bytes]]:
-        frames = DockerStreamFrames()
-        while True:
-            try:
-                data = self._sock.recv(256 * 1024)
-            except OSError:
-                return
-            if not data:
-                return
-            yield from frames.feed(data)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
 
 
 class AgentChannel:

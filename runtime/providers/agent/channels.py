@@ -2,9 +2,9 @@
 
 A channel is opened on a sandbox's first operation in this instance (by the
 provider's opener: a Docker attach, a Kubernetes attach), reused by every later
-one, and dropped when the sandbox stops or goes away. An opener returns ``None``
-for a sandbox without an agent (made before the agent existed): the provider
-then falls back to its engine's exec.
+one (``inside.py``), and dropped by the provider's lifecycle when the sandbox stops
+or goes away. An opener returns ``None`` for a sandbox without an agent (made before
+the agent existed): Docker's inside then falls back to an engine exec.
 """
 
 from __future__ import annotations

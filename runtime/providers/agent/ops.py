@@ -1,7 +1,8 @@
-"""The provider operations, done through a sandbox's agent channel.
+"""Commands and file helpers through a sandbox's agent channel, errors translated.
 
-Provider-independent: Docker and Kubernetes open the channel their own way and
-then run commands and file helpers through these functions.
+Provider-independent: ``inside.py`` puts them together as a ``SandboxInside``;
+Docker's engine-exec fallback reuses the file operations with its own way of
+running the helper (``HelperIO``).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def run_helper(
     return outcome.exit_code, stderr.result().text
 
 
-# -- what both providers do with a channel, errors included ------------------------------
+# -- what every provider does with a channel, errors included -----------------------------
 
 HelperIO = Callable[[list[str], Iterable[bytes] | None, ByteSink | None], tuple[int, str]]
 """Runs a file helper: (argv, stdin chunks, stdout sink) -> (exit code, stderr)."""
@@ -220,31 +221,24 @@ def _bounded(sink: ByteSink, limit: int) -> ByteSink:
     return write
 
 
-class HelperFiles:
-    """The file operations of a provider, through its ``_io`` (file helpers run in
-    the sandbox: ``siesta-fs`` over the agent channel, or an engine exec)."""
+def read_file(
+    io: HelperIO, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+) -> int:
+    """``SandboxInside.read_file`` through the file helper ``io`` runs."""
+    argv = fshelper.read_argv(path, max_bytes, strict)
+    exit_code, stderr = io(argv, None, _bounded(sink, max_bytes))
+    return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
 
-    def _io(self, sandbox_id: str) -> HelperIO:
-        raise NotImplementedError
 
-    def read_file(
-        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
-    ) -> int:
-        io = self._io(sandbox_id)
-        argv = fshelper.read_argv(path, max_bytes, strict)
-        exit_code, stderr = io(argv, None, _bounded(sink, max_bytes))
-        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
+def write_file(io: HelperIO, path: str, chunks: Iterable[bytes], max_bytes: int) -> int:
+    """``SandboxInside.write_file`` through the file helper ``io`` runs."""
+    exit_code, stderr = io(fshelper.write_argv(path, max_bytes), chunks, None)
+    return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
 
-    def write_file(
-        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
-    ) -> int:
-        io = self._io(sandbox_id)
-        exit_code, stderr = io(fshelper.write_argv(path, max_bytes), chunks, None)
-        return int(fshelper.check(exit_code, stderr, path, max_bytes)["size"])
 
-    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
-        stdout = bytearray()
-        io = self._io(sandbox_id)
-        sink = _bounded(stdout.extend, max_entries * LISTING_ENTRY_BYTES)
-        exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, sink)
-        return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))
+def list_dir(io: HelperIO, path: str, max_entries: int) -> DirListing:
+    """``SandboxInside.list_dir`` through the file helper ``io`` runs."""
+    stdout = bytearray()
+    sink = _bounded(stdout.extend, max_entries * LISTING_ENTRY_BYTES)
+    exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, sink)
+    return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))

@@ -45,6 +45,16 @@ def kubernetes_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def unless_missing() -> Iterator[None]:
+    """A 404 (the object is not there) is not an error here."""
+    try:
+        yield
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@contextlib.contextmanager
 def provisioning_errors() -> Iterator[None]:
     """While creating, a quota the cluster enforces is ``capacity_unavailable``
     and any other refusal is a provisioning failure (the spec is wrong for this

@@ -14,7 +14,6 @@ import struct
 import threading
 from collections.abc import Callable, Iterable
 
-from runtime.providers.agent.channel import DockerAttachTransport
 from runtime.providers.agent.protocol import (
     HEADER,
     LIMITS,
@@ -24,6 +23,7 @@ from runtime.providers.agent.protocol import (
     FrameType,
     encode,
 )
+from runtime.providers.docker.channels import DockerAttachTransport
 
 ENGINE_PIECE = 32 * 1024
 HANG_UP = b""

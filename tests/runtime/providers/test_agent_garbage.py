@@ -26,12 +26,13 @@ from runtime.providers.agent.channel import (
     STRAY_BUDGET,
     AgentChannel,
     ChannelClosed,
-    DockerStreamFrames,
 )
 from runtime.providers.agent.channels import AgentChannels, pinged_channel
 from runtime.providers.agent.inbox import INBOX_BYTES
+from runtime.providers.agent.inside import AgentInside
 from runtime.providers.agent.protocol import MAX_PAYLOAD, FrameType, encode
 from runtime.providers.base import ExecRequest
+from runtime.providers.docker.channels import DockerStreamFrames
 from tests.runtime.providers.fake_agent import (
     HANG_UP,
     Answer,
@@ -211,19 +212,11 @@ def test_a_helper_that_says_too_much_closes_the_channel(
     channel = sandbox.channels.get("sandbox")
     assert channel is not None
     before = errors("output_over_limit")
-    files = _Files(channel)
+    files = AgentInside(sandbox.channels)
     with pytest.raises(SandboxUnavailable, match="more than the 5120 bytes"):
         files.list_dir("sandbox", ".", max_entries=10)
     assert errors("output_over_limit") == before + 1
     assert channel.closed
-
-
-class _Files(agent_ops.HelperFiles):
-    def __init__(self, channel: AgentChannel) -> None:
-        self._channel = channel
-
-    def _io(self, sandbox_id: str) -> agent_ops.HelperIO:
-        return lambda argv, stdin, sink: agent_ops.helper(self._channel, argv, stdin, sink)
 
 
 # -- what is normal must stay normal ------------------------------------------------------

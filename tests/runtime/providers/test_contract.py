@@ -22,7 +22,8 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
-from runtime.providers.docker.provider import DockerProvider
+from runtime.providers.docker.lifecycle import DockerLifecycle
+from runtime.providers.docker.provider import DockerProvider, docker_inside
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
 from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
@@ -39,7 +40,7 @@ def docker_provider() -> DockerProvider:
     )
 
 
-class GvisorDockerProvider(DockerProvider):
+class GvisorDockerLifecycle(DockerLifecycle):
     """Sandboxes of a catalog image that says ``runtime: runsc``: the same provider,
     every sandbox under gVisor."""
 
@@ -47,12 +48,13 @@ class GvisorDockerProvider(DockerProvider):
         return super().create(dataclasses.replace(spec, runtime="runsc"))
 
 
-def gvisor_provider() -> GvisorDockerProvider:
-    return GvisorDockerProvider(
+def gvisor_provider() -> SandboxProvider:
+    lifecycle = GvisorDockerLifecycle(
         SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}),
         deployment_id=TEST_DEPLOYMENT,
         disks=TEST_DISKS,
     )
+    return SandboxProvider(lifecycle, docker_inside(lifecycle))
 
 
 def kubernetes_provider(api: ApiServerDouble, **sandbox: Any) -> KubernetesProvider:
@@ -97,21 +99,21 @@ def provider(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox
 @pytest.fixture
 def sandbox(provider: SandboxProvider) -> Iterator[str]:
     session_id = uuid.uuid4().hex
-    sandbox_id = provider.create(
+    sandbox_id = provider.lifecycle.create(
         SandboxSpec(session_id, "siesta/debian-base:1", {"siesta.test": "contract"})
     )
     yield sandbox_id
-    provider.destroy(sandbox_id)
+    provider.lifecycle.destroy(sandbox_id)
 
 
 def run(provider: SandboxProvider, sandbox: str, command: str, timeout: int = 30) -> ExecResult:
-    return provider.exec(sandbox, ExecRequest(command, timeout, OUTPUT_LIMIT, 1))
+    return provider.inside.exec(sandbox, ExecRequest(command, timeout, OUTPUT_LIMIT, 1))
 
 
 def test_created_sandbox_runs_and_is_listed(provider: SandboxProvider, sandbox: str) -> None:
-    info = provider.inspect(sandbox)
+    info = provider.lifecycle.inspect(sandbox)
     assert info.state is SandboxState.RUNNING
-    assert sandbox in [s.sandbox_id for s in provider.list_sandboxes()]
+    assert sandbox in [s.sandbox_id for s in provider.lifecycle.list_sandboxes()]
     assert info.labels["siesta.test"] == "contract"
 
 
@@ -153,37 +155,41 @@ def test_suspended_sandboxes_resume_with_their_workspace(
     provider: SandboxProvider, sandbox: str
 ) -> None:
     run(provider, sandbox, "echo kept > notes.txt")
-    provider.pause(sandbox)
-    paused = provider.inspect(sandbox).state
-    provider.unpause(sandbox)
+    provider.lifecycle.pause(sandbox)
+    paused = provider.lifecycle.inspect(sandbox).state
+    provider.lifecycle.unpause(sandbox)
     after_pause = run(provider, sandbox, "cat notes.txt").stdout.text
-    provider.stop(sandbox)
-    stopped = provider.inspect(sandbox).state
-    listed = {s.sandbox_id: s.state for s in provider.list_sandboxes()}
-    workspaces = [w.name for w in provider.list_workspaces()]
-    provider.start(sandbox)
+    provider.lifecycle.stop(sandbox)
+    stopped = provider.lifecycle.inspect(sandbox).state
+    listed = {s.sandbox_id: s.state for s in provider.lifecycle.list_sandboxes()}
+    workspaces = [w.name for w in provider.lifecycle.list_workspaces()]
+    provider.lifecycle.start(sandbox)
     after_stop = run(provider, sandbox, "cat notes.txt").stdout.text
 
     assert paused is SandboxState.PAUSED
     assert (stopped, listed[sandbox]) == (SandboxState.STOPPED, SandboxState.STOPPED)
     assert sandbox in workspaces  # the workspace is listed on its own too
     assert after_pause == after_stop == "kept\n"
-    assert provider.inspect(sandbox).state is SandboxState.RUNNING
+    assert provider.lifecycle.inspect(sandbox).state is SandboxState.RUNNING
 
 
 def test_a_suspended_sandbox_is_destroyed_whole(provider: SandboxProvider) -> None:
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
-    provider.stop(sandbox_id)
-    provider.destroy(sandbox_id)
-    assert provider.inspect(sandbox_id).state is SandboxState.MISSING
-    assert sandbox_id not in [w.name for w in provider.list_workspaces()]
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
+    provider.lifecycle.stop(sandbox_id)
+    provider.lifecycle.destroy(sandbox_id)
+    assert provider.lifecycle.inspect(sandbox_id).state is SandboxState.MISSING
+    assert sandbox_id not in [w.name for w in provider.lifecycle.list_workspaces()]
 
 
 def test_destroy_is_idempotent(provider: SandboxProvider) -> None:
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
-    provider.destroy(sandbox_id)
-    provider.destroy(sandbox_id)
-    assert provider.inspect(sandbox_id).state is SandboxState.MISSING
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
+    provider.lifecycle.destroy(sandbox_id)
+    provider.lifecycle.destroy(sandbox_id)
+    assert provider.lifecycle.inspect(sandbox_id).state is SandboxState.MISSING
 
 
 @pytest.mark.docker
@@ -202,7 +208,7 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
         "siesta.session": session_id,
         "siesta.image-id": "debian-base",
     }
-    sandbox_id = provider.create(SandboxSpec(session_id, "siesta/debian-base:1", labels))
+    sandbox_id = provider.lifecycle.create(SandboxSpec(session_id, "siesta/debian-base:1", labels))
     try:
         attrs = docker_client.api.inspect_container(sandbox_id)
         host = attrs["HostConfig"]
@@ -212,7 +218,7 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
             provider, sandbox_id, "for i in $(seq 100); do sleep 5 & done; wait", timeout=20
         )
     finally:
-        provider.destroy(sandbox_id)
+        provider.lifecycle.destroy(sandbox_id)
         provider.close()
 
     # What the service sets at creation; the container also inherits the image's own
@@ -241,13 +247,15 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
 @pytest.mark.docker
 def test_orphaned_children_are_reaped(docker_client: docker.DockerClient) -> None:
     provider = docker_provider()
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
     try:
         # The shell exits at once; its children are orphaned and exit later.
         run(provider, sandbox_id, "for i in 1 2 3; do (sleep 0.2 &) ; done; true")
         zombies = run(provider, sandbox_id, "sleep 1; ps -eo stat | grep -c '^Z' || true")
     finally:
-        provider.destroy(sandbox_id)
+        provider.lifecycle.destroy(sandbox_id)
         provider.close()
     assert zombies.stdout.text == "0\n"
 
@@ -257,7 +265,9 @@ def test_background_processes_of_finished_commands_survive_but_orphans_do_not(
     docker_client: docker.DockerClient,
 ) -> None:
     provider = docker_provider()
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
     try:
         run(provider, sandbox_id, "nohup sleep 305 >/dev/null 2>&1 &")
         # A command whose caller died (no one reads it, it still runs) ...
@@ -268,7 +278,7 @@ def test_background_processes_of_finished_commands_survive_but_orphans_do_not(
         survivors = run(provider, sandbox_id, "ps -eo args | grep '^sleep 30[56]' | sort")
         orphan.join(10)
     finally:
-        provider.destroy(sandbox_id)
+        provider.lifecycle.destroy(sandbox_id)
         provider.close()
     assert not orphan.is_alive()
     assert survivors.stdout.text == "sleep 305\n"
@@ -281,7 +291,7 @@ def test_cancel_exec_kills_the_running_command(provider: SandboxProvider, sandbo
     )
     worker.start()
     time.sleep(1)
-    provider.cancel_exec(sandbox)
+    provider.inside.cancel_exec(sandbox)
     worker.join(10)
     assert not worker.is_alive()
     assert results[0].exit_code != 0 and not results[0].timed_out
@@ -292,11 +302,13 @@ def test_cancel_exec_kills_the_running_command(provider: SandboxProvider, sandbo
 @pytest.mark.docker
 def test_exec_into_a_stopped_sandbox_is_a_clear_error(docker_client: docker.DockerClient) -> None:
     provider = docker_provider()
-    sandbox_id = provider.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {}))
+    sandbox_id = provider.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {})
+    )
     try:
-        provider.stop(sandbox_id)
+        provider.lifecycle.stop(sandbox_id)
         with pytest.raises(SandboxUnavailable, match="try again"):
             run(provider, sandbox_id, "true")
     finally:
-        provider.destroy(sandbox_id)
+        provider.lifecycle.destroy(sandbox_id)
         provider.close()

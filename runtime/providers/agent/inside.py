@@ -1,0 +1,68 @@
+"""``SandboxInside`` over the agent channel: commands and files, once for every provider.
+
+A provider whose sandboxes run the agent implements only their lifecycle and how
+to open a channel to the agent (an ``AgentChannels`` opener: a Docker attach, a
+Kubernetes attach); this class does the rest through those channels. The
+lifecycle drops a sandbox's channel when it stops or removes the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runtime.core.errors import SandboxUnavailable
+from runtime.providers.agent import ops
+from runtime.providers.agent.channel import AgentChannel
+from runtime.providers.agent.channels import AgentChannels
+from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult
+
+
+class AgentInside:
+    """Commands and workspace files of sandboxes, over their agent channels."""
+
+    def __init__(self, channels: AgentChannels) -> None:
+        self._channels = channels
+
+    def warm(self, sandbox_id: str) -> None:
+        self._channels.get(sandbox_id)
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
+        return ops.command(self._channel(sandbox_id), request)
+
+    def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
+        return ops.collected(self._channel(sandbox_id), request)
+
+    def cancel_exec(self, sandbox_id: str) -> None:
+        channel = self._channels.existing(sandbox_id)
+        if channel is not None:
+            channel.cancel()
+
+    def read_file(
+        self, sandbox_id: str, path: str, max_bytes: int, sink: ByteSink, *, strict: bool = False
+    ) -> int:
+        return ops.read_file(self._helper(sandbox_id), path, max_bytes, sink, strict=strict)
+
+    def write_file(
+        self, sandbox_id: str, path: str, chunks: Iterable[bytes], max_bytes: int
+    ) -> int:
+        return ops.write_file(self._helper(sandbox_id), path, chunks, max_bytes)
+
+    def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
+        return ops.list_dir(self._helper(sandbox_id), path, max_entries)
+
+    def _helper(self, sandbox_id: str) -> ops.HelperIO:
+        """Runs a file helper (``siesta-fs``) in the sandbox, over its channel."""
+
+        def run(
+            argv: list[str], stdin_chunks: Iterable[bytes] | None, stdout_sink: ByteSink | None
+        ) -> tuple[int, str]:
+            return ops.helper(self._channel(sandbox_id), argv, stdin_chunks, stdout_sink)
+
+        return run
+
+    def _channel(self, sandbox_id: str) -> AgentChannel:
+        channel = self._channels.get(sandbox_id)
+        if channel is None:
+            msg = f"the sandbox {sandbox_id} has no agent"
+            raise SandboxUnavailable(msg)
+        return channel
