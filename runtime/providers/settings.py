@@ -31,6 +31,11 @@ class SandboxSettings(BaseModel):
     """Labels added to everything created, e.g. a deployment name (tests use it)."""
     provision_timeout_seconds: float = Field(60.0, gt=0)
     """How long creating and starting a sandbox may take."""
+    channel_stall_seconds: float = Field(60.0, gt=0)
+    """How long a sandbox's agent may take nothing the service sends, or send nothing a
+    file operation waits for, before that call fails with ``sandbox_unavailable`` (its
+    sandbox frozen mid-call, say); the next call opens a new channel. Commands are bounded
+    by their own timeout instead (they may be silent for all of it)."""
     workspace_size_mb: int = Field(10240, ge=0)
     """Size of a sandbox's ``/mnt/work`` (Docker: its own ext4 file system; writing
     past it is ``ENOSPC``); 0: no limit (the workspace shares the engine's disk). A

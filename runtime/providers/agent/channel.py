@@ -77,6 +77,16 @@ class ChannelClosed(Exception):
     """The stream to the agent ended (the sandbox stopped, the engine went away)."""
 
 
+class ChannelStalled(ChannelClosed):
+    """The agent took nothing we sent, or sent nothing a waiting file operation needed,
+    for ``limit`` seconds (its sandbox is frozen, say: paused by hand mid-call); the
+    channel is closed and the next call opens a new one."""
+
+    def __init__(self, message: str, limit: float) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
 class SpawnFailed(Exception):
     """The agent could not start the process (``errno``: e.g. EAGAIN at the pids limit)."""
 
@@ -97,8 +107,13 @@ class Transport(Protocol):
 
 
 class AgentChannel:
-    def __init__(self, transport: Transport, name: str) -> None:
+    def __init__(self, transport: Transport, name: str, stall_seconds: float | None = None) -> None:
+        """``stall_seconds``: how long a send may make no progress, and a file
+        operation wait for the agent's next frame, before the channel is given up
+        (``None``: forever)."""
         self.name = name
+        self.stall_seconds = stall_seconds
+        self._stalled = False
         self._transport = transport
         self._send_lock = threading.Lock()
         self._waiters: dict[int, Inbox] = {}
@@ -153,6 +168,7 @@ class AgentChannel:
         on_output: OutputSink | None = None,
         wait_seconds: float | None = None,
         request_id: int | None = None,
+        stall_limited: bool = False,
     ) -> Exit:
         """Start ``argv`` in the sandbox and wait for it to end.
 
@@ -160,6 +176,8 @@ class AgentChannel:
         ``on_output``. ``wait_seconds`` bounds the wait on this side too (the
         agent enforces ``timeout_ms`` itself): past it, the request is cancelled.
         ``request_id``: the run's id (``collect`` finds it by it); default: a new one.
+        ``stall_limited``: a gap of ``stall_seconds`` between two frames ends the wait
+        (``ChannelStalled``); for file helpers, which never go quiet while they work.
         """
         if stdin is not None:
             flags |= SpawnFlag.STDIN
@@ -167,11 +185,13 @@ class AgentChannel:
             argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
         )
         deadline = time.monotonic() + wait_seconds if wait_seconds else None
+        idle = self.stall_seconds if stall_limited else None
         with self._request(request_id) as (chosen, frames):
             self._send(encode(FrameType.SPAWN, chosen, payload))
             if stdin is not None:
                 self._feed(chosen, stdin)
-            return self._outcome(frames, deadline, on_output, _OutputBudget(cap_bytes, flags))
+            budget = _OutputBudget(cap_bytes, flags)
+            return self._outcome(frames, deadline, on_output, budget, idle)
 
     def collect(
         self,
@@ -201,9 +221,10 @@ class AgentChannel:
         deadline: float | None,
         on_output: OutputSink | None,
         output: _OutputBudget,
+        idle: float | None = None,
     ) -> Exit:
         while True:
-            frame = self._next(frames, deadline)
+            frame = self._next(frames, deadline, idle)
             if frame.type is FrameType.OUT:
                 if not output.take(frame.payload[0], len(frame.payload) - 1):
                     raise self.broken(ProtocolError(output.exceeded(), "output_over_limit"))
@@ -248,11 +269,18 @@ class AgentChannel:
             frames.abandon()
             self.last_used = time.monotonic()
 
-    def _next(self, frames: Inbox, deadline: float | None) -> Frame:
+    def _next(self, frames: Inbox, deadline: float | None, idle: float | None = None) -> Frame:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        stalls = idle is not None and (timeout is None or idle < timeout)
+        if stalls:
+            timeout = idle
         try:
             frame = frames.get(timeout=timeout)
         except queue.Empty:
+            if stalls:
+                assert idle is not None
+                msg = f"its agent sent nothing for {idle:g} seconds"
+                raise self._stall(msg) from None
             raise TimeoutError from None
         if frame is None:
             msg = f"the channel to {self.name} closed during the request"
@@ -269,12 +297,27 @@ class AgentChannel:
 
     def _send(self, data: bytes) -> None:
         try:
-            with self._send_lock:
+            with self._send_lock, SEND_WATCH.watching(self):
                 self._transport.send(data)
         except OSError as exc:
             self.close()
+            if self._stalled and self.stall_seconds is not None:
+                msg = f"its agent took nothing for {self.stall_seconds:g} seconds"
+                raise self._stall(msg) from exc
             msg = f"the channel to {self.name} failed: {exc}"
             raise ChannelClosed(msg) from exc
+
+    def give_up_sending(self) -> None:
+        """A send made no progress for ``stall_seconds`` (the send watch's call):
+        closing the transport wakes it with an error."""
+        self._stalled = True
+        self.close()
+
+    def _stall(self, what: str) -> ChannelStalled:
+        assert self.stall_seconds is not None
+        self.close()
+        msg = f"the channel to {self.name} stalled: {what} (the limit)"
+        return ChannelStalled(msg, self.stall_seconds)
 
     def _read(self) -> None:
         reader = FrameReader(AGENT_FRAMES)
@@ -330,3 +373,47 @@ class _OutputBudget:
 
     def exceeded(self) -> str:
         return f"it sent {max(self._sent.values())} bytes of output, at most {self._limit} allowed"
+
+
+class _SendWatch:
+    """One thread for every channel of the process: gives up a channel whose send has
+    made no progress for its ``stall_seconds`` (a frozen agent stops reading; without
+    this the caller would wait in ``sendall`` forever). Sends cost a dict entry."""
+
+    def __init__(self) -> None:
+        self._sending: dict[AgentChannel, float] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def watching(self, channel: AgentChannel) -> Iterator[None]:
+        if channel.stall_seconds is None:
+            yield
+            return
+        with self._lock:
+            self._sending[channel] = time.monotonic()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="agent-sends", daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._sending.pop(channel, None)
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(SEND_WATCH_TICK)
+            now = time.monotonic()
+            with self._lock:
+                stalled = [
+                    channel
+                    for channel, since in self._sending.items()
+                    if channel.stall_seconds is not None and now - since > channel.stall_seconds
+                ]
+            for channel in stalled:
+                channel.give_up_sending()
+
+
+SEND_WATCH_TICK = 0.25
+SEND_WATCH = _SendWatch()

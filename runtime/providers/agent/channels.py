@@ -21,9 +21,12 @@ PING_SECONDS = 10.0
 ChannelOpener = Callable[[str], "AgentChannel | None"]
 
 
-def pinged_channel(transport: Transport, name: str) -> AgentChannel:
-    """A channel over ``transport`` whose agent has answered a ping."""
-    channel = AgentChannel(transport, name)
+def pinged_channel(
+    transport: Transport, name: str, stall_seconds: float | None = None
+) -> AgentChannel:
+    """A channel over ``transport`` whose agent has answered a ping (``stall_seconds``:
+    see ``AgentChannel``)."""
+    channel = AgentChannel(transport, name, stall_seconds)
     try:
         channel.ping(PING_SECONDS)
     except (ChannelClosed, TimeoutError) as exc:

@@ -15,6 +15,7 @@ from runtime.providers.agent import fshelper
 from runtime.providers.agent.channel import (
     AgentChannel,
     ChannelClosed,
+    ChannelStalled,
     OutputSink,
     SpawnFailed,
 )
@@ -135,7 +136,7 @@ def run_helper(
         else:
             stderr.write(chunk)
 
-    outcome = channel.spawn(argv, stdin=stdin_chunks, on_output=output)
+    outcome = channel.spawn(argv, stdin=stdin_chunks, on_output=output, stall_limited=True)
     return outcome.exit_code, stderr.result().text
 
 
@@ -169,6 +170,8 @@ def collected(channel: AgentChannel, request: ExecRequest) -> ExecResult | None:
 def _translated(run: Callable[[], ExecResult | None]) -> ExecResult | None:
     try:
         return run()
+    except ChannelStalled as exc:
+        raise _unavailable(exc, "the command") from exc
     except ChannelClosed as exc:
         msg = f"the connection to the sandbox ended during the command; try again ({exc})"
         raise SandboxUnavailable(msg) from exc
@@ -190,6 +193,8 @@ def helper(
     ``sandbox_unavailable``."""
     try:
         return run_helper(channel, argv, stdin_chunks=stdin_chunks, stdout_sink=stdout_sink)
+    except ChannelStalled as exc:
+        raise _unavailable(exc, "a file operation") from exc
     except ChannelClosed as exc:
         msg = f"the connection to the sandbox ended during a file operation; try again ({exc})"
         raise SandboxUnavailable(msg) from exc
@@ -242,3 +247,11 @@ def list_dir(io: HelperIO, path: str, max_entries: int) -> DirListing:
     sink = _bounded(stdout.extend, max_entries * LISTING_ENTRY_BYTES)
     exit_code, stderr = io(fshelper.list_argv(path, max_entries), None, sink)
     return fshelper.parse_listing(bytes(stdout), fshelper.check(exit_code, stderr, path))
+
+
+def _unavailable(stalled: ChannelStalled, during: str) -> SandboxUnavailable:
+    msg = (
+        f"the sandbox stopped answering during {during}: {stalled} of "
+        f"{stalled.limit:g} seconds (SIESTA_SANDBOX__CHANNEL_STALL_SECONDS); try again"
+    )
+    return SandboxUnavailable(msg, limit=stalled.limit, unit="seconds")

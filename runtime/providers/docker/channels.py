@@ -81,7 +81,7 @@ class DockerAttachTransport:
         self._sock.close()
 
 
-def docker_channels(api: docker.APIClient) -> AgentChannels:
+def docker_channels(api: docker.APIClient, stall_seconds: float | None = None) -> AgentChannels:
     def open_channel(sandbox_id: str) -> AgentChannel | None:
         attrs = _settled(api, sandbox_id)
         if not attrs["Config"].get("OpenStdin"):
@@ -94,7 +94,8 @@ def docker_channels(api: docker.APIClient) -> AgentChannels:
         if not isinstance(raw, socket.socket):
             msg = "the sandbox channel needs a unix or tcp connection to the Docker engine"
             raise SandboxUnavailable(msg)
-        return pinged_channel(DockerAttachTransport(raw, keep=attached), sandbox_id)
+        transport = DockerAttachTransport(raw, keep=attached)
+        return pinged_channel(transport, sandbox_id, stall_seconds)
 
     return AgentChannels(open_channel)
 

@@ -100,7 +100,7 @@ class DockerLifecycle:
                     f"(this engine uses {info.get('Driver')}); set it to 0"
                 )
                 raise ConfigurationError(msg)
-        self.channels = docker_channels(self.api)
+        self.channels = docker_channels(self.api, settings.channel_stall_seconds)
         """The open agent channels of this instance, one per sandbox (``inside.py``)."""
         # An engine restart leaves the pooled connections dead: drop them with the stream.
         self._events = EngineEvents(self.api, self._label_filters(), self.api.close)

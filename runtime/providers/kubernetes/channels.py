@@ -33,7 +33,9 @@ class PodAttach:
         namespace: str,
         pods: PodWatch,
         resume_timeout_seconds: float,
+        stall_seconds: float | None = None,
     ) -> None:
+        self._stall_seconds = stall_seconds
         # ``stream`` swaps its client's transport for the length of the call: attaches
         # get a client of their own, one at a time, so no other request takes that path.
         self._core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
@@ -64,7 +66,7 @@ class PodAttach:
             reason = explain(exc) if isinstance(exc, ApiException) else str(exc)
             msg = f"could not attach to the sandbox's agent: {reason}; try again"
             raise SandboxUnavailable(msg) from exc
-        return pinged_channel(AttachTransport(socket), name)
+        return pinged_channel(AttachTransport(socket), name, self._stall_seconds)
 
     def close(self) -> None:
         self._core.api_client.close()

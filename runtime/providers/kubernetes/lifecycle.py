@@ -83,7 +83,13 @@ class KubernetesLifecycle:
         self._core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
         self._version = kubernetes.client.VersionApi(self._core.api_client)
         self._pods = PodWatch(self._core, self._namespace, self._timeout)
-        self._attach = PodAttach(configuration, self._namespace, self._pods, resume_timeout_seconds)
+        self._attach = PodAttach(
+            configuration,
+            self._namespace,
+            self._pods,
+            resume_timeout_seconds,
+            sandbox.channel_stall_seconds,
+        )
         self.channels = AgentChannels(self._attach)
         """The open agent channels of this instance, one per sandbox (``AgentInside``)."""
 
