@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from runtime.core.context import ID_MAX_CHARS, ID_PATTERN
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN, "minLength": 1, "maxLength": ID_MAX_CHARS}
 REQUIRED_HEADERS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from siesta_contract.errors import ErrorResponse
 
 from api.errors import STATUS_BY_CODE
 
@@ -30,20 +30,6 @@ REASONS = {
     503: "A dependency is unavailable or a capacity limit is reached; try again",
     504: "Provisioning or resuming took longer than its limit",
 }
-
-
-class ErrorBody(BaseModel):
-    """``code`` is stable (clients branch on it); limit errors carry ``limit`` and
-    ``unit``; other fields depend on the code."""
-
-    model_config = ConfigDict(extra="allow")
-
-    code: str
-    message: str
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorBody
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -9,11 +9,13 @@ from urllib.parse import quote
 from fastapi import APIRouter, File, Form, UploadFile
 from fastapi.responses import StreamingResponse
 
+from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.text import FILE_NAME, MAX_FILE_NAME_CHARS
+
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.files.conversation import CHUNK
-from runtime.functions.constraints import FILE_NAME, MAX_FILE_NAME_CHARS
-from runtime.functions.files import FilePublic, FilesPublic
+from runtime.functions.files import file_public
 
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/files",
@@ -46,13 +48,13 @@ def upload_file(
     record = services.files.upload(
         ctx, name or file.filename or "upload", file.content_type, chunks()
     )
-    return FilePublic.of(record)
+    return file_public(record)
 
 
 @router.get("")
 def list_files(ctx: ContextDep, services: ServicesDep) -> FilesPublic:
     """The conversation's attachments and artifacts, oldest first."""
-    return FilesPublic(files=[FilePublic.of(record) for record in services.files.list_files(ctx)])
+    return FilesPublic(files=[file_public(record) for record in services.files.list_files(ctx)])
 
 
 @router.get(

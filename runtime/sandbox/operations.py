@@ -1,7 +1,7 @@
 """The agent's five sandbox functions: runCommand, writeFile, readFile, listFiles,
 publishFiles (plus staging of conversation files for runCommand).
 
-Results are the function models of ``runtime/functions/sandbox.py``, in the wire
+Results are the function models of ``siesta_contract/functions/sandbox.py``, in the wire
 shape (camelCase) the agent backend forwards to the model. Every function checks
 its arguments before it touches the conversation's sandbox.
 """
@@ -13,6 +13,20 @@ import codecs
 import posixpath
 from dataclasses import replace
 from typing import Any
+
+from siesta_contract.functions.sandbox import (
+    DirEntryPublic,
+    ListFilesResult,
+    OutputTruncation,
+    PublishError,
+    PublishFilesResult,
+    PublishOutcome,
+    ReadFileResult,
+    RunCommandResult,
+    StagedFile,
+    WriteFileResult,
+)
+from siesta_contract.text import is_non_blank_text
 
 from runtime.core import tracing
 from runtime.core.cancellation import Cancellation
@@ -34,20 +48,7 @@ from runtime.core.records import FileKind, FileRecord
 from runtime.egress.service import Egress
 from runtime.files.conversation import BlobWriter, ConversationFiles, content_type_for
 from runtime.files.settings import FileSettings
-from runtime.functions.constraints import is_non_blank_text
-from runtime.functions.files import FilePublic
-from runtime.functions.sandbox import (
-    DirEntryPublic,
-    ListFilesResult,
-    OutputTruncation,
-    PublishError,
-    PublishFilesResult,
-    PublishOutcome,
-    ReadFileResult,
-    RunCommandResult,
-    StagedFile,
-    WriteFileResult,
-)
+from runtime.functions.files import file_public
 from runtime.providers.base import ExecRequest, ExecResult, OutputListener, SandboxProvider
 from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.limits import limits_reached
@@ -376,7 +377,7 @@ class Sandbox:
                 except SiestaError as error:
                     results.append(PublishOutcome(path=path, error=_publish_error(error)))
                 else:
-                    results.append(PublishOutcome(path=path, artifact=FilePublic.of(record)))
+                    results.append(PublishOutcome(path=path, artifact=file_public(record)))
             failed = sum(1 for result in results if result.error is not None)
             span.set_attribute("siesta.failed", failed)
         return PublishFilesResult(

@@ -11,8 +11,9 @@ from __future__ import annotations
 import posixpath
 import re
 
+from siesta_contract.text import is_non_blank_text
+
 from runtime.core.errors import InvalidPath, PathOutsideWorkspace
-from runtime.functions.constraints import is_non_blank_text
 from runtime.providers.base import WORKSPACE
 
 MAX_NAME_BYTES = 255
