@@ -14,6 +14,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+from siesta_contract.text import IDEMPOTENCY_KEY as IDEMPOTENCY_KEY_PATTERN
+
+from api.responses import describe
 
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN, "minLength": 1, "maxLength": ID_MAX_CHARS}
 REQUIRED_HEADERS = {
@@ -26,13 +29,18 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+    "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     "description": "Safe retries: a retry with the same key and request gets the first "
     "answer again (`Idempotent-Replayed: true`) and runs nothing; another request with "
-    "the key is `idempotency_key_reused`; a retry while the first runs waits for it, up "
-    "to `SIESTA_IDEMPOTENCY__WAIT_SECONDS`, then `session_busy`. Kept for "
+    "the key is 409 `idempotency_key_reused`; a retry while the first runs waits for it, "
+    "up to `SIESTA_IDEMPOTENCY__WAIT_SECONDS`, then 409 `session_busy`. Kept for "
     "`SIESTA_IDEMPOTENCY__TTL_SECONDS`, scoped by token and org.",
 }
+KEY_CONFLICT = {
+    "description": describe(409),
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+"""What any keyed request may meet (the key's other request, or its first run)."""
 MUTATING = ("post", "put", "patch", "delete")
 
 
@@ -51,6 +59,7 @@ def install(app: FastAPI) -> None:
                     _state_context_rules(operation, images)
                     if method in MUTATING and path.startswith("/v1/"):
                         operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
+                        operation["responses"].setdefault("409", dict(KEY_CONFLICT))
             selection = schema.get("components", {}).get("schemas", {}).get("ImageSelection")
             if selection is not None and images:
                 selection["properties"]["baseImage"]["enum"] = images

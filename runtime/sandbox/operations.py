@@ -38,6 +38,7 @@ from runtime.core.errors import (
     InvalidArguments,
     InvalidCommand,
     InvalidRequest,
+    OffsetPastEnd,
     OutcomeUnknown,
     SessionBusy,
     SiestaError,
@@ -317,7 +318,7 @@ class Sandbox:
             )
         if offset > size:
             msg = f"offset {offset} is past the end of {path!r}, which is {size} bytes"
-            raise InvalidArguments(msg, offset=offset, size=size, path=absolute_path(relative))
+            raise OffsetPastEnd(msg, offset=offset, size=size, path=absolute_path(relative))
         content, encoding, skipped, returned = _page(bytes(window.data), offset, limit, size)
         start = offset + skipped
         end = start + returned

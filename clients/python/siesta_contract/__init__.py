@@ -6,7 +6,7 @@ package imports nothing but pydantic (and the standard library), so that the cli
 stands alone: ``pip install ./clients/python`` brings no part of the server.
 
 - ``base``: the base of every agent function's arguments and result.
-- ``text``: rules on text (ids, file names, egress entries) as patterns.
+- ``text``: rules on text (ids, file names, workspace paths, egress entries) as patterns.
 - ``errors``: the error body every failure has.
 - ``functions``: each agent function's arguments and result.
 - ``files``, ``conversations``, ``tools``, ``agents``, ``images``, ``admin``,

@@ -40,6 +40,27 @@ def is_file_name(value: str) -> bool:
     return len(value) <= MAX_FILE_NAME_CHARS and _FILE_NAME.fullmatch(value) is not None
 
 
+WORKSPACE = "/mnt/work"
+_ANY = r"[^\u0000]*"
+# The first name that is neither "." nor "": not "..", so that the path does not
+# begin by climbing out. It may start with a blank (a name " a" is a name).
+_NAME = r"(?:[^./\u0000]|\.[^./\u0000]|\.\.[^/\u0000])"
+_NAME_NOT_BLANK = rf"(?:[^./{_BLANK}\u0000]|\.[^./\u0000]|\.\.[^/\u0000])"
+_UNDER = rf"{WORKSPACE}(?:/+\.)*/+{_NAME}{_ANY}"
+_RELATIVE = (
+    rf"(?:\./+)*{_NAME_NOT_BLANK}{_ANY}"
+    rf"|(?:\./+)+[{_BLANK}]{_ANY}"
+    rf"|[{_BLANK}]{_ANY}[^{_BLANK}\u0000]{_ANY}"
+)
+_ITSELF = rf"{WORKSPACE}(?:/+\.)*/*|\.(?:/+\.)*/*"
+WORKSPACE_FILE_PATH = rf"^(?:{_UNDER}|{_RELATIVE})$"
+"""A path to something in the workspace: relative to /mnt/work, or absolute under
+it; not blank, no NUL; not beginning with ``..``; not the workspace itself (``.``,
+``/mnt/work/``, ...). Whether a ``..`` further on climbs out (``a/../..``), and where
+symlinks lead, no regular expression can say: the service checks those itself."""
+WORKSPACE_PATH = rf"^(?:{_UNDER}|{_RELATIVE}|{_ITSELF})$"
+"""``WORKSPACE_FILE_PATH``, or the workspace itself (a folder to list)."""
+
 _LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
 # The last label has a letter: no address (10.0.0.1) is ever a name here.
 _TOP = r"([A-Za-z0-9_][A-Za-z0-9_-]*)?[A-Za-z_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
@@ -48,3 +69,7 @@ EGRESS_ENTRY = rf"(\*\.({_LABEL}\.)+|({_LABEL}\.)*){_TOP}(:{_PORT})?"
 """One egress allowlist entry: ``name``, ``*.suffix`` (two labels at least), ``:port``."""
 EGRESS_HEADER = rf"^\s*({EGRESS_ENTRY}(\s*,\s*{EGRESS_ENTRY})*)?\s*$"
 """Entries separated by commas, as the ``X-Siesta-Egress-Allow`` header carries them."""
+
+IDEMPOTENCY_KEY_MAX_CHARS = 255
+IDEMPOTENCY_KEY = rf"^[\x21-\x7e]{{1,{IDEMPOTENCY_KEY_MAX_CHARS}}}$"
+"""An ``Idempotency-Key``: 1 to 255 visible ASCII characters."""

@@ -14,9 +14,10 @@ from pydantic.config import JsonDict
 
 from siesta_contract.base import Arguments, Result
 from siesta_contract.files import FilePublic
-from siesta_contract.text import NON_BLANK_TEXT
+from siesta_contract.text import NON_BLANK_TEXT, WORKSPACE_FILE_PATH, WORKSPACE_PATH
 
-PATH_RULES: JsonDict = {"minLength": 1, "pattern": NON_BLANK_TEXT}
+PATH_RULES: JsonDict = {"minLength": 1, "pattern": WORKSPACE_PATH}
+FILE_PATH_RULES: JsonDict = {"minLength": 1, "pattern": WORKSPACE_FILE_PATH}
 
 
 class RunCommandArgs(Arguments):
@@ -34,12 +35,12 @@ class RunCommandArgs(Arguments):
 
 
 class WriteFileArgs(Arguments):
-    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=PATH_RULES)
+    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=FILE_PATH_RULES)
     content: str = Field(description="UTF-8 text")
 
 
 class ReadFileArgs(Arguments):
-    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=PATH_RULES)
+    path: str = Field(description="Path relative to /mnt/work", json_schema_extra=FILE_PATH_RULES)
     maxBytes: int | None = Field(
         None, ge=1, description="Most bytes to return (capped by the deployment)"
     )
@@ -47,7 +48,8 @@ class ReadFileArgs(Arguments):
         0,
         ge=0,
         description="Byte to start at, for reading a large file page by page: pass the "
-        "previous result's nextOffset. Past the end of the file is an error",
+        "previous result's nextOffset. Past the end of the file is an error "
+        "(offset_past_end)",
     )
 
 
