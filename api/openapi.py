@@ -2,8 +2,10 @@
 
 The context headers and ids are checked by our own code (so that a missing header
 is ``missing_context`` 400, not a generic validation error); this states the same
-rules in the document: which headers a route requires, what an id may be, and
-which base images the operators' catalog enables (read when the document is made).
+rules in the document: which headers a route requires, what an id may be. The
+models (``siesta_contract``) know no deployment; the document adds the two facts of
+this one that refuse requests: which base images the operators' catalog enables, and
+the count limits that are settings (read when the document is made).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 from siesta_contract.text import IDEMPOTENCY_KEY as IDEMPOTENCY_KEY_PATTERN
 
 from api.responses import describe
+from runtime.settings import Settings
 
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN, "minLength": 1, "maxLength": ID_MAX_CHARS}
 REQUIRED_HEADERS = {
@@ -60,13 +63,31 @@ def install(app: FastAPI) -> None:
                     if method in MUTATING and path.startswith("/v1/"):
                         operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
                         operation["responses"].setdefault("409", dict(KEY_CONFLICT))
-            selection = schema.get("components", {}).get("schemas", {}).get("ImageSelection")
-            if selection is not None and images:
-                selection["properties"]["baseImage"]["enum"] = images
+            _state_deployment(schema.get("components", {}).get("schemas", {}), app, images)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def deployment_limits(settings: Settings) -> dict[tuple[str, str], dict[str, int]]:
+    """The keywords the document adds to the contract's schemas, by (model, field)."""
+    return {
+        ("RunCommandArgs", "files"): {"maxItems": settings.files.max_stage_files},
+        ("PublishFilesArgs", "paths"): {"maxItems": settings.files.max_publish_paths},
+    }
+
+
+def _state_deployment(schemas: dict[str, Any], app: FastAPI, images: list[str]) -> None:
+    services = getattr(app.state, "services", None)
+    if services is None:
+        return
+    selection = schemas.get("ImageSelection")
+    if selection is not None and images:
+        selection["properties"]["baseImage"]["enum"] = images
+    for (model, field), keywords in deployment_limits(services.settings).items():
+        if model in schemas:
+            schemas[model]["properties"][field].update(keywords)
 
 
 def _enabled_images(app: FastAPI) -> list[str]:

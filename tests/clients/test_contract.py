@@ -25,6 +25,8 @@ from pydantic.json_schema import models_json_schema
 
 import siesta_contract
 
+from api.openapi import deployment_limits
+from runtime.settings import Settings
 from siesta_client import _calls
 from siesta_client._ops import Context, Model, Op, raw_bytes
 from tests.inprocess import in_process_service
@@ -60,14 +62,19 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
 
 
 @pytest.fixture(scope="module")
-def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The OpenAPI document as the service serves it."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Settings]:
+    """The OpenAPI document as the service serves it, and the service's settings."""
     data = tmp_path_factory.mktemp("contract")
     with in_process_service(data, {"SIESTA_PROVIDER__TYPE": "fake"}) as service:
         response = service.client.get("/openapi.json")
         assert response.status_code == 200, response.text
-        served: dict[str, Any] = response.json()
-        return served
+        settings: Settings = service.client.app.state.services.settings  # type: ignore[attr-defined]
+        return response.json(), settings
+
+
+@pytest.fixture(scope="module")
+def document(served: tuple[dict[str, Any], Settings]) -> dict[str, Any]:
+    return served[0]
 
 
 def contract_models() -> dict[str, type[BaseModel]]:
@@ -87,17 +94,21 @@ def _contract_modules() -> Iterator[Any]:
         yield importlib.import_module(info.name)
 
 
-def test_shared_schemas_are_the_contracts_own(document: dict[str, Any]) -> None:
+def test_shared_schemas_are_the_contracts_own(served: tuple[dict[str, Any], Settings]) -> None:
+    document, settings = served
     models = contract_models()
     components: dict[str, Any] = document["components"]["schemas"]
     uses = _uses(document)
     shared = {name: uses[name] for name in components if _base(name) in models}
     assert len(shared) > 20, f"the document shares few schemas with the contract: {shared}"
     expected = _contract_schemas({(models[_base(name)], mode) for name, mode in shared.items()})
+    # What the served document adds, and only that: this deployment's enabled images
+    # and its count limits (api/openapi.py).
     enabled = _catalog_enum(components)
-    if enabled is not None:
-        # The one thing the served document adds: the deployment's enabled images.
-        expected["ImageSelection"]["properties"]["baseImage"]["enum"] = enabled
+    assert enabled, "the catalog's enabled images are in the document"
+    expected["ImageSelection"]["properties"]["baseImage"]["enum"] = enabled
+    for (model, field), keywords in deployment_limits(settings).items():
+        expected[model]["properties"][field].update(keywords)
     for name in shared:
         assert components[name] == expected[name], f"{name} differs from the contract's"
 
