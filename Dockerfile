@@ -3,7 +3,9 @@
 # Built from the locally created debian:bookworm-slim, as the sandbox images are
 # (no registry is needed), with Python from Debian's packages. The Python
 # packages come as wheels built on the host (build/wheels/): nothing is compiled
-# and nothing is fetched from PyPI inside the build.
+# and nothing is fetched from PyPI inside the build. The service's own wheel carries
+# runtime, api, cli and the public contract (siesta_contract, whose source lives
+# with the Python client in clients/python).
 #
 #   docker run -d -p 8080:8080 -e SIESTA_API_TOKEN=... \
 #     -v /var/run/docker.sock:/var/run/docker.sock --group-add <socket gid> siesta/runtime:1

@@ -7,12 +7,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from siesta_contract.text import EGRESS_HEADER
+
 from api.idempotency import RETRY_STATE
 from runtime.core import logs
 from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import ForbiddenScope, MissingContext, Unauthorized
-from runtime.core.network_rules import HEADER_PATTERN
 from runtime.core.settings import Scope
 from runtime.services import Services
 
@@ -73,7 +74,7 @@ def call_context(
         Header(
             description="The agent's narrowing of the deployment's egress allowlist: "
             "comma-separated host names (an empty value: no network at all)",
-            pattern=HEADER_PATTERN,
+            pattern=EGRESS_HEADER,
         ),
     ] = None,
     x_siesta_sub_agents: Annotated[

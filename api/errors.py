@@ -58,13 +58,14 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_path": 422,
     "path_outside_workspace": 422,
     "file_not_found": 404,
-    "not_a_file": 422,
-    "not_a_directory": 422,
+    "not_a_file": 404,  # no file at the path (a folder is), as file_not_found
+    "not_a_directory": 404,
     "transfer_too_large": 413,
-    "missing_input": 422,
+    "missing_input": 404,  # a conversation file the call names does not exist
     "session_busy": 409,
+    "offset_past_end": 409,  # the file as it is now is shorter
     "invalid_idempotency_key": 400,
-    "idempotency_key_reused": 422,
+    "idempotency_key_reused": 409,  # a conflict with what an earlier request left
     "idempotency_result_not_kept": 409,
     "outcome_unknown": 409,
     "resume_timeout": 504,

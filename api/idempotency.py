@@ -6,7 +6,8 @@ request gets that answer again, marked ``Idempotent-Replayed: true``, and nothin
 runs a second time. Keys are scoped by token and org; the request is its method,
 path, query, ``X-Siesta-Org``, ``X-Siesta-User`` and body (hashed).
 
-* the same key with another request: 422 ``idempotency_key_reused``;
+* the same key with another request: 409 ``idempotency_key_reused`` (a request
+  missing a header its route requires is not keyed: the route answers 400);
 * a retry while the first still runs waits for its answer up to
   ``SIESTA_IDEMPOTENCY__WAIT_SECONDS``, then 409 ``session_busy`` (with ``limit``);
 * answers that say "try again" (5xx, 409, a cancelled call) are not kept: the key
@@ -117,7 +118,7 @@ class Idempotency:
         services = scope["app"].state.services
         headers = dict(scope["headers"])
         caller = services.tokens.identify(_bearer(headers.get(b"authorization", b"")))
-        if caller is None:  # the route answers 401
+        if caller is None or _lacks_required_header(scope, route, headers):  # the route refuses it
             await self.app(scope, receive, send)
             return
         if not _KEY.fullmatch(key):
@@ -281,6 +282,19 @@ def _route(scope: Scope) -> str | None:
         if route.matches(scope)[0] is Match.FULL:
             return str(route.path)
     return None
+
+
+def _lacks_required_header(scope: Scope, route: str, headers: dict[bytes, bytes]) -> bool:
+    """A header the OpenAPI document requires is missing: the route answers 400 and
+    runs nothing, whether or not the key came with another request."""
+    paths = scope["app"].openapi().get("paths", {})
+    operation = paths.get(route, {}).get(str(scope["method"]).lower(), {})
+    return any(
+        parameter.get("in") == "header"
+        and parameter.get("required")
+        and not headers.get(str(parameter["name"]).lower().encode("latin-1"))
+        for parameter in operation.get("parameters", [])
+    )
 
 
 def _conversation(scope: Scope, org: bytes, body: IO[bytes], size: int) -> str | None:

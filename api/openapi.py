@@ -2,8 +2,10 @@
 
 The context headers and ids are checked by our own code (so that a missing header
 is ``missing_context`` 400, not a generic validation error); this states the same
-rules in the document: which headers a route requires, what an id may be, and
-which base images the operators' catalog enables (read when the document is made).
+rules in the document: which headers a route requires, what an id may be. The
+models (``siesta_contract``) know no deployment; the document adds the two facts of
+this one that refuse requests: which base images the operators' catalog enables, and
+the count limits that are settings (read when the document is made).
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from runtime.core.context import ID_MAX_CHARS, ID_PATTERN
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+from siesta_contract.text import IDEMPOTENCY_KEY as IDEMPOTENCY_KEY_PATTERN
+
+from api.responses import describe
+from runtime.settings import Settings
 
 ID_SCHEMA = {"type": "string", "pattern": ID_PATTERN, "minLength": 1, "maxLength": ID_MAX_CHARS}
 REQUIRED_HEADERS = {
@@ -26,13 +32,18 @@ IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
     "in": "header",
     "required": False,
-    "schema": {"type": "string", "pattern": "^[\\x21-\\x7e]{1,255}$"},
+    "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     "description": "Safe retries: a retry with the same key and request gets the first "
     "answer again (`Idempotent-Replayed: true`) and runs nothing; another request with "
-    "the key is `idempotency_key_reused`; a retry while the first runs waits for it, up "
-    "to `SIESTA_IDEMPOTENCY__WAIT_SECONDS`, then `session_busy`. Kept for "
+    "the key is 409 `idempotency_key_reused`; a retry while the first runs waits for it, "
+    "up to `SIESTA_IDEMPOTENCY__WAIT_SECONDS`, then 409 `session_busy`. Kept for "
     "`SIESTA_IDEMPOTENCY__TTL_SECONDS`, scoped by token and org.",
 }
+KEY_CONFLICT = {
+    "description": describe(409),
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+}
+"""What any keyed request may meet (the key's other request, or its first run)."""
 MUTATING = ("post", "put", "patch", "delete")
 
 
@@ -51,13 +62,32 @@ def install(app: FastAPI) -> None:
                     _state_context_rules(operation, images)
                     if method in MUTATING and path.startswith("/v1/"):
                         operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
-            selection = schema.get("components", {}).get("schemas", {}).get("ImageSelection")
-            if selection is not None and images:
-                selection["properties"]["baseImage"]["enum"] = images
+                        operation["responses"].setdefault("409", dict(KEY_CONFLICT))
+            _state_deployment(schema.get("components", {}).get("schemas", {}), app, images)
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def deployment_limits(settings: Settings) -> dict[tuple[str, str], dict[str, int]]:
+    """The keywords the document adds to the contract's schemas, by (model, field)."""
+    return {
+        ("RunCommandArgs", "files"): {"maxItems": settings.files.max_stage_files},
+        ("PublishFilesArgs", "paths"): {"maxItems": settings.files.max_publish_paths},
+    }
+
+
+def _state_deployment(schemas: dict[str, Any], app: FastAPI, images: list[str]) -> None:
+    services = getattr(app.state, "services", None)
+    if services is None:
+        return
+    selection = schemas.get("ImageSelection")
+    if selection is not None and images:
+        selection["properties"]["baseImage"]["enum"] = images
+    for (model, field), keywords in deployment_limits(services.settings).items():
+        if model in schemas:
+            schemas[model]["properties"][field].update(keywords)
 
 
 def _enabled_images(app: FastAPI) -> list[str]:

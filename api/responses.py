@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from siesta_contract.errors import ErrorResponse
 
 from api.errors import STATUS_BY_CODE
 
@@ -21,7 +21,8 @@ REASONS = {
     "deployment does not allow it",
     404: "No such resource (or another org's)",
     405: "Method not allowed (the Allow header lists the methods)",
-    409: "The conversation or the approval is busy or decided",
+    409: "The conversation or the approval is busy or decided, what is at a path is not "
+    "what the call needs, or the `Idempotency-Key` came with another request",
     410: "The approval expired before it was decided (`limit`: the approval TTL), or was "
     "cancelled because its conversation was deleted",
     413: "Over a size limit (the error says which, with `limit`)",
@@ -32,27 +33,14 @@ REASONS = {
 }
 
 
-class ErrorBody(BaseModel):
-    """``code`` is stable (clients branch on it); limit errors carry ``limit`` and
-    ``unit``; other fields depend on the code."""
-
-    model_config = ConfigDict(extra="allow")
-
-    code: str
-    message: str
-
-
-class ErrorResponse(BaseModel):
-    error: ErrorBody
-
-
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {
-        status: {"model": ErrorResponse, "description": _describe(status)} for status in statuses
+        status: {"model": ErrorResponse, "description": describe(status)} for status in statuses
     }
 
 
-def _describe(status: int) -> str:
+def describe(status: int) -> str:
+    """The status's reason, with the error codes that come with it."""
     codes = sorted(code for code, mapped in STATUS_BY_CODE.items() if mapped == status)
     reason = REASONS.get(status, "Error")
     return f"{reason}. Codes: {', '.join(codes)}" if codes else reason

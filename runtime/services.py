@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from siesta_contract.agents import AgentConfig, UserInfo
+
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
@@ -54,7 +56,6 @@ from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
 from runtime.tools.held_calls import admit_approved
-from runtime.tools.models import AgentConfig, UserInfo
 
 
 def assemble_sessions(

@@ -10,9 +10,16 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 TAG=${TAG:-1}
 
-rm -rf build/wheels
+# All of build/: setuptools builds in it too, and a file left there from an earlier
+# build (a module since moved) would otherwise ride along into the wheel.
+rm -rf build
 mkdir -p build/wheels/dependencies build/wheels/service
 "$VENV/bin/python" -m pip wheel --quiet --no-deps --wheel-dir build/wheels/service .
+# The server's wheel carries the public contract (clients/python/siesta_contract).
+"$VENV/bin/python" -c 'import sys, zipfile
+if "siesta_contract/__init__.py" not in zipfile.ZipFile(sys.argv[1]).namelist():
+    sys.exit("build-image: the service wheel lacks siesta_contract")' \
+    build/wheels/service/siesta_runtime-*.whl
 # The dependencies as the image's Python (Debian bookworm's 3.11.2) needs them: its
 # own environment markers, wheels only (nothing is compiled in the image).
 "$VENV/bin/python" -m pip download --quiet --dest build/wheels/dependencies \

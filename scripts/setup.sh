@@ -120,7 +120,9 @@ setup_venv() {
         step "installing the project and its Python client into $VENV"
         "$VENV/bin/python" -m pip install -q --upgrade pip
         "$VENV/bin/python" -m pip install -q -e '.[dev]'
-        # The client needs the server package (its models), installed just above.
+        # The client: its dependencies (httpx, pydantic) came with the server's. Both
+        # distributions carry the public contract (siesta_contract); both editable
+        # installs map it to the one folder, clients/python/siesta_contract.
         "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
         touch "$stamp"
     fi

@@ -21,13 +21,14 @@ import docker.errors
 import httpx
 import yaml
 
+from siesta_contract.agents import AgentConfig, UserInfo
+
 from runtime.providers.base import DEPLOYMENT_LABEL
 from runtime.providers.docker.disks import DEFAULT_DISK_ROOT, LoopDisks
 from runtime.providers.docker.layers import LAYER_SUFFIX, WritableLayers
 from runtime.providers.docker.network import HostFirewall
 from runtime.tools.call import ToolCall, agent_context
 from runtime.tools.catalog import CatalogFunction
-from runtime.tools.models import AgentConfig, UserInfo
 
 TEST_RUN_ID = uuid.uuid4().hex[:12]
 TEST_RUN_LABEL = "siesta.test-run"

@@ -13,7 +13,13 @@ import pytest
 from tests.helpers import REPO
 
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-PACKAGES = ("runtime", "api", "cli")
+PACKAGES = {
+    "runtime": REPO / "runtime",
+    "api": REPO / "api",
+    "cli": REPO / "cli",
+    "siesta_client": REPO / "clients" / "python" / "siesta_client",
+    "siesta_contract": REPO / "clients" / "python" / "siesta_contract",
+}
 
 
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -30,10 +36,8 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of the packages and the contracts, to break on purpose."""
-    for package in PACKAGES:
-        shutil.copytree(
-            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    for package, source in PACKAGES.items():
+        shutil.copytree(source, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -77,6 +81,9 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
             "import runtime.providers.agent.inside",
             "see only the two seams",
         ),
+        ("siesta_contract/files.py", "import runtime.core.records", "public contract imports"),
+        ("siesta_contract/tools.py", "import siesta_client", "public contract imports"),
+        ("siesta_client/_ops.py", "import api.routes.tools", "client imports nothing"),
     ],
 )
 def test_a_back_import_breaks_its_contract(

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+
+from siesta_contract.admin import ReconcileReportPublic
 
 from api.deps import ServicesDep, requires
 from api.responses import COMMON, error_responses
@@ -21,21 +22,6 @@ router = APIRouter(
     dependencies=requires("admin"),
     responses=error_responses(*COMMON),
 )
-
-
-class ActionPublic(BaseModel):
-    count: int
-    ids: list[str]
-
-
-class ReconcileReportPublic(BaseModel):
-    deployment: str
-    dryRun: bool
-    found: dict[str, int]
-    actions: dict[str, ActionPublic]
-    skippedBusy: list[str]
-    """Conversations (or the whole pass) left alone because someone held them."""
-    errors: list[str]
 
 
 @router.post("/reconcile")

@@ -7,15 +7,14 @@ that asked for the call (``SIESTA_TOOLS__ALLOW_SELF_APPROVAL``).
 
 from __future__ import annotations
 
-from typing import Literal
-
 from anyio import to_thread
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field
+
+from siesta_contract.tools import Decision, ExecutionOutcome
 
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
-from api.routes.tools import ExecutionOutcome, OrgHeader, org_of
+from api.routes.tools import OrgHeader, org_of
 
 router = APIRouter(
     prefix="/v1/tools/approvals",
@@ -23,14 +22,6 @@ router = APIRouter(
     dependencies=requires("approve"),
     responses=error_responses(*COMMON, 404, 409, 410),
 )
-
-
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    decision: Literal["approve", "deny"]
-    by: str = Field(min_length=1)
-    """The person who decided (recorded with the execution)."""
 
 
 @router.post("/{approval_id}", response_model_exclude_unset=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from fastapi import APIRouter, Response
-from pydantic import BaseModel
+
+from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
@@ -17,28 +16,6 @@ router = APIRouter(
     dependencies=requires("sandbox"),
     responses=error_responses(*CONVERSATION, 404),
 )
-
-
-class SandboxPublic(BaseModel):
-    sessionId: str
-    imageId: str
-    imageRef: str
-    status: Literal["active", "paused", "stopped", "retired", "lost"]
-    """What the service recorded."""
-    state: Literal["running", "paused", "stopped", "missing"]
-    """What the provider reports right now."""
-    createdAt: float
-    lastUsedAt: float
-    generation: int
-
-
-class ConversationDeleted(BaseModel):
-    deleted: bool | Literal["pending"]
-    """Whether there was anything to delete (a session, files, executions log
-    entries); ``pending``: an operation still holds the conversation (its approvals
-    are cancelled already); reconciliation finishes."""
-    sessionId: str | None
-    deletedFiles: int
 
 
 @router.get("/{conversation_id}/sandbox")

@@ -6,14 +6,16 @@ from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Query, UploadFile
 from fastapi.responses import StreamingResponse
+
+from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.text import FILE_NAME, MAX_FILE_NAME_CHARS
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.files.conversation import CHUNK
-from runtime.functions.constraints import FILE_NAME, MAX_FILE_NAME_CHARS
-from runtime.functions.files import FilePublic, FilesPublic
+from runtime.functions.files import file_public
 
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/files",
@@ -27,32 +29,33 @@ router = APIRouter(
 def upload_file(
     ctx: ContextDep,
     services: ServicesDep,
-    file: Annotated[UploadFile, File()],
+    # "binary" as well as 3.1's contentMediaType: what generators (and fuzzers) read as
+    # "any bytes", which a file part is.
+    file: Annotated[UploadFile, File(json_schema_extra={"format": "binary"})],
     name: Annotated[
         str | None,
-        Form(
+        Query(
             description="Display name instead of the uploaded file's own",
             json_schema_extra={"pattern": FILE_NAME, "maxLength": MAX_FILE_NAME_CHARS},
         ),
     ] = None,
 ) -> FilePublic:
-    """Attach a file to the conversation (multipart field ``file``; ``name`` overrides
-    the uploaded file name). The body is spooled to disk, never held whole."""
+    """Attach a file to the conversation (multipart part ``file``; the query's ``name``
+    overrides the part's own file name). The body is spooled to disk, never held whole."""
 
     def chunks() -> Iterator[bytes]:
         while chunk := file.file.read(CHUNK):
             yield chunk
 
-    record = services.files.upload(
-        ctx, name or file.filename or "upload", file.content_type, chunks()
-    )
-    return FilePublic.of(record)
+    given = name if name is not None else file.filename or "upload"  # "" is refused
+    record = services.files.upload(ctx, given, file.content_type, chunks())
+    return file_public(record)
 
 
 @router.get("")
 def list_files(ctx: ContextDep, services: ServicesDep) -> FilesPublic:
     """The conversation's attachments and artifacts, oldest first."""
-    return FilesPublic(files=[FilePublic.of(record) for record in services.files.list_files(ctx)])
+    return FilesPublic(files=[file_public(record) for record in services.files.list_files(ctx)])
 
 
 @router.get(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from siesta_contract.errors import ErrorBody
+from siesta_contract.health import Health, Readiness
 
 from api.deps import ServicesDep
 from runtime.core import metrics
@@ -16,27 +19,33 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-async def healthz() -> dict[str, str]:
+async def healthz() -> Health:
     """The process is up. No dependencies.
 
     ``async`` on purpose: it must answer even when every worker thread is busy
     running long commands.
     """
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "A dependency does not answer"}},
+)
 def readyz(services: ServicesDep) -> JSONResponse:
     """The store and the provider answer."""
-    checks: dict[str, Any] = {}
+    checks: dict[str, Literal["ok"] | ErrorBody] = {}
     for name, ping in (("store", services.stores.ping), ("provider", services.provider.ping)):
         try:
             ping()
             checks[name] = "ok"
         except SiestaError as error:
-            checks[name] = {"code": error.code, "message": error.message}
-    ready = all(value == "ok" for value in checks.values())
-    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+            checks[name] = ErrorBody(code=error.code, message=error.message)
+    readiness = Readiness(ready=all(value == "ok" for value in checks.values()), checks=checks)
+    return JSONResponse(
+        readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503
+    )
 
 
 @router.get(

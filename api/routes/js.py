@@ -14,11 +14,13 @@ from anyio import to_thread
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from siesta_contract.functions.js import JsResult, RunScriptBody
+
 from api.deps import CallerDep, ContextDep, ServicesDep, requires
 from api.responses import AGENT_FUNCTION, error_responses
 from api.streaming import as_events, event_stream
 from runtime.core.metrics import measured
-from runtime.functions.js import JS_EXECUTOR, JsResult, RunScriptBody
+from runtime.functions.js import JS_EXECUTOR
 from runtime.tools.call import CallEvents, FailedWithResult
 
 router = APIRouter(

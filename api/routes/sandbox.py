@@ -1,6 +1,6 @@
 """The agent's sandbox functions: the model's tool call body in, its result out.
 
-Bodies and results are the function models (``runtime/functions/sandbox.py``),
+Bodies and results are the function models (``siesta_contract.functions.sandbox``),
 the same ones the tool catalog's schemas are generated from. Every call goes
 through the tool executor like a ``/v1/tools/execute`` call: the deployment's
 policy for the function (``SIESTA_TOOLS__FUNCTION_POLICIES``, else the
@@ -16,17 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from pydantic import BaseModel
 
-from api.deps import CallerDep, ContextDep, ServicesDep, requires
-from api.responses import SANDBOX, error_responses
-from api.streaming import as_events, event_stream, until_disconnected
-from runtime.core.cancellation import Cancellation
-from runtime.core.context import CallContext
-from runtime.core.metrics import measured
-from runtime.functions.base import FunctionSpec
-from runtime.functions.sandbox import (
-    SANDBOX as SANDBOX_FUNCTIONS,
-)
-from runtime.functions.sandbox import (
+from siesta_contract.functions.sandbox import (
     ListFilesArgs,
     ListFilesResult,
     PublishFilesArgs,
@@ -37,6 +27,17 @@ from runtime.functions.sandbox import (
     RunCommandResult,
     WriteFileArgs,
     WriteFileResult,
+)
+
+from api.deps import CallerDep, ContextDep, ServicesDep, requires
+from api.responses import SANDBOX, error_responses
+from api.streaming import as_events, event_stream, until_disconnected
+from runtime.core.cancellation import Cancellation
+from runtime.core.context import CallContext
+from runtime.core.metrics import measured
+from runtime.functions.base import FunctionSpec
+from runtime.functions.sandbox import (
+    SANDBOX as SANDBOX_FUNCTIONS,
 )
 from runtime.services import Services
 from runtime.tools.call import CallEvents

@@ -8,24 +8,33 @@ on; malformed requests are ordinary 4xx errors.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from anyio import to_thread
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel, ConfigDict, Field
+
+from siesta_contract.tools import (
+    CatalogPublic,
+    CatalogRequest,
+    ExecuteRequest,
+    ExecutionOutcome,
+    ExecutionsPublic,
+    ExecutionStatus,
+    SystemToolPublic,
+    SystemToolsPublic,
+)
 
 from api.deps import CallerDep, ServicesDep, requires
-from api.responses import COMMON, ErrorBody, error_responses
+from api.responses import COMMON, error_responses
 from api.streaming import event_stream
-from runtime.core.context import ID_MAX_CHARS, ID_PATTERN, check_id
+from runtime.core.context import check_id
 from runtime.core.errors import (
     InvalidContext,
     InvalidConversationId,
     MissingContext,
 )
-from runtime.core.records import ExecutionFilter, ExecutionStatus
+from runtime.core.records import ExecutionFilter
 from runtime.tools.call import CallEvents
-from runtime.tools.models import AgentConfig, Policy, Role, SystemToolId, UserInfo
 from runtime.tools.system_tools import Deployment, system_tools
 
 router = APIRouter(
@@ -36,83 +45,6 @@ router = APIRouter(
 )
 
 
-class CatalogRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    agent: AgentConfig
-    user: UserInfo
-
-
-class CatalogFunctionPublic(BaseModel):
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    """JSON Schema of the arguments (OpenAI function-calling form)."""
-    group: Literal["System", "Shared", "Private"]
-    source: str
-    """``system:<tool id>`` or ``connection:<id>``."""
-    policy: Policy
-    policyReason: str
-    """Why this policy holds: the agent's configuration, the deployment's policy, or
-    the default (with the rule: e.g. "the name says it is a send action")."""
-
-
-class CatalogPublic(BaseModel):
-    functions: list[CatalogFunctionPublic]
-    notes: list[str]
-    """What was left out, and why."""
-
-
-class ExecuteRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    conversationId: str = Field(
-        json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS}
-    )
-    agent: AgentConfig
-    user: UserInfo
-    function: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class ExecutionOutcome(BaseModel):
-    """Tool-style: ``ok`` with ``result``, or not ``ok`` with ``error`` (the model reads it)."""
-
-    ok: bool
-    executionId: str
-    status: ExecutionStatus
-    result: Any = None
-    error: ErrorBody | None = None
-
-
-class ExecutionPublic(BaseModel):
-    id: str
-    conversationId: str
-    agentId: str
-    userId: str
-    function: str
-    source: str
-    arguments: dict[str, Any]
-    """Redacted: values of secret-looking keys are replaced. Empty once an approval
-    was decided or expired (``argumentsDeleted``)."""
-    argumentsDeleted: bool
-    status: ExecutionStatus
-    result: Any
-    error: dict[str, Any] | None
-    durationMs: int | None
-    approval: dict[str, Any] | None
-    """``{"decision": "approved" | "denied" | "expired", "by", "token", "at"}``."""
-    requestedBy: str | None
-    """The name of the token that made the call."""
-    expiresAt: float | None
-    """When a call waiting for approval expires."""
-    createdAt: float
-
-
-class ExecutionsPublic(BaseModel):
-    executions: list[ExecutionPublic]
-
-
 def org_of(x_siesta_org: str | None) -> str:
     if not x_siesta_org:
         msg = "tool routes need the X-Siesta-Org header"
@@ -121,24 +53,6 @@ def org_of(x_siesta_org: str | None) -> str:
 
 
 OrgHeader = Annotated[str | None, Header()]
-
-
-class SystemToolPublic(BaseModel):
-    id: SystemToolId
-    name: str
-    functions: list[str]
-    available: bool
-    """Whether this deployment can run it (what depends on the agent is ``requires``)."""
-    reason: str | None
-    """Why it is unavailable: the setting or catalog an administrator must fix."""
-    requires: str
-    """What must hold for an agent (checked per call by the catalog)."""
-    assignableBy: list[Role]
-    """Roles the configuration form offers it to."""
-
-
-class SystemToolsPublic(BaseModel):
-    systemTools: list[SystemToolPublic]
 
 
 @router.get("/system")

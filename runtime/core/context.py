@@ -6,13 +6,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+
 from runtime.core.errors import InvalidContext, InvalidConversationId, InvalidRequest
 from runtime.core.records import conversation_key
 
-ID_PATTERN = r"^[A-Za-z0-9._:-]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*$"
-"""Ids of orgs, users and conversations: ``A-Z a-z 0-9 . _ : -``, not only dots
-(``.`` and ``..`` would mean something else in any path they reach)."""
-ID_MAX_CHARS = 128
 _ID = re.compile(ID_PATTERN)
 
 

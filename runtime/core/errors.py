@@ -18,8 +18,7 @@ trust that value.
     │   ├── InvalidFileName            invalid_file_name (limit)
     │   ├── FileNotEditable            file_not_editable
     │   ├── InvalidArguments           invalid_arguments (a tool call's arguments)
-    │   ├── InvalidIdempotencyKey      invalid_idempotency_key (limit)
-    │   └── IdempotencyKeyReused       idempotency_key_reused (the key came with another request)
+    │   └── InvalidIdempotencyKey      invalid_idempotency_key (limit)
     ├── RequestTooLarge                request_too_large (limit)
     ├── Unauthorized                   unauthorized
     ├── Forbidden                      forbidden
@@ -50,6 +49,8 @@ trust that value.
     ├── MissingInput                   missing_input (missing)
     ├── ResumeTimeout                  resume_timeout (limit)
     ├── SessionBusy                    session_busy (limit: seconds waited)
+    ├── IdempotencyKeyReused           idempotency_key_reused (the key came with another request)
+    ├── OffsetPastEnd                  offset_past_end (offset, size: the file is shorter now)
     ├── IdempotentResultNotKept        idempotency_result_not_kept (limit: bytes kept)
     ├── OutcomeUnknown                 outcome_unknown (a retry after the first run's instance died)
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
@@ -263,7 +264,15 @@ class InvalidIdempotencyKey(InvalidRequest):
     code = "invalid_idempotency_key"
 
 
-class IdempotencyKeyReused(InvalidRequest):
+class OffsetPastEnd(SiestaError):
+    """A page asked for past the end of the file as it is now (``offset``, ``size``)."""
+
+    code = "offset_past_end"
+
+
+class IdempotencyKeyReused(SiestaError):
+    """A conflict with the state an earlier request left: its key is this one."""
+
     code = "idempotency_key_reused"
 
 

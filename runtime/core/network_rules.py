@@ -17,16 +17,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from siesta_contract.text import EGRESS_ENTRY
+
 DEFAULT_PORTS = (80, 443)
-_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
-# The last label has a letter: no address (10.0.0.1) is ever a name here.
-_TOP = r"([A-Za-z0-9_][A-Za-z0-9_-]*)?[A-Za-z_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
-_PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-ENTRY_PATTERN = rf"(\*\.({_LABEL}\.)+|({_LABEL}\.)*){_TOP}(:{_PORT})?"
-"""One allowlist entry: ``name``, ``*.suffix`` (two labels at least), ``:port``."""
-HEADER_PATTERN = rf"^\s*({ENTRY_PATTERN}(\s*,\s*{ENTRY_PATTERN})*)?\s*$"
-"""Entries separated by commas, as the ``X-Siesta-Egress-Allow`` header carries them."""
-_ENTRY = re.compile(ENTRY_PATTERN)
+_ENTRY = re.compile(EGRESS_ENTRY)
 _NUMERIC_LOOKING = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

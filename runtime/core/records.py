@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from siesta_contract.tools import ExecutionStatus
+
 
 class SessionStatus(enum.StrEnum):
     ACTIVE = "active"
@@ -115,16 +117,6 @@ class StagingCount:
     """The conversation's staged bytes after this call (unchanged when refused)."""
     added: int
     """Bytes of the files not counted before (what the call adds, or would add)."""
-
-
-class ExecutionStatus(enum.StrEnum):
-    PENDING_APPROVAL = "pending_approval"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    DENIED = "denied"
-    EXPIRED = "expired"
-    """Waited for approval past its deadline; never runs."""
 
 
 @dataclass

@@ -16,12 +16,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
-from runtime.core.context import CallContext
-from runtime.core.errors import InvalidArguments
-from runtime.core.records import FileRecord
-from runtime.files.conversation import ConversationFiles
-from runtime.files.settings import ContentSettings
-from runtime.functions.content import (
+from siesta_contract.functions.content import (
     ContentSource,
     ContentStatsResult,
     FileRef,
@@ -32,6 +27,12 @@ from runtime.functions.content import (
     PeekContentArgs,
     PeekContentResult,
 )
+
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidArguments
+from runtime.core.records import FileRecord
+from runtime.files.conversation import ConversationFiles
+from runtime.files.settings import ContentSettings
 
 SNIFF_BYTES = 8192
 """How much of a file decides whether it is text."""

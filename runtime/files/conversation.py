@@ -18,6 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from siesta_contract.text import MAX_FILE_NAME_CHARS, is_file_name
+
 from runtime.core.context import CallContext
 from runtime.core.errors import (
     FileNotEditable,
@@ -28,7 +30,6 @@ from runtime.core.errors import (
 )
 from runtime.core.records import FileKind, FileRecord, StagingCount
 from runtime.files.settings import FileSettings
-from runtime.functions.constraints import MAX_FILE_NAME_CHARS, is_file_name
 from runtime.store.base import FileStore
 
 CHUNK = 64 * 1024

@@ -1,5 +1,6 @@
-"""One contract per agent function: an arguments model, a result model, and the
-JSON Schema the catalog publishes, generated from the arguments model.
+"""One contract per agent function: an arguments model, a result model (both in
+``siesta_contract.functions``), and the JSON Schema the catalog publishes, generated
+from the arguments model.
 
 Every way into a function — the direct HTTP routes, ``/v1/tools/execute``, the
 JavaScript helpers — validates with the same model, so what the catalog tells a
@@ -11,23 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
+
+from siesta_contract.base import Arguments
 
 from runtime.core.errors import InvalidArguments
 
 _Model = TypeVar("_Model", bound=BaseModel)
-
-
-class Arguments(BaseModel):
-    """Function arguments: exactly the documented fields, nothing else."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class Result(BaseModel):
-    """A function's result, in the wire shape (camelCase) the model reads."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)

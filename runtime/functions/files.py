@@ -1,41 +1,20 @@
-"""How a conversation file is shown, wherever one is returned."""
+"""A conversation file as the API shows it (``siesta_contract.files.FilePublic``)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
+from siesta_contract.files import FilePublic
 
 from runtime.core.records import FileRecord
-from runtime.functions.base import Result
 
 
-class FilePublic(Result):
-    """A conversation file: an attachment, an artifact, or a helper's working file."""
-
-    id: str
-    name: str
-    size: int = Field(ge=0)
-    contentType: str
-    sha256: str
-    kind: Literal["attachment", "artifact", "working"]
-    createdAt: float
-    messageId: str | None = None
-    """The assistant message the file is attached to, when known."""
-
-    @classmethod
-    def of(cls, record: FileRecord) -> FilePublic:
-        return cls(
-            id=record.file_id,
-            name=record.name,
-            size=record.size,
-            contentType=record.content_type,
-            sha256=record.sha256,
-            kind=record.kind.value,
-            createdAt=record.created_at,
-            messageId=record.message_id,
-        )
-
-
-class FilesPublic(Result):
-    files: list[FilePublic]
+def file_public(record: FileRecord) -> FilePublic:
+    return FilePublic(
+        id=record.file_id,
+        name=record.name,
+        size=record.size,
+        contentType=record.content_type,
+        sha256=record.sha256,
+        kind=record.kind.value,
+        createdAt=record.created_at,
+        messageId=record.message_id,
+    )

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from siesta_contract.functions.js import JsError, JsResult
+from siesta_contract.text import is_non_blank_text
+
 from runtime.agents import AgentGateway
 from runtime.agents.settings import AgentSettings
 from runtime.core import tracing
 from runtime.core.context import CallContext
 from runtime.core.errors import CodeTooLarge, InvalidCode
 from runtime.files.conversation import ConversationFiles
-from runtime.functions.constraints import is_non_blank_text
-from runtime.functions.js import JsError, JsResult
 from runtime.jsexec.helpers import HelperHost
 from runtime.jsexec.pool import WorkerPool
 from runtime.jsexec.settings import JsSettings

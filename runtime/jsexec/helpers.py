@@ -18,7 +18,7 @@ from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.core.records import FileKind, FileRecord
 from runtime.files.conversation import ConversationFiles
-from runtime.functions.files import FilePublic
+from runtime.functions.files import file_public
 from runtime.jsexec import excel
 from runtime.jsexec.pool import HelperError
 from runtime.jsexec.settings import JsSettings
@@ -181,7 +181,7 @@ class HelperHost:
 
 
 def _metadata(record: FileRecord) -> dict[str, Any]:
-    return FilePublic.of(record).model_dump(mode="json")
+    return file_public(record).model_dump(mode="json")
 
 
 def _error(message: str) -> HelperError:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from siesta_contract.functions.sandbox import OutputTruncation, RunCommandResult, StagedFile
+from siesta_contract.text import is_non_blank_text
+
 from runtime.core import tracing
 from runtime.core.cancellation import Cancellation
 from runtime.core.context import CallContext
@@ -19,8 +22,6 @@ from runtime.core.errors import (
 from runtime.core.output import CapturedStream
 from runtime.core.records import FileRecord
 from runtime.egress.service import Egress
-from runtime.functions.constraints import is_non_blank_text
-from runtime.functions.sandbox import OutputTruncation, RunCommandResult, StagedFile
 from runtime.providers.base import ExecRequest, ExecResult, OutputListener
 from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.limits import limits_reached

@@ -5,14 +5,15 @@ from __future__ import annotations
 import base64
 import codecs
 
-from runtime.core.context import CallContext
-from runtime.core.errors import InvalidArguments, InvalidRequest, TransferTooLarge
-from runtime.functions.sandbox import (
+from siesta_contract.functions.sandbox import (
     DirEntryPublic,
     ListFilesResult,
     ReadFileResult,
     WriteFileResult,
 )
+
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidArguments, InvalidRequest, OffsetPastEnd, TransferTooLarge
 from runtime.sandbox.parts import SandboxParts, session_fields
 from runtime.sandbox.paths import absolute_path, workspace_path
 
@@ -65,7 +66,7 @@ class FileFunctions(SandboxParts):
             )
         if offset > size:
             msg = f"offset {offset} is past the end of {path!r}, which is {size} bytes"
-            raise InvalidArguments(msg, offset=offset, size=size, path=absolute_path(relative))
+            raise OffsetPastEnd(msg, offset=offset, size=size, path=absolute_path(relative))
         content, encoding, skipped, returned = _page(bytes(window.data), offset, limit, size)
         start = offset + skipped
         end = start + returned

@@ -6,7 +6,8 @@ cannot tell a memory limit from a bug; the result says which limit it was.
 
 from __future__ import annotations
 
-from runtime.functions.sandbox import LimitReached
+from siesta_contract.functions.sandbox import LimitReached
+
 from runtime.providers.base import ExecResult
 from runtime.providers.settings import SandboxSettings
 

@@ -1,7 +1,7 @@
 """The agent's five sandbox functions: runCommand, writeFile, readFile, listFiles,
 publishFiles (plus staging of conversation files for runCommand).
 
-Results are the function models of ``runtime/functions/sandbox.py``, in the wire
+Results are the function models of ``siesta_contract/functions/sandbox.py``, in the wire
 shape (camelCase) the agent backend forwards to the model. Every function checks
 its arguments before it touches the conversation's sandbox. Each group lives in a
 module of its own (``commands.py``, ``files.py``, ``publishing.py``); ``Sandbox``

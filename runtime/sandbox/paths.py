@@ -11,8 +11,9 @@ from __future__ import annotations
 import posixpath
 import re
 
+from siesta_contract.text import WORKSPACE_PATH, is_non_blank_text
+
 from runtime.core.errors import InvalidPath, PathOutsideWorkspace
-from runtime.functions.constraints import is_non_blank_text
 from runtime.providers.base import WORKSPACE
 
 MAX_NAME_BYTES = 255
@@ -22,6 +23,7 @@ STAGING_FOLDER = "in"
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 _DOT_RUNS = re.compile(r"\.{2,}")
+_WORKSPACE_PATH = re.compile(WORKSPACE_PATH)
 
 
 def workspace_path(path: str, *, max_bytes: int, allow_root: bool = False) -> str:
@@ -41,12 +43,11 @@ def workspace_path(path: str, *, max_bytes: int, allow_root: bool = False) -> st
     if size > max_bytes:
         msg = f"path is {size} bytes, over the limit of {max_bytes} bytes"
         raise InvalidPath(msg, path=path[:200], limit=max_bytes, unit="bytes")
+    if not _WORKSPACE_PATH.fullmatch(path):  # the schema's rule: outside, or climbing out
+        msg = f"{path!r} is outside the workspace {WORKSPACE}; use a path relative to it"
+        raise PathOutsideWorkspace(msg, path=path)
     if path.startswith("/"):
-        absolute = posixpath.normpath(path)
-        if absolute != WORKSPACE and not absolute.startswith(WORKSPACE + "/"):
-            msg = f"{path!r} is outside the workspace {WORKSPACE}; use a path relative to it"
-            raise PathOutsideWorkspace(msg, path=path)
-        relative = posixpath.relpath(absolute, WORKSPACE)
+        relative = posixpath.relpath(posixpath.normpath(path), WORKSPACE)
     else:
         relative = posixpath.normpath(path)
     if relative == ".." or relative.startswith("../"):

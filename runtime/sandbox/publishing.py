@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import posixpath
 
+from siesta_contract.functions.sandbox import PublishError, PublishFilesResult, PublishOutcome
+
 from runtime.core import tracing
 from runtime.core.context import CallContext
 from runtime.core.errors import FileMissing, InvalidRequest, SiestaError
 from runtime.core.records import FileKind, FileRecord
 from runtime.files.conversation import BlobWriter, content_type_for
-from runtime.functions.files import FilePublic
-from runtime.functions.sandbox import PublishError, PublishFilesResult, PublishOutcome
+from runtime.functions.files import file_public
 from runtime.sandbox.parts import SandboxParts, session_fields
 from runtime.sandbox.paths import workspace_path
 from runtime.sessions.active import ActiveSession
@@ -38,7 +39,7 @@ class PublishFunctions(SandboxParts):
                 except SiestaError as error:
                     results.append(PublishOutcome(path=path, error=_publish_error(error)))
                 else:
-                    results.append(PublishOutcome(path=path, artifact=FilePublic.of(record)))
+                    results.append(PublishOutcome(path=path, artifact=file_public(record)))
             failed = sum(1 for result in results if result.error is not None)
             span.set_attribute("siesta.failed", failed)
         return PublishFilesResult(

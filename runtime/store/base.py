@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from siesta_contract.tools import ExecutionStatus
+
 from runtime.core.records import (
     EgressRevocation,
     ExecutionFilter,
-    ExecutionStatus,
     FileRecord,
     IdempotencyClaim,
     IdempotencyEntry,

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from siesta_contract.agents import AgentConfig, UserInfo
+
 from runtime.core.cancellation import Cancellation
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.tools.catalog import CatalogFunction
-from runtime.tools.models import AgentConfig, UserInfo
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from siesta_contract.agents import AgentConfig, Connection, Policy, UserInfo
+
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT
@@ -36,7 +38,6 @@ from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
 from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 from runtime.images.catalog import ImageCatalog
-from runtime.tools.models import AgentConfig, Connection, Policy, UserInfo
 from runtime.tools.policy import effective_policy
 from runtime.tools.settings import ToolSettings
 

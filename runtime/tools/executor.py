@@ -20,6 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from siesta_contract.agents import AgentConfig, Policy, UserInfo
+from siesta_contract.tools import ExecutionStatus
+
 from runtime.core import tracing
 from runtime.core.context import CallContext
 from runtime.core.errors import (
@@ -35,7 +38,7 @@ from runtime.core.errors import (
     ToolFailed,
     ToolNotConfigured,
 )
-from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from runtime.core.records import ExecutionFilter, ToolExecution
 from runtime.functions.base import FunctionSpec
 from runtime.store.base import ExecutionStore
 from runtime.tools.call import (
@@ -48,7 +51,6 @@ from runtime.tools.call import (
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import redact
 from runtime.tools.held_calls import call_data, call_from_data, cancelled
-from runtime.tools.models import AgentConfig, Policy, UserInfo
 from runtime.tools.policy import effective_policy
 
 log = logging.getLogger(__name__)

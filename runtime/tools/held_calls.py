@@ -7,13 +7,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.tools import ExecutionStatus
+
 from runtime.core.context import CallContext
 from runtime.core.errors import ApprovalCancelled
-from runtime.core.records import ExecutionStatus
 from runtime.store.base import ExecutionStore
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import CatalogFunction
-from runtime.tools.models import AgentConfig, UserInfo
 
 
 def call_data(call: ToolCall) -> dict[str, Any]:

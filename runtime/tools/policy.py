@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runtime.tools.models import Policy
+from siesta_contract.agents import Policy
 
 STRICTNESS: dict[Policy, int] = {"enabled": 0, "confirm": 1, "disabled": 2}
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from siesta_contract.agents import Role, SystemToolId
+
 from runtime.agents.settings import AgentSettings
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.settings import SandboxSettings
-from runtime.tools.models import Role, SystemToolId
 from runtime.tools.settings import ToolSettings
 
 ALL_ROLES: tuple[Role, ...] = ("Owner", "Admin", "User")

@@ -21,7 +21,8 @@ import httpx2
 import pytest
 import redis
 
-from runtime.core.records import ExecutionStatus
+from siesta_contract.tools import ExecutionStatus
+
 from runtime.providers.base import CONVERSATION_LABEL
 from runtime.services import Services
 from runtime.store.settings import RedisStoreSettings

@@ -239,7 +239,7 @@ def test_missing_input_fails_before_anything_runs(
         json={"command": "touch ran", "files": ["present.csv", "absent.csv"]},
         headers=headers(),
     )
-    assert response.status_code == 422
+    assert response.status_code == 404
     error = response.json()["error"]
     assert error["code"] == "missing_input"
     assert error["missing"] == ["absent.csv"]
@@ -441,6 +441,6 @@ def test_read_file_pages_through_a_large_file_with_offsets(small_limits: Service
     past = execute(small_limits, conversation, "readFile", {"path": "t.txt", "offset": 10**6})
     assert past["ok"] is False
     assert (past["error"]["code"], past["error"]["size"]) == (
-        "invalid_arguments",
+        "offset_past_end",
         len(text.encode()),
     )

@@ -155,7 +155,7 @@ def test_the_same_key_with_another_request_is_refused(service: ServiceProcess) -
         Call("POST", path.replace("runCommand", "listFiles"), {"command": APPEND}),  # path
     ):
         refused = other.send(service, used)
-        assert refused.status_code == 422, refused.text
+        assert refused.status_code == 409, refused.text
         assert refused.json()["error"]["code"] == "idempotency_key_reused"
     another_user = Call("POST", path, {"command": APPEND}).send(
         service, used, **{"X-Siesta-User": "user-2"}

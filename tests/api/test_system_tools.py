@@ -11,7 +11,8 @@ from typing import Any, get_args
 
 import pytest
 
-from runtime.tools.models import SystemToolId
+from siesta_contract.agents import SystemToolId
+
 from tests.helpers import headers
 from tests.inprocess import in_process_service
 

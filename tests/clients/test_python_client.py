@@ -12,6 +12,7 @@ import pytest
 from siesta_client import (
     ApprovalRequired,
     AsyncSiestaClient,
+    Conflict,
     ConnectionFailed,
     InvalidRequest,
     NotFound,
@@ -76,9 +77,9 @@ def test_errors_are_exceptions_with_their_code(service: ServiceProcess) -> None:
             conv.read_file("nope.txt")
         assert missing.value.code == "file_not_found" and missing.value.status == 404
         conv.write_file("a.txt", "abc")
-        with pytest.raises(InvalidRequest) as past_end:
+        with pytest.raises(Conflict) as past_end:
             conv.read_file("a.txt", offset=10)
-        assert past_end.value.code == "invalid_arguments"
+        assert past_end.value.code == "offset_past_end"
         outside = siesta.conversation("x", org="org-a", user="user-1")
         with pytest.raises(InvalidRequest) as no_image:
             outside.run_command("true")

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from siesta_contract.agents import AgentConfig, UserInfo
+
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidArguments, MissingInput, SiestaError
 from runtime.files.content import ContentReader
@@ -19,7 +21,6 @@ from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.catalog import build_catalog
-from runtime.tools.models import AgentConfig, UserInfo
 from runtime.tools.settings import ToolSettings
 from tests.helpers import tool_call
 

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from siesta_contract.agents import AgentConfig, UserInfo
+
 from runtime.core.errors import SiestaError
 from runtime.core.upstreams import Upstreams
 from runtime.functions import FUNCTIONS
@@ -19,7 +21,6 @@ from runtime.images.catalog import ImageCatalog
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import build_catalog
-from runtime.tools.models import AgentConfig, UserInfo
 from runtime.tools.settings import ToolSettings
 from tests.fake_apis import FakeApis
 from tests.helpers import tool_call

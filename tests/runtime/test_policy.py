@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from siesta_contract.agents import Policy
+
 from runtime.functions import FUNCTIONS
-from runtime.tools.models import Policy
 from runtime.tools.policy import action_of, default_policy, effective_policy
 
 CONFIRMED_SYSTEM = {

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runtime.core.context import CallContext
-from runtime.core.errors import InvalidArguments, TransferTooLarge
+from runtime.core.errors import InvalidArguments, OffsetPastEnd, TransferTooLarge
 from runtime.core.records import FileKind
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
 from runtime.files.settings import FileSettings
@@ -254,23 +254,23 @@ def test_binary_pages_are_base64_from_the_exact_offset(staging: Rig) -> None:
 
 
 @pytest.mark.parametrize(
-    ("arguments", "fields"),
+    ("arguments", "code", "fields"),
     [
-        ({"path": "t.txt", "offset": 12}, {"offset": 12, "size": 11}),
-        ({"path": "t.txt", "offset": 10**12}, {"offset": 10**12, "size": 11}),
-        ({"path": "t.txt", "offset": -1}, {}),
-        ({"path": "t.txt", "offset": "x"}, {}),
+        ({"path": "t.txt", "offset": 12}, "offset_past_end", {"offset": 12, "size": 11}),
+        ({"path": "t.txt", "offset": 10**12}, "offset_past_end", {"offset": 10**12, "size": 11}),
+        ({"path": "t.txt", "offset": -1}, "invalid_arguments", {}),
+        ({"path": "t.txt", "offset": "x"}, "invalid_arguments", {}),
     ],
 )
 def test_offsets_out_of_range_are_invalid_arguments(
-    staging: Rig, arguments: dict[str, Any], fields: dict[str, int]
+    staging: Rig, arguments: dict[str, Any], code: str, fields: dict[str, int]
 ) -> None:
     staging.sandbox.write_file(CTX, "t.txt", TEXT)
     read = sandbox_adapters(staging.sandbox)["readFile"]
-    with pytest.raises(InvalidArguments) as caught:
+    with pytest.raises((InvalidArguments, OffsetPastEnd)) as caught:
         read(adapter_call(), arguments)
     error = caught.value.to_dict()
-    assert error["code"] == "invalid_arguments"
+    assert error["code"] == code
     assert {key: error[key] for key in fields} == fields
     if fields:
         assert f"{fields['size']} bytes" in error["message"]

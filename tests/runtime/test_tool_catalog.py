@@ -7,9 +7,10 @@ from typing import Any, get_args
 
 import pytest
 
+from siesta_contract.agents import AgentConfig, SystemToolId, UserInfo
+
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.tools.catalog import build_catalog
-from runtime.tools.models import AgentConfig, SystemToolId, UserInfo
 from runtime.tools.settings import ToolSettings
 
 IMAGES = ImageCatalog(

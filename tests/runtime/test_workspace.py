@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from siesta_contract.text import WORKSPACE_FILE_PATH, WORKSPACE_PATH
 
 from runtime.core.errors import InvalidPath, PathOutsideWorkspace
 from runtime.sandbox.paths import sanitize_file_name, unique_names, workspace_path
@@ -102,3 +106,21 @@ def test_collisions_are_numbered_before_the_extension() -> None:
         "b",
         "b-2",
     ]
+
+
+PIECES = st.sampled_from([".", "..", "...", "/", "a", " ", "\u3000", "/mnt/work", "mnt", "\x00"])
+
+
+@given(st.lists(PIECES, max_size=8).map("".join))
+def test_the_schemas_path_patterns_say_what_the_code_takes(path: str) -> None:
+    """What the OpenAPI document's patterns refuse, the code refuses; what they allow,
+    the code takes, unless a ``..`` after a name climbs out or lands on the workspace
+    (counting, which no regular expression does: the README says so)."""
+    for pattern, allow_root in ((WORKSPACE_PATH, True), (WORKSPACE_FILE_PATH, False)):
+        allowed = re.fullmatch(pattern, path) is not None
+        try:
+            workspace_path(path, max_bytes=LIMIT, allow_root=allow_root)
+        except (InvalidPath, PathOutsideWorkspace):
+            assert not allowed or "/.." in path, (pattern, path)
+        else:
+            assert allowed, (pattern, path)

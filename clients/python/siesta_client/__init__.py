@@ -4,7 +4,7 @@
         conv = siesta.conversation("conv-1", org="acme", user="u1", base_image="debian-base")
         print(conv.run_command("echo hello").stdout)
 
-Arguments and results are the server's own models (``runtime.functions``); error
+Arguments and results are the public contract's models (``siesta_contract``); error
 answers raise ``SiestaError`` subclasses (``siesta_client.errors``).
 """
 

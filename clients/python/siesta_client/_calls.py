@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.routes.conversations import ConversationDeleted, SandboxPublic
-from api.routes.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
-from runtime.functions.files import FilePublic, FilesPublic
-from runtime.functions.js import JsResult, RunScriptBody
-from runtime.functions.sandbox import (
+from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.conversations import ConversationDeleted, SandboxPublic
+from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.functions.js import JsResult, RunScriptBody
+from siesta_contract.functions.sandbox import (
     ListFilesArgs,
     ListFilesResult,
     PublishFilesArgs,
@@ -20,7 +20,15 @@ from runtime.functions.sandbox import (
     WriteFileArgs,
     WriteFileResult,
 )
-from runtime.tools.models import AgentConfig, UserInfo
+from siesta_contract.tools import (
+    CatalogPublic,
+    CatalogRequest,
+    Decision,
+    ExecuteRequest,
+    ExecutionOutcome,
+    ExecutionsPublic,
+)
+
 from siesta_client._ops import Context, Op, args, model, raw_bytes
 
 
@@ -36,16 +44,14 @@ def run_command(
     timeout_seconds: int | None,
 ) -> Op[RunCommandResult]:
     body = args(RunCommandArgs, command=command, files=files, timeoutSeconds=timeout_seconds)
-    return Op(
-        "POST", _conv(conversation, "/sandbox/runCommand"), model(RunCommandResult),
-        ctx.headers(), body,
-    )  # fmt: skip
+    path = _conv(conversation, "/sandbox/runCommand")
+    return Op("POST", path, model(RunCommandResult), ctx.headers(), body, body=RunCommandArgs)
 
 
 def write_file(ctx: Context, conversation: str, path: str, content: str) -> Op[WriteFileResult]:
     body = args(WriteFileArgs, path=path, content=content)
     path_ = _conv(conversation, "/sandbox/writeFile")
-    return Op("POST", path_, model(WriteFileResult), ctx.headers(), body)
+    return Op("POST", path_, model(WriteFileResult), ctx.headers(), body, body=WriteFileArgs)
 
 
 def read_file(
@@ -53,26 +59,27 @@ def read_file(
 ) -> Op[ReadFileResult]:
     body = args(ReadFileArgs, path=path, offset=offset, maxBytes=max_bytes)
     path_ = _conv(conversation, "/sandbox/readFile")
-    return Op("POST", path_, model(ReadFileResult), ctx.headers(), body)
+    return Op("POST", path_, model(ReadFileResult), ctx.headers(), body, body=ReadFileArgs)
 
 
 def list_files(ctx: Context, conversation: str, path: str) -> Op[ListFilesResult]:
     body = args(ListFilesArgs, path=path)
     path_ = _conv(conversation, "/sandbox/listFiles")
-    return Op("POST", path_, model(ListFilesResult), ctx.headers(), body)
+    return Op("POST", path_, model(ListFilesResult), ctx.headers(), body, body=ListFilesArgs)
 
 
 def publish_files(ctx: Context, conversation: str, paths: list[str]) -> Op[PublishFilesResult]:
     body = args(PublishFilesArgs, paths=paths)
     path_ = _conv(conversation, "/sandbox/publishFiles")
-    return Op("POST", path_, model(PublishFilesResult), ctx.headers(), body)
+    return Op("POST", path_, model(PublishFilesResult), ctx.headers(), body, body=PublishFilesArgs)
 
 
 def run_js(
     ctx: Context, conversation: str, code: str, timeout_seconds: float | None
 ) -> Op[JsResult]:
     body = args(RunScriptBody, code=code, timeoutSeconds=timeout_seconds)
-    return Op("POST", _conv(conversation, "/js"), model(JsResult), ctx.headers(), body)
+    path = _conv(conversation, "/js")
+    return Op("POST", path, model(JsResult), ctx.headers(), body, body=RunScriptBody)
 
 
 def upload_file(
@@ -99,17 +106,11 @@ def delete(ctx: Context, conversation: str) -> Op[ConversationDeleted]:
     return Op("DELETE", _conv(conversation), model(ConversationDeleted), ctx.headers())
 
 
-def _wire(value: AgentConfig | UserInfo | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    return value.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
 def catalog(
     agent: AgentConfig | dict[str, Any], user: UserInfo | dict[str, Any]
 ) -> Op[CatalogPublic]:
-    body = {"agent": _wire(agent), "user": _wire(user)}
-    return Op("POST", "/v1/tools/catalog", model(CatalogPublic), {}, body)
+    body = args(CatalogRequest, agent=agent, user=user)
+    return Op("POST", "/v1/tools/catalog", model(CatalogPublic), {}, body, body=CatalogRequest)
 
 
 def execute(
@@ -120,22 +121,24 @@ def execute(
     function: str,
     arguments: dict[str, Any],
 ) -> Op[ExecutionOutcome]:
-    body = {
-        "conversationId": conversation,
-        "agent": _wire(agent),
-        "user": _wire(user),
-        "function": function,
-        "arguments": arguments,
-    }
+    body = args(
+        ExecuteRequest,
+        conversationId=conversation,
+        agent=agent,
+        user=user,
+        function=function,
+        arguments=arguments,
+    )
     headers = {"X-Siesta-Org": org}
-    return Op("POST", "/v1/tools/execute", model(ExecutionOutcome), headers, body)
+    path = "/v1/tools/execute"
+    return Op("POST", path, model(ExecutionOutcome), headers, body, body=ExecuteRequest)
 
 
 def decide(org: str, approval_id: str, approve: bool, by: str) -> Op[ExecutionOutcome]:
-    body = {"decision": "approve" if approve else "deny", "by": by}
+    body = args(Decision, decision="approve" if approve else "deny", by=by)
     headers = {"X-Siesta-Org": org}
     path = f"/v1/tools/approvals/{approval_id}"
-    return Op("POST", path, model(ExecutionOutcome), headers, body)
+    return Op("POST", path, model(ExecutionOutcome), headers, body, body=Decision)
 
 
 def executions(org: str, **filters: Any) -> Op[ExecutionsPublic]:

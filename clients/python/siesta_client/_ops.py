@@ -49,13 +49,22 @@ class Op(Generic[T]):
     json: Any = None
     files: Any = None
     params: Mapping[str, Any] | None = None
+    body: type[BaseModel] | None = None
+    """The contract model ``json`` follows (the route's request body in the OpenAPI)."""
 
 
-def model(cls: type[M]) -> Callable[[httpx.Response], M]:
-    def read(response: httpx.Response) -> M:
-        return cls.model_validate(response.json())
+@dataclass(frozen=True)
+class Model(Generic[M]):
+    """Reads a JSON answer into a contract model."""
 
-    return read
+    cls: type[M]
+
+    def __call__(self, response: httpx.Response) -> M:
+        return self.cls.model_validate(response.json())
+
+
+def model(cls: type[M]) -> Model[M]:
+    return Model(cls)
 
 
 def raw_bytes(response: httpx.Response) -> bytes:
@@ -79,6 +88,7 @@ def raise_for_error(response: httpx.Response) -> None:
 
 
 def args(model_cls: type[BaseModel], **values: Any) -> dict[str, Any]:
-    """A body checked by the server's own argument model, without unset fields."""
+    """A body checked by its contract model, without unset fields (wire names)."""
     given = {name: value for name, value in values.items() if value is not None}
-    return model_cls.model_validate(given).model_dump(mode="json", exclude_unset=True)
+    checked = model_cls.model_validate(given)
+    return checked.model_dump(mode="json", by_alias=True, exclude_unset=True)

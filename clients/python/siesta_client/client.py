@@ -8,18 +8,19 @@ from typing import Any, TypeVar
 
 import httpx
 
-from api.routes.conversations import ConversationDeleted, SandboxPublic
-from api.routes.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
-from runtime.functions.files import FilePublic, FilesPublic
-from runtime.functions.js import JsResult
-from runtime.functions.sandbox import (
+from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.conversations import ConversationDeleted, SandboxPublic
+from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.functions.js import JsResult
+from siesta_contract.functions.sandbox import (
     ListFilesResult,
     PublishFilesResult,
     ReadFileResult,
     RunCommandResult,
     WriteFileResult,
 )
-from runtime.tools.models import AgentConfig, UserInfo
+from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
+
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable

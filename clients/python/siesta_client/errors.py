@@ -3,12 +3,12 @@
 SiestaError                  any ``{"error": {...}}`` answer (code, message, status, fields)
 ├── ConnectionFailed         no answer after every retry (connection_failed)
 ├── InvalidRequest           400 / 422: bad arguments, context or key
-│   └── IdempotencyKeyReused idempotency_key_reused
 ├── Unauthorized             401
 ├── Forbidden                403 (forbidden_scope, sandbox_disabled, ...)
 ├── NotFound                 404 (not_found, file_not_found, ...)
 ├── Conflict                 409
 │   ├── SessionBusy          session_busy (limit: seconds waited)
+│   ├── IdempotencyKeyReused idempotency_key_reused (the key came with another request)
 │   └── OutcomeUnknown       outcome_unknown (a keyed call whose first run's instance died)
 ├── ApprovalRequired         approval_required (202: approval_id)
 ├── LimitError               any other error that states a ``limit`` (and ``unit``)
@@ -51,10 +51,6 @@ class InvalidRequest(SiestaError):
     pass
 
 
-class IdempotencyKeyReused(InvalidRequest):
-    pass
-
-
 class Unauthorized(SiestaError):
     pass
 
@@ -73,6 +69,11 @@ class Conflict(SiestaError):
 
 class SessionBusy(Conflict):
     pass
+
+
+class IdempotencyKeyReused(Conflict):
+    """The key came with another request (method, path or body): a new call needs a
+    new key."""
 
 
 class OutcomeUnknown(Conflict):

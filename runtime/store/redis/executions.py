@@ -9,12 +9,9 @@ from typing import Any
 
 import redis
 
-from runtime.core.records import (
-    ExecutionFilter,
-    ExecutionStatus,
-    ToolExecution,
-    conversation_key,
-)
+from siesta_contract.tools import ExecutionStatus
+
+from runtime.core.records import ExecutionFilter, ToolExecution, conversation_key
 from runtime.store import keys
 from runtime.store.redis.client import redis_errors
 

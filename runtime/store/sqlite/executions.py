@@ -7,7 +7,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from siesta_contract.tools import ExecutionStatus
+
+from runtime.core.records import ExecutionFilter, ToolExecution
 from runtime.store.sqlite.db import Database
 
 log = logging.getLogger(__name__)

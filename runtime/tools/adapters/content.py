@@ -5,6 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from siesta_contract.functions.content import (
+    GetContentStatsArgs,
+    GrepContentArgs,
+    ListContentSourcesArgs,
+    PeekContentArgs,
+)
+
 from runtime.files.content import ContentReader
 from runtime.functions.base import parse_arguments
 from runtime.functions.content import (
@@ -12,10 +19,6 @@ from runtime.functions.content import (
     GREP_CONTENT,
     LIST_CONTENT_SOURCES,
     PEEK_CONTENT,
-    GetContentStatsArgs,
-    GrepContentArgs,
-    ListContentSourcesArgs,
-    PeekContentArgs,
 )
 from runtime.tools.call import Adapter, ToolCall
 

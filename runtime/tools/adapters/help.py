@@ -26,10 +26,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.functions.assistant import HelpArgs
+from siesta_contract.agents import AgentConfig, Connection, SystemToolId
+from siesta_contract.functions.assistant import HelpArgs
+
 from runtime.functions.base import parse_arguments as parse
 from runtime.tools.call import Adapter, ToolCall
-from runtime.tools.models import AgentConfig, Connection, SystemToolId
 
 AREA_SERVICES: dict[str, tuple[str, ...]] = {
     "email": ("Gmail", "Outlook"),

@@ -7,13 +7,14 @@ import binascii
 import secrets
 from typing import Any
 
+from siesta_contract.functions.assistant import ImageArgs, ImageResult
+
 from runtime.core.errors import ProviderFailed, ToolNotConfigured
 from runtime.core.records import FileKind
 from runtime.core.upstreams import Upstreams
 from runtime.files.conversation import ConversationFiles
-from runtime.functions.assistant import ImageArgs, ImageResult
 from runtime.functions.base import parse_arguments as parse
-from runtime.functions.files import FilePublic
+from runtime.functions.files import file_public
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings
@@ -55,7 +56,7 @@ def image_adapter(
             call.ctx, image_name(), FileKind.ARTIFACT, png, message_id=args.messageId
         )
         return ImageResult(
-            artifact=FilePublic.of(record),
+            artifact=file_public(record),
             size=args.chosen_size or "auto",
             messageId=args.messageId,
         ).model_dump(mode="json")

@@ -20,11 +20,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from runtime.core.errors import InvalidArguments, ProviderFailed, ToolNotConfigured
-from runtime.core.upstreams import Upstreams
-from runtime.functions.base import parse_arguments as parse
-from runtime.functions.platform import (
-    PLATFORM,
+from siesta_contract.functions.platform import (
     SELF,
     AgentIdArgs,
     CreateTaskArgs,
@@ -32,6 +28,11 @@ from runtime.functions.platform import (
     TaskButton,
     UpdateAgentArgs,
 )
+
+from runtime.core.errors import InvalidArguments, ProviderFailed, ToolNotConfigured
+from runtime.core.upstreams import Upstreams
+from runtime.functions.base import parse_arguments as parse
+from runtime.functions.platform import PLATFORM
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings

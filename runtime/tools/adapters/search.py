@@ -9,11 +9,12 @@ from urllib.parse import urlencode
 
 import httpx
 
+from siesta_contract.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
+
 from runtime.core import tracing
 from runtime.core.errors import CrawlTimeout, ProviderFailed, SiestaError, ToolNotConfigured
 from runtime.core.upstreams import Upstreams
 from runtime.functions.base import parse_arguments as parse
-from runtime.functions.web import CrawlArgs, MapArgs, ScrapeArgs, SearchArgs, WebSearchArgs
 from runtime.tools.adapters.web import fetch_page, page_client
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings

@@ -12,19 +12,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from runtime.agents import AgentGateway, Deadline, call_parallel, check_allowed
-from runtime.agents.settings import AgentSettings
-from runtime.core.errors import InvalidArguments
-from runtime.functions.assistant import RUN_FUNCTION_BATCH, BatchArgs, BatchItem, BatchResult
-from runtime.functions.base import parse_arguments
-from runtime.functions.js import JS_EXECUTOR, JsArgs
-from runtime.functions.sandbox import (
+from siesta_contract.functions.assistant import BatchArgs, BatchItem, BatchResult
+from siesta_contract.functions.js import JsArgs
+from siesta_contract.functions.sandbox import (
     ListFilesArgs,
     PublishFilesArgs,
     ReadFileArgs,
     RunCommandArgs,
     WriteFileArgs,
 )
+
+from runtime.agents import AgentGateway, Deadline, call_parallel, check_allowed
+from runtime.agents.settings import AgentSettings
+from runtime.core.errors import InvalidArguments
+from runtime.functions.assistant import RUN_FUNCTION_BATCH
+from runtime.functions.base import parse_arguments
+from runtime.functions.js import JS_EXECUTOR
 from runtime.jsexec.executor import JsExecutor
 from runtime.sandbox.operations import Sandbox
 from runtime.tools.call import Adapter, FailedWithResult, ToolCall

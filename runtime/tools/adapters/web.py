@@ -16,11 +16,12 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 from selectolax.lexbor import LexborHTMLParser
 
+from siesta_contract.functions.web import WebFetchArgs
+
 from runtime.core.errors import FetchFailed, UrlNotAllowed
 from runtime.core.upstreams import Upstreams
 from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
 from runtime.functions.base import parse_arguments as parse
-from runtime.functions.web import WebFetchArgs
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings
 

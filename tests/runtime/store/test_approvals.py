@@ -7,19 +7,21 @@ from typing import Any
 
 import pytest
 
+from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.tools import ExecutionStatus
+
 from runtime.core.errors import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
     NotFound,
     SelfApprovalNotAllowed,
 )
-from runtime.core.records import ExecutionFilter, ExecutionStatus
+from runtime.core.records import ExecutionFilter
 from runtime.store.base import Stores
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import DAY_SECONDS, ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
-from runtime.tools.models import AgentConfig, UserInfo
 from runtime.tools.settings import ToolSettings
 from tests.manual_clock import ManualClock
 

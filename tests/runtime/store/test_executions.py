@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.core.records import ExecutionFilter, ExecutionStatus, ToolExecution
+from siesta_contract.tools import ExecutionStatus
+
+from runtime.core.records import ExecutionFilter, ToolExecution
 from runtime.store.base import ExecutionStore, Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.executions import redact

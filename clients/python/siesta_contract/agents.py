@@ -6,8 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runtime.core.context import ID_MAX_CHARS, ID_PATTERN
-from runtime.core.network_rules import ENTRY_PATTERN
+from siesta_contract.text import EGRESS_ENTRY, ID_MAX_CHARS, ID_PATTERN
 
 SystemToolId = Literal[
     "task_management",
@@ -63,7 +62,7 @@ class AgentConfig(_Wire):
     id: str = Field(min_length=1)
     system_tool_ids: list[SystemToolId] = Field(default_factory=list, alias="systemToolIds")
     base_image: str | None = Field(None, alias="baseImage")
-    egress_allow: list[Annotated[str, Field(pattern=f"^{ENTRY_PATTERN}$")]] | None = Field(
+    egress_allow: list[Annotated[str, Field(pattern=f"^{EGRESS_ENTRY}$")]] | None = Field(
         None, alias="egressAllow"
     )
     """The agent's narrowing of the deployment's sandbox egress allowlist (host names,

@@ -1,0 +1,29 @@
+"""A conversation's sandbox as a resource: what inspecting and deleting it answer."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class SandboxPublic(BaseModel):
+    sessionId: str
+    imageId: str
+    imageRef: str
+    status: Literal["active", "paused", "stopped", "retired", "lost"]
+    """What the service recorded."""
+    state: Literal["running", "paused", "stopped", "missing"]
+    """What the provider reports right now."""
+    createdAt: float
+    lastUsedAt: float
+    generation: int
+
+
+class ConversationDeleted(BaseModel):
+    deleted: bool | Literal["pending"]
+    """Whether there was anything to delete (a session, files, executions log
+    entries); ``pending``: an operation still holds the conversation (its approvals
+    are cancelled already); reconciliation finishes."""
+    sessionId: str | None
+    deletedFiles: int

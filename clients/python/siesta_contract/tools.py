@@ -1,0 +1,127 @@
+"""The tool layer's bodies and answers: catalog, execute, approvals, executions log."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from siesta_contract.agents import AgentConfig, Policy, Role, SystemToolId, UserInfo
+from siesta_contract.errors import ErrorBody
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+
+
+class CatalogRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: AgentConfig
+    user: UserInfo
+
+
+class CatalogFunctionPublic(BaseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments (OpenAI function-calling form)."""
+    group: Literal["System", "Shared", "Private"]
+    source: str
+    """``system:<tool id>`` or ``connection:<id>``."""
+    policy: Policy
+    policyReason: str
+    """Why this policy holds: the agent's configuration, the deployment's policy, or
+    the default (with the rule: e.g. "the name says it is a send action")."""
+
+
+class CatalogPublic(BaseModel):
+    functions: list[CatalogFunctionPublic]
+    notes: list[str]
+    """What was left out, and why."""
+
+
+class ExecuteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    conversationId: str = Field(
+        json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS}
+    )
+    agent: AgentConfig
+    user: UserInfo
+    function: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecutionStatus(enum.StrEnum):
+    PENDING_APPROVAL = "pending_approval"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    """Waited for approval past its deadline; never runs."""
+
+
+class ExecutionOutcome(BaseModel):
+    """Tool-style: ``ok`` with ``result``, or not ``ok`` with ``error`` (the model reads it)."""
+
+    ok: bool
+    executionId: str
+    status: ExecutionStatus
+    result: Any = None
+    error: ErrorBody | None = None
+
+
+class ExecutionPublic(BaseModel):
+    id: str
+    conversationId: str
+    agentId: str
+    userId: str
+    function: str
+    source: str
+    arguments: dict[str, Any]
+    """Redacted: values of secret-looking keys are replaced. Empty once an approval
+    was decided or expired (``argumentsDeleted``)."""
+    argumentsDeleted: bool
+    status: ExecutionStatus
+    result: Any
+    error: dict[str, Any] | None
+    durationMs: int | None
+    approval: dict[str, Any] | None
+    """``{"decision": "approved" | "denied" | "expired", "by", "token", "at"}``."""
+    requestedBy: str | None
+    """The name of the token that made the call."""
+    expiresAt: float | None
+    """When a call waiting for approval expires."""
+    createdAt: float
+
+
+class ExecutionsPublic(BaseModel):
+    executions: list[ExecutionPublic]
+
+
+class Decision(BaseModel):
+    """A person's decision on a call that waits for approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    by: str = Field(min_length=1)
+    """The person who decided (recorded with the execution)."""
+
+
+class SystemToolPublic(BaseModel):
+    id: SystemToolId
+    name: str
+    functions: list[str]
+    available: bool
+    """Whether this deployment can run it (what depends on the agent is ``requires``)."""
+    reason: str | None
+    """Why it is unavailable: the setting or catalog an administrator must fix."""
+    requires: str
+    """What must hold for an agent (checked per call by the catalog)."""
+    assignableBy: list[Role]
+    """Roles the configuration form offers it to."""
+
+
+class SystemToolsPublic(BaseModel):
+    systemTools: list[SystemToolPublic]
