@@ -47,6 +47,7 @@ from runtime.providers.agent.protocol import (
     parse_exit,
     spawn_payload,
 )
+from runtime.providers.agent.send_watch import SEND_WATCH
 
 log = logging.getLogger(__name__)
 
@@ -373,47 +374,3 @@ class _OutputBudget:
 
     def exceeded(self) -> str:
         return f"it sent {max(self._sent.values())} bytes of output, at most {self._limit} allowed"
-
-
-class _SendWatch:
-    """One thread for every channel of the process: gives up a channel whose send has
-    made no progress for its ``stall_seconds`` (a frozen agent stops reading; without
-    this the caller would wait in ``sendall`` forever). Sends cost a dict entry."""
-
-    def __init__(self) -> None:
-        self._sending: dict[AgentChannel, float] = {}
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def watching(self, channel: AgentChannel) -> Iterator[None]:
-        if channel.stall_seconds is None:
-            yield
-            return
-        with self._lock:
-            self._sending[channel] = time.monotonic()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="agent-sends", daemon=True)
-                self._thread.start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._sending.pop(channel, None)
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(SEND_WATCH_TICK)
-            now = time.monotonic()
-            with self._lock:
-                stalled = [
-                    channel
-                    for channel, since in self._sending.items()
-                    if channel.stall_seconds is not None and now - since > channel.stall_seconds
-                ]
-            for channel in stalled:
-                channel.give_up_sending()
-
-
-SEND_WATCH_TICK = 0.25
-SEND_WATCH = _SendWatch()
