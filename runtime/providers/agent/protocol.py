@@ -1,6 +1,6 @@
 """Frames of the sandbox agent's protocol (images/siesta-agent/PROTOCOL.md).
 
-Pure encoding and decoding, no I/O: the channel (``agent_channel.py``) moves
+Pure encoding and decoding, no I/O: the channel (``channel.py``) moves
 the bytes, the provider decides what to ask.
 """
 
