@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 from runtime.core.errors import InvalidContext, InvalidConversationId, InvalidRequest
+from runtime.core.network_rules import Allowlist
 from runtime.core.records import conversation_key
 
 _ID = re.compile(ID_PATTERN)
@@ -25,8 +26,6 @@ def check_id(value: str, what: str, error: type[InvalidRequest]) -> str:
 
 
 def check_egress_allow(entries: tuple[str, ...]) -> None:
-    from runtime.core.network_rules import Allowlist
-
     try:
         Allowlist.parse(entries)
     except ValueError as exc:

@@ -17,6 +17,8 @@ from pydantic import (
 )
 from pydantic_settings import NoDecode
 
+from runtime.core.network_rules import Allowlist
+
 
 def _entries(value: Any) -> Any:
     """A comma-separated string (handy in env files), a JSON list, or a list."""
@@ -28,8 +30,6 @@ def _entries(value: Any) -> Any:
 
 
 def _checked_allowlist(entries: list[str]) -> list[str]:
-    from runtime.core.network_rules import Allowlist
-
     Allowlist.parse(entries)  # raises ValueError naming the bad entry
     return entries
 

@@ -169,7 +169,8 @@ def test_retired_session_is_replaced_with_a_reset(
     assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation})[0] == [
         f"siesta-{after['sessionId']}"
     ]
-    assert after["workspaceReset"] is True and after["exitCode"] == 1
+    assert after["workspaceReset"] is True and after["workspaceResetReason"] == "retired"
+    assert after["exitCode"] == 1
 
 
 def test_dry_run_plans_without_acting(start_service: StartService) -> None:

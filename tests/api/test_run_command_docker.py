@@ -3,6 +3,7 @@ what does not look at containers, Kubernetes on the API server double)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import docker
@@ -110,6 +111,29 @@ def test_a_removed_container_is_made_again_around_its_workspace(
     assert containers == volumes == [f"siesta-{first['sessionId']}"]
     state = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers()).json()
     assert state["generation"] == 1
+
+
+def test_a_container_that_cannot_start_any_more_is_made_again_around_its_workspace(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
+    (name,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    container = docker_client.containers.get(name)
+    container.stop(timeout=1)
+    # Its writable layer broken (a disk fault, a half-done engine upgrade): the engine
+    # cannot mount its root file system, so it can never start again.
+    container.reload()
+    shutil.rmtree(container.attrs["GraphDriver"]["Data"]["UpperDir"])
+
+    again = run_command(client, conversation, "cat note.txt; ls /opt/installed")
+
+    assert again["sandboxRecreated"] is True and again["workspaceReset"] is False
+    assert again["sessionId"] == first["sessionId"]
+    assert again["stdout"] == "keep\n"  # the workspace is the same
+    assert "No such file" in again["stderr"]  # the broken layer is not
+    assert docker_client.containers.get(name).id != container.id
 
 
 def test_a_removed_workspace_is_replaced_and_the_reset_reported(

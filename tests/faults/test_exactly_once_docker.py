@@ -139,6 +139,33 @@ def test_a_retry_never_reruns_a_command_the_sandbox_forgot(
     assert lines(second, conversation) == ""  # the restart ended it; nobody ran it again
 
 
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_a_retry_after_the_sandbox_died_mid_call_never_runs_the_command_again(
+    pair: list[ServiceProcess], docker_client: docker.DockerClient, how: str
+) -> None:
+    service = pair[0]  # the instance lives; its sandbox dies under the call
+    conversation, key = new_conversation(), str(uuid.uuid4())
+    run_command(service.client, conversation, "true")
+    body = {"command": "echo started >> ran.log; sleep 3; echo once >> ran.log"}
+    answers: list[httpx.Response] = []
+    sender = threading.Thread(
+        target=lambda: answers.append(keyed(service, conversation, key, "sandbox/runCommand", body))
+    )
+    sender.start()
+    time.sleep(1.5)
+    container = docker_client.containers.get(sandbox_of(service, conversation))
+    container.kill() if how == "kill" else container.stop(timeout=0)
+    sender.join()
+
+    retry = keyed(service, conversation, key, "sandbox/runCommand", body)
+
+    assert answers[0].status_code == 503, answers[0].text
+    assert answers[0].json()["error"]["code"] == "sandbox_unavailable"
+    assert retry.status_code == 409, retry.text
+    assert retry.json()["error"]["code"] == "outcome_unknown"
+    assert lines(service, conversation) == "started\n"  # begun once, never again
+
+
 def test_a_retry_of_a_call_that_never_reached_the_sandbox_runs_it(
     pair: list[ServiceProcess],
 ) -> None:
