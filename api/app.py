@@ -31,7 +31,7 @@ from api.routes import (
 from api.tracing import TraceContext
 from runtime.core import metrics
 from runtime.services import Services
-from runtime.sessions.pool import refill_forever
+from runtime.sessions.pool import PoolRefiller
 from runtime.sessions.reconcile import reconcile_forever
 from runtime.settings import Settings
 from runtime.store.settings import SqliteStoreSettings
@@ -62,13 +62,19 @@ def create_app(settings: Settings) -> FastAPI:
                     settings.reconcile.interval_seconds,
                 )
             )
+        services.provider.lifecycle.prepare_ahead()
+        refiller = PoolRefiller(
+            services.pool, settings.provision.concurrency, settings.pool.refill_interval_seconds
+        )
         if services.pool.enabled:
-            loops.append(refill_forever(services.pool, settings.pool.refill_interval_seconds))
+            refiller.start()
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             async with mcp.serving(services):
                 yield
         finally:
+            if services.pool.enabled:
+                await to_thread.run_sync(refiller.stop)
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -83,7 +83,7 @@ def main() -> int:
                     "SIESTA_API_TOKEN": TOKEN,
                     "SIESTA_DATA_DIR": str(data_dir),
                     "SIESTA_PROVIDER__TYPE": "fake",
-                    "SIESTA_POOL__SIZE": "0",
+                    "SIESTA_POOL__ENABLED": "false",
                     **extra,
                 }
                 service = spawn_service(data_dir, environment)

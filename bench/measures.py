@@ -329,7 +329,7 @@ def idle_density(
     """Memory an idle paused session costs the host: the container's own memory
     (its cgroup) plus its share of the engine (the containerd shim's private memory
     and dockerd/containerd growth), against the same for plain paused containers."""
-    engine_before = _engine_kb()
+    engine_before = engine_kb()
     conversations = [f"idle-{i}-{uuid.uuid4().hex[:4]}" for i in range(count)]
     sandboxes = []
     for conversation in conversations:
@@ -338,8 +338,8 @@ def idle_density(
     for name in sandboxes:
         client.api.pause(name)
     time.sleep(1)
-    ours_kb = sum(_container_kb(client, n) for n in sandboxes) + _engine_kb() - engine_before
-    plain_before = _engine_kb()
+    ours_kb = sum(container_kb(client, n) for n in sandboxes) + engine_kb() - engine_before
+    plain_before = engine_kb()
     plain = [
         str(
             client.containers.run(
@@ -351,7 +351,7 @@ def idle_density(
     for name in plain:
         client.api.pause(name)
     time.sleep(1)
-    plain_kb = sum(_container_kb(client, n) for n in plain) + _engine_kb() - plain_before
+    plain_kb = sum(container_kb(client, n) for n in plain) + engine_kb() - plain_before
     for name in sandboxes:
         client.api.unpause(name)
     per_gb = 1024 * 1024 / max(1.0, ours_kb / count)
@@ -370,7 +370,8 @@ def idle_density(
     ]
 
 
-def _container_kb(client: docker.DockerClient, name: str) -> float:
+def container_kb(client: docker.DockerClient, name: str) -> float:
+    """A container's memory: its cgroup's usage plus its containerd shim's private memory."""
     attrs = client.api.inspect_container(name)
     container_id = str(attrs["Id"])
     shim = _shim_pid(container_id)
@@ -406,7 +407,8 @@ def _private_kb(pid: int) -> float:
     return sum(float(fields.get(k, "0 kB").split()[0]) for k in ("Private_Clean", "Private_Dirty"))
 
 
-def _engine_kb() -> float:
+def engine_kb() -> float:
+    """Private memory of dockerd and containerd (their growth is the engine's share)."""
     total = 0.0
     for comm in Path("/proc").glob("[0-9]*/comm"):
         try:
@@ -436,7 +438,7 @@ def resume(bench: Bench, client: docker.DockerClient, n: int) -> list[Figure]:
             Settings(
                 data_dir=Path(tmp),
                 sandbox=SandboxSettings(extra_labels={"siesta.bench": bench.run_id}),
-                pool=PoolSettings(size=0),
+                pool=PoolSettings(enabled=False),
             )
         )
         try:

@@ -5,9 +5,11 @@
 Starts a real service (Docker provider, SQLite, warm pool on), a plain container
 of the same image for the Docker baselines, and measures in turn: warm
 runCommand, throughput, first operations with the pool warm, resume, files,
-listFiles, JavaScript, and idle density. Prints the table and writes
-``bench/results.md`` with the machine, the date and the commit. Everything it
-makes carries ``siesta.bench=<run id>`` and is removed at the end.
+listFiles, JavaScript, and idle density; then, on services of their own, a new
+conversation's first call under arrival patterns (``bench/arrivals.py``). Prints
+the table and writes ``bench/results.md`` with the machine, the date and the
+commit. Everything it makes carries ``siesta.bench=<run id>`` and is removed at
+the end.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import docker
 
-from bench import measures
+from bench import arrivals, measures
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -43,9 +45,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
         service = bench.start(
             Path(tmp),
-            SIESTA_POOL__SIZE=str(POOL_SIZE),
-            SIESTA_POOL__REFILL_INTERVAL_SECONDS="0.1",
-            SIESTA_POOL__REFILL_PER_PASS="2",
+            SIESTA_POOL__ENABLED="true",
+            SIESTA_POOL__MIN_PER_IMAGE=str(POOL_SIZE),
+            SIESTA_POOL__MAX_PER_IMAGE=str(POOL_SIZE),  # first_operation waits for a full pool
             SIESTA_CAPACITY__MAX_ACTIVE_PER_USER="200",
             SIESTA_CAPACITY__MAX_ACTIVE_PER_ORG="200",
             SIESTA_CAPACITY__MAX_ACTIVE_PER_HOST="200",
@@ -83,7 +85,11 @@ def main() -> int:
         finally:
             service.stop()
             bench.remove_everything(client)
-            client.close()
+    try:
+        # Last, on services of its own: this service's pool must not compete.
+        figures += arrivals.run(bench, client, quick=args.quick)
+    finally:
+        client.close()
     table = render(figures)
     print(table)
     RESULTS.write_text(report(table, quick=args.quick))

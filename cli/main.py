@@ -252,9 +252,11 @@ def _sandboxes_clean(_: argparse.Namespace, settings: Settings) -> int:
         for name in sorted({*owned["sandboxes"], *owned["workspaces"]}):
             services.provider.lifecycle.destroy(name)
         if isinstance(settings.provider, DockerProviderSettings):
+            from runtime.providers.docker.disks import LoopDisks
             from runtime.providers.docker.network import remove_sandbox_network
 
             remove_sandbox_network(settings.provider.base_url, services.deployment_id)
+            LoopDisks(settings.sandbox.disk_dir / services.deployment_id).remove_spares()
         print(json.dumps({**owned, "removed": True}, indent=2))
     return 0
 

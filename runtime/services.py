@@ -36,6 +36,7 @@ from runtime.providers.settings import DockerProviderSettings
 from runtime.sandbox.operations import Sandbox
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
+from runtime.sessions.gate import MakeGate
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
@@ -68,8 +69,9 @@ def assemble_sessions(
     """The session manager with its leases, capacity and lifecycle parts."""
     leases = Leases(stores.leases, settings.lease)
     lifecycle = Lifecycle(stores.sessions, stores.capacity, provider, settings.capacity)
+    gate = MakeGate(settings.provision.concurrency, settings.provision.queue_limit)
     pool = WarmPool(
-        stores.pool, stores.capacity, provider, catalog, settings.pool, settings.capacity
+        stores.pool, stores.capacity, provider, catalog, settings.pool, settings.capacity, gate
     )
     quotas = Quotas(
         stores.capacity,
@@ -90,6 +92,7 @@ def assemble_sessions(
         clock,
         pool,
         admit=admit_approved(stores.executions),
+        gate=gate,
     )
     return sessions, leases, lifecycle, pool
 

@@ -32,6 +32,7 @@ from runtime.sessions.settings import (
     LeaseSettings,
     LifecycleSettings,
     PoolSettings,
+    ProvisionSettings,
     ReconcileSettings,
 )
 from runtime.store.settings import SqliteStoreSettings, StoreSettings, _store_from_url
@@ -71,6 +72,7 @@ class Settings(BaseSettings):
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     reconcile: ReconcileSettings = Field(default_factory=ReconcileSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
+    provision: ProvisionSettings = Field(default_factory=ProvisionSettings)
     js: JsSettings = Field(default_factory=JsSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

@@ -77,7 +77,7 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_ROOT),
             # The warm pool makes containers in the background; only the tests of
             # the pool (tests/api/test_pool_docker.py) turn it on.
-            "SIESTA_POOL__SIZE": "0",
+            "SIESTA_POOL__ENABLED": "false",
             **PUBLISH_WITHOUT_APPROVAL,
             **env,
         }

@@ -314,6 +314,7 @@ def remove_labelled(client: docker.DockerClient, label: str, disk_root: Path) ->
                 WritableLayers(disks).remove(name.removesuffix(LAYER_SUFFIX), None)
             else:
                 disks.remove(name)
+        disks.remove_spares()  # what a killed service left made ahead
         with contextlib.suppress(OSError):
             disks.directory.rmdir()
     with contextlib.suppress(OSError):

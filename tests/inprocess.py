@@ -35,7 +35,7 @@ def in_process_service(data_dir: Path, env: dict[str, str]) -> Iterator[InProces
     environ = {
         "SIESTA_API_TOKEN": TOKEN,
         "SIESTA_DATA_DIR": str(data_dir),
-        "SIESTA_POOL__SIZE": "0",
+        "SIESTA_POOL__ENABLED": "false",
         **PUBLISH_WITHOUT_APPROVAL,
         **env,
     }

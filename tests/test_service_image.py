@@ -57,7 +57,7 @@ def container_environment(redis: RedisServer, port: int) -> dict[str, str]:
         "SIESTA_STORE__URL": redis.url,
         "SIESTA_DEPLOYMENT_ID": f"image-{TEST_RUN_ID}",
         "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
-        "SIESTA_POOL__SIZE": "0",
+        "SIESTA_POOL__ENABLED": "false",
     }
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client import Counter as CounterMetric
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -67,6 +67,75 @@ POOL_REFILL_ERRORS = CounterMetric(
     "Warm-pool refills that failed as a whole",
     registry=REGISTRY,
 )
+POOL_MISSES = CounterMetric(
+    "siesta_pool_misses",
+    "First operations the warm pool could not serve, by image and why: empty (no ready "
+    "member), resume_failed (the member could not be resumed and was discarded)",
+    ["image", "reason"],
+    registry=REGISTRY,
+)
+POOL_TARGET = Gauge(
+    "siesta_pool_target",
+    "Ready sandboxes the warm pool aims at per image, sized from recent arrivals",
+    ["image"],
+    registry=REGISTRY,
+)
+POOL_MAKING = Gauge(
+    "siesta_pool_making",
+    "Warm-pool members this instance is making now, per image",
+    ["image"],
+    registry=REGISTRY,
+)
+POOL_MADE = CounterMetric(
+    "siesta_pool_made",
+    "Warm-pool members made, per image",
+    ["image"],
+    registry=REGISTRY,
+)
+POOL_DISCARDED = CounterMetric(
+    "siesta_pool_discarded",
+    "Warm-pool members removed unclaimed, per image and why: surplus (demand fell), "
+    "failed (could not be made), trimmed (gone or changed underneath, image disabled)",
+    ["image", "reason"],
+    registry=REGISTRY,
+)
+PROVISION_QUEUE = Gauge(
+    "siesta_provision_queue",
+    "First operations waiting for a turn to make their sandbox (this instance)",
+    registry=REGISTRY,
+)
+PROVISION_QUEUE_SECONDS = Histogram(
+    "siesta_provision_queue_seconds",
+    "Time a first operation waited for its turn to make a sandbox",
+    buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+PROVISION_QUEUE_REFUSALS = CounterMetric(
+    "siesta_provision_queue_refusals",
+    "First operations refused because SIESTA_PROVISION__QUEUE_LIMIT were already waiting",
+    registry=REGISTRY,
+)
+CREATE_PHASE_SECONDS = Histogram(
+    "siesta_sandbox_create_phase_seconds",
+    "Where making a sandbox spends its time: workspace (disk and volume), container "
+    "(the engine's create), layer (the writable layer's disk), start, attach (the "
+    "agent's first answer)",
+    ["phase"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    registry=REGISTRY,
+)
+
+
+@contextlib.contextmanager
+def create_phase(name: str) -> Iterator[None]:
+    """Times one phase of making a sandbox (``siesta_sandbox_create_phase_seconds``)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        CREATE_PHASE_SECONDS.labels(name).observe(time.monotonic() - started)
+
+
 RECONCILE_ERRORS = CounterMetric(
     "siesta_reconcile_errors",
     "Failures inside reconciliation: one item (a session, an orphan) or a whole pass",

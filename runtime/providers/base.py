@@ -155,6 +155,11 @@ class SandboxLifecycle(Protocol):
     def ping(self) -> None:
         """Raise ``ProviderUnavailable`` when the engine cannot be reached."""
 
+    def prepare_ahead(self) -> None:
+        """Start making ahead what the next sandboxes will need (a serving instance
+        calls it once; ``close`` stops it). Nothing, for an engine with nothing to
+        prepare."""
+
     def sandbox_id_for(self, session_id: str) -> str:
         """The id a sandbox created for ``session_id`` has (or would have)."""
 

@@ -168,6 +168,9 @@ class FakeLifecycle:
         with self._lock:
             return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
 
+    def prepare_ahead(self) -> None:
+        """Nothing to make ahead."""
+
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 

@@ -44,6 +44,9 @@ class SandboxSettings(BaseModel):
     """Size of what a sandbox writes outside ``/mnt/work`` (its writable layer:
     installed packages, ``/tmp``, ``/root``); Docker: a file system of its own under the
     container's overlay folders; 0: no limit."""
+    spare_disks: int = Field(4, ge=0)
+    """Docker: blank disk images of each size kept made ahead, so that making a sandbox
+    formats no file system on its path (each is a sparse file: a few MB of host disk)."""
     disk_dir: Path = Path("/var/lib/siesta/disks")
     """Docker: sandbox disk images live in ``<this>/<deployment id>``: every instance of
     a deployment must see the same folder, and deployments never see each other's."""

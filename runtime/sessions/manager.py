@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterator
 from runtime.core import metrics, tracing
 from runtime.core.context import CallContext
 from runtime.core.errors import SandboxDisabled, SandboxUnavailable, SiestaError
-from runtime.core.records import SessionRecord, SessionStatus
+from runtime.core.records import PoolMember, SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxInside, SandboxProvider, SandboxSpec, SandboxState
 from runtime.providers.settings import SandboxSettings
 from runtime.sessions.active import ActiveSession, ResetReason
 from runtime.sessions.capacity import Quotas
+from runtime.sessions.gate import MakeGate
 from runtime.sessions.leases import Lease, Leases, lease_expired
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.restore import Restorer, replacement_image, sandbox_labels
@@ -66,6 +67,7 @@ class SessionManager:
         clock: Clock = time.time,
         pool: WarmPool | None = None,
         admit: Callable[[CallContext], None] | None = None,
+        gate: MakeGate | None = None,
     ) -> None:
         """``admit`` may refuse an operation once it holds the lease, before any
         sandbox is touched (a held call whose conversation was deleted meanwhile)."""
@@ -79,6 +81,7 @@ class SessionManager:
         self._quotas = quotas
         self._clock = clock
         self._pool = pool
+        self._gate = gate
         self._restorer = Restorer(store, provider, catalog, settings, quotas, lifecycle)
 
     def close(self) -> None:
@@ -175,7 +178,7 @@ class SessionManager:
             with tracing.span(
                 "session.provision", org=ctx.org, conversation=ctx.conversation, image=image.id
             ) as span:
-                session_id, sandbox_id = self._from_pool(image) or self._create(ctx, image)
+                session_id, sandbox_id = self._obtain(ctx, image)
                 span.set_attribute("siesta.session_id", session_id)
         except BaseException:
             self._quotas.release_member(member, ctx.org, ctx.user)
@@ -210,11 +213,21 @@ class SessionManager:
         )
         return record
 
-    def _from_pool(self, image: CatalogImage) -> tuple[str, str] | None:
-        """A warm-pool member of the image, resumed; ``None`` on a miss (or if the
-        member cannot be resumed: it is discarded and a sandbox is made instead)."""
-        member = self._pool.claim(image) if self._pool is not None else None
-        if member is None:
+    def _obtain(self, ctx: CallContext, image: CatalogImage) -> tuple[str, str]:
+        """A sandbox for a new session: a ready pool member, or one made in this
+        operation's turn (a member that became ready meanwhile is taken instead)."""
+        pool = self._pool
+        found = self._from_pool(pool.claim(image)) if pool is not None else None
+        if found is not None:
+            return found
+        with self._gate.turn() if self._gate is not None else contextlib.nullcontext():
+            found = self._from_pool(pool.take(image)) if pool is not None else None
+            return found or self._create(ctx, image)
+
+    def _from_pool(self, member: PoolMember | None) -> tuple[str, str] | None:
+        """The claimed member, resumed; ``None`` on a miss (or if the member cannot be
+        resumed: it is discarded and a sandbox is made instead)."""
+        if member is None or self._pool is None:
             return None
         try:
             within_limit(
@@ -225,8 +238,7 @@ class SessionManager:
             )
         except SiestaError as error:
             log.warning("pool member %s could not be resumed: %s", member.sandbox_id, error)
-            with contextlib.suppress(SiestaError):
-                self._provider.lifecycle.destroy(member.sandbox_id)
+            self._pool.resume_failed(member)
             return None
         return member.session_id, member.sandbox_id
 

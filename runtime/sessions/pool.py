@@ -1,29 +1,36 @@
-"""The warm pool: ready sandboxes per catalog image, so that a conversation's first
-operation claims one instead of creating a container.
+"""The warm pool: ready sandboxes per catalog image, as many as demand asks, so that a
+conversation's first operation claims one instead of making a container.
 
 A member is created like any sandbox (with the pool's labels instead of a
 conversation's), its agent is made to answer, and it is paused: it costs memory
 for its few processes and no CPU. A first operation claims the oldest member of
-its image from the store (atomically, across instances), resumes it and binds
-it to the conversation; a miss falls back to creating one.
+its image from the store (atomically, across instances), resumes it and binds it
+to the conversation; a miss makes one, in its turn (``gate.py``).
 
-Members count against the host's capacity and against two scopes of their own:
-per image (``SIESTA_POOL__SIZE``) and in total (``SIESTA_POOL__MAX_TOTAL``). The
-scopes are capacity slots in the store, so instances that refill at the same
-time never overshoot. A conversation that needs the host's last slot evicts a
-member (``evict``). Members never carry a conversation's data before a claim.
+How many: every first operation is an arrival, noted in the store; each image's
+target follows its recent arrivals (``demand.py``), between a floor and a ceiling,
+and all images within a total. Refills run in parallel, in the turns the gate
+gives them: always up to a low-water mark, above it only while no conversation
+waits for a sandbox (``refill_step``). When demand falls, the surplus is removed.
+
+Members count against the host's capacity and against two scopes of their own: per
+image (``SIESTA_POOL__MAX_PER_IMAGE``) and in total (``SIESTA_POOL__MAX_TOTAL``).
+The scopes are capacity slots in the store, so instances that refill at the same
+time never overshoot a ceiling. A conversation that needs the host's last slot
+evicts a member (``evict``). Members never carry a conversation's data before a
+claim.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
+import math
+import threading
 import time
 import uuid
 from collections.abc import Callable
-
-from anyio import to_thread
+from concurrent.futures import ThreadPoolExecutor
 
 from runtime.core import metrics
 from runtime.core.errors import SiestaError
@@ -37,7 +44,9 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
+from runtime.sessions import demand
 from runtime.sessions.capacity import POOL_SLOT_PREFIX
+from runtime.sessions.gate import MakeGate
 from runtime.sessions.settings import CapacitySettings, PoolSettings
 from runtime.store.base import CapacityStore, PoolStore
 
@@ -45,6 +54,9 @@ log = logging.getLogger(__name__)
 
 SLOT_PREFIX = POOL_SLOT_PREFIX
 """Capacity slots of pool members are ``pool:<sandbox id>`` (conversations' have a ``/``)."""
+
+Launch = Callable[[Callable[[], None]], None]
+"""Runs a member's making elsewhere (a refiller thread) and returns at once."""
 
 
 class WarmPool:
@@ -56,6 +68,7 @@ class WarmPool:
         catalog: ImageCatalog,
         settings: PoolSettings,
         capacity: CapacitySettings,
+        gate: MakeGate,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._members = members
@@ -64,21 +77,49 @@ class WarmPool:
         self._catalog = catalog
         self._settings = settings
         self._capacity = capacity
+        self._gate = gate
         self._clock = clock
+        self._making: set[str] = set()
+        """Sandboxes this instance is making as members (their slots are taken)."""
+        self.arrived = threading.Event()
+        """Set by every arrival: the refiller looks at once instead of at its interval."""
 
     @property
     def enabled(self) -> bool:
-        return self._settings.size > 0 and self._settings.max_total > 0
+        return self._settings.active
 
     def claim(self, image: CatalogImage) -> PoolMember | None:
-        """A ready member of the image, no longer in the pool (``None``: a miss)."""
+        """A ready member of the image, no longer in the pool (``None``: a miss). Every
+        call is an arrival: the pool's size follows them."""
+        if not self.enabled:
+            return None
+        now = self._clock()
+        self._members.note_pool_arrival(
+            image.id, now, forget_before=now - self._settings.demand_window_seconds
+        )
+        self.arrived.set()
+        member = self.take(image)
+        metrics.POOL_CLAIMS.labels("hit" if member else "miss").inc()
+        if member is None:
+            metrics.POOL_MISSES.labels(image.id, "empty").inc()
+        return member
+
+    def take(self, image: CatalogImage) -> PoolMember | None:
+        """A ready member, if there is one now (a caller that missed takes one that
+        became ready while it waited for its turn to make its own)."""
         if not self.enabled:
             return None
         member = self._members.claim_pool_member(image.id)
-        metrics.POOL_CLAIMS.labels("hit" if member else "miss").inc()
         if member is not None:
             self._release(member.sandbox_id, image.id)
         return member
+
+    def resume_failed(self, member: PoolMember) -> None:
+        """The claimed member could not be resumed: it is discarded (the caller makes
+        a sandbox instead)."""
+        metrics.POOL_MISSES.labels(member.image_id, "resume_failed").inc()
+        with contextlib.suppress(SiestaError):
+            self._provider.lifecycle.destroy(member.sandbox_id)
 
     def evict(self, slot_member: str) -> bool:
         """Remove the member holding this capacity slot, to make room for a
@@ -90,23 +131,66 @@ class WarmPool:
         self._discard(found)
         return True
 
-    def refill(self) -> int:
-        """Create members up to the pool's size, a few per image per call (the
-        refill rate); returns how many were made."""
+    def targets(self) -> dict[str, int]:
+        """Ready members each enabled image should have now."""
         if not self.enabled:
-            return 0
-        counts: dict[str, int] = {}
+            return {}
+        since = self._clock() - self._settings.demand_window_seconds
+        wanted = {
+            image.id: demand.target(self._members.pool_arrivals(image.id, since), self._settings)
+            for image in self._catalog.enabled()
+        }
+        targets = demand.share_out(wanted, self._settings.max_total)
+        for image_id, target in targets.items():
+            metrics.POOL_TARGET.labels(image_id).set(target)
+        return targets
+
+    def refill_step(self, launch: Launch, *, in_gaps: bool = True) -> int:
+        """Start making the members each image lacks, as many as the gate gives turns
+        for; remove the surplus of images whose demand fell. Returns how many were
+        started. ``in_gaps``: above the low-water mark, start nothing while first
+        operations are being served."""
+        targets = self.targets()
+        ready: dict[str, list[PoolMember]] = {}
         for member in self._members.pool_members():
-            counts[member.image_id] = counts.get(member.image_id, 0) + 1
-        made = 0
+            ready.setdefault(member.image_id, []).append(member)
+        started = 0
         for image in self._catalog.enabled():
-            wanted = min(
-                self._settings.size - counts.get(image.id, 0), self._settings.refill_per_pass
-            )
-            for _ in range(max(0, wanted)):
-                if not self._make(image):
+            target = targets.get(image.id, 0)
+            held = len(self._slots.slot_members(f"pool-image:{image.id}"))  # ready + making
+            if held > target:
+                self._shrink(ready.get(image.id, []), held - target)
+                continue
+            low_water = max(self._gate.concurrency, math.ceil(target / 10))
+            for coming in range(target - held):
+                if in_gaps and held + coming >= low_water and not self._in_a_gap():
+                    break  # plenty ready: leave the engine to the conversations waiting
+                if not self._gate.try_idle_turn():
+                    return started
+                reserved = self._reserve(image)
+                if reserved is None:
+                    self._gate.release()
                     break
-                made += 1
+                launch(self._in_turn(image, *reserved))
+                started += 1
+        return started
+
+    def _in_a_gap(self) -> bool:
+        """No first operation is being served, nor was for the quiet time."""
+        quiet = self._gate.quiet_for()
+        return quiet > 0 and quiet >= self._settings.refill_quiet_seconds
+
+    def refill(self) -> int:
+        """Make the members every image lacks, here and now (one at a time)."""
+        made = 0
+
+        def run_now(make: Callable[[], None]) -> None:
+            nonlocal made
+            make()
+            made += 1
+
+        while self.refill_step(run_now, in_gaps=False):
+            pass
         return made
 
     def trim(self, dry_run: bool = False) -> list[str]:
@@ -118,7 +202,7 @@ class WarmPool:
         ready = {member.sandbox_id for member in members}
         for slot in self._slots.slot_members("pool"):
             sandbox_id = slot.removeprefix(SLOT_PREFIX)
-            if dry_run or sandbox_id in ready:
+            if dry_run or sandbox_id in ready or sandbox_id in self._making:
                 continue
             # A slot whose sandbox never came to be: a refill that died before it.
             if self._provider.lifecycle.inspect(sandbox_id).state is SandboxState.MISSING:
@@ -130,6 +214,7 @@ class WarmPool:
                 continue
             removed.append(member.sandbox_id)
             if not dry_run and self._members.remove_pool_member(member.sandbox_id):
+                metrics.POOL_DISCARDED.labels(member.image_id, "trimmed").inc()
                 self._discard(member)
         return removed
 
@@ -141,11 +226,30 @@ class WarmPool:
 
     # -- making and discarding members -----------------------------------------------
 
-    def _make(self, image: CatalogImage) -> bool:
+    def _reserve(self, image: CatalogImage) -> tuple[str, str] | None:
+        """A pool slot for a new member of the image: (session id, sandbox id), or
+        ``None`` when a ceiling (the image's, the pool's, the host's) is reached."""
         session_id = uuid.uuid4().hex
         sandbox_id = self._provider.lifecycle.sandbox_id_for(session_id)
+        self._making.add(sandbox_id)  # before its slot: a trim never takes it for lost
         if self._slots.claim_slot(SLOT_PREFIX + sandbox_id, self._scopes(image.id)) is not None:
-            return False  # the pool, or the host, is full
+            self._making.discard(sandbox_id)
+            return None
+        return session_id, sandbox_id
+
+    def _in_turn(self, image: CatalogImage, session_id: str, sandbox_id: str) -> Callable[[], None]:
+        def make() -> None:
+            metrics.POOL_MAKING.labels(image.id).inc()
+            try:
+                self._make(image, session_id, sandbox_id)
+            finally:
+                self._making.discard(sandbox_id)
+                metrics.POOL_MAKING.labels(image.id).dec()
+                self._gate.release()
+
+        return make
+
+    def _make(self, image: CatalogImage, session_id: str, sandbox_id: str) -> None:
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
             self._provider.lifecycle.create(
@@ -155,12 +259,21 @@ class WarmPool:
             self._provider.lifecycle.pause(sandbox_id)
         except SiestaError as error:
             log.warning("could not add a %s sandbox to the pool: %s", image.id, error.message)
+            metrics.POOL_DISCARDED.labels(image.id, "failed").inc()
             with contextlib.suppress(SiestaError):
                 self._provider.lifecycle.destroy(sandbox_id)
             self._release(sandbox_id, image.id)
-            return False
+            return
         self._members.add_pool_member(PoolMember(image.id, sandbox_id, session_id, self._clock()))
-        return True
+        metrics.POOL_MADE.labels(image.id).inc()
+
+    def _shrink(self, ready: list[PoolMember], surplus: int) -> None:
+        """Demand fell: remove up to ``surplus`` ready members, the newest first (the
+        oldest are claimed first, so this keeps the claim order)."""
+        for member in reversed(ready[-surplus:] if surplus else []):
+            if self._members.remove_pool_member(member.sandbox_id):
+                metrics.POOL_DISCARDED.labels(member.image_id, "surplus").inc()
+                self._discard(member)
 
     def _discard(self, member: PoolMember) -> None:
         with contextlib.suppress(SiestaError):
@@ -169,7 +282,7 @@ class WarmPool:
 
     def _scopes(self, image_id: str) -> list[tuple[str, int]]:
         return [
-            (f"pool-image:{image_id}", self._settings.size),
+            (f"pool-image:{image_id}", self._settings.max_per_image),
             ("pool", self._settings.max_total),
             (self._host_scope(), self._capacity.max_active_per_host),
         ]
@@ -182,15 +295,45 @@ class WarmPool:
         self._slots.release_slot(SLOT_PREFIX + sandbox_id, scopes)
 
 
-async def refill_forever(pool: WarmPool, interval_seconds: float) -> None:
-    """The service's refills: one every ``interval_seconds``; a failure is logged
-    and counted, and the next refill runs."""
-    while True:
-        await asyncio.sleep(interval_seconds)
+class PoolRefiller:
+    """The service's refills, on threads of their own: a step at every interval, and
+    at once after an arrival; the members' making runs on up to the gate's
+    concurrency of threads. A failed step is logged and counted; the next one runs."""
+
+    def __init__(self, pool: WarmPool, concurrency: int, interval_seconds: float) -> None:
+        self._pool = pool
+        self._interval = interval_seconds
+        self._makers = ThreadPoolExecutor(concurrency, thread_name_prefix="pool-make")
+        self._stopping = threading.Event()
+        self._loop = threading.Thread(target=self._run, name="pool-refill", daemon=True)
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._pool.arrived.set()
+        self._loop.join(timeout=10)
+        # Members being made finish (their slots and containers stay consistent).
+        self._makers.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._pool.refill_step(self._launch)
+            except Exception as error:
+                metrics.POOL_REFILL_ERRORS.inc()
+                log.warning("pool refill failed: %s", error, exc_info=error)
+            self._pool.arrived.wait(self._interval)
+            self._pool.arrived.clear()
+
+    def _launch(self, make: Callable[[], None]) -> None:
+        self._makers.submit(self._logged, make)
+
+    @staticmethod
+    def _logged(make: Callable[[], None]) -> None:
         try:
-            await to_thread.run_sync(pool.refill)
-        except asyncio.CancelledError:
-            raise
+            make()
         except Exception as error:
             metrics.POOL_REFILL_ERRORS.inc()
-            log.warning("pool refill failed: %s", error, exc_info=error)
+            log.warning("making a pool member failed: %s", error, exc_info=error)

@@ -207,6 +207,13 @@ class PoolStore(Protocol):
     def pool_members(self) -> list[PoolMember]:
         """Every ready member, oldest first."""
 
+    def note_pool_arrival(self, image_id: str, at: float, forget_before: float) -> None:
+        """A new conversation asked for a sandbox of the image (whether the pool had one
+        or not); arrivals before ``forget_before`` are forgotten."""
+
+    def pool_arrivals(self, image_id: str, since: float) -> list[float]:
+        """When the image's arrivals from ``since`` on came, oldest first."""
+
 
 class IdempotencyStore(Protocol):
     """``Idempotency-Key``s: claimed by the request that runs, then its kept answer.

@@ -48,6 +48,12 @@ POOL = PREFIX + "pool"
 """Sorted set: ready pool members (``image/sandbox/session``), scored by creation time."""
 
 
+def pool_arrivals(image_id: str) -> str:
+    """Sorted set: when new conversations asked for a sandbox of the image (members
+    are unique tokens, scored by the time)."""
+    return f"{PREFIX}pool-arrivals:{image_id}"
+
+
 def file(file_id: str) -> str:
     """Hash: one conversation file's metadata."""
     return f"{PREFIX}file:{file_id}"

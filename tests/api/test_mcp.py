@@ -93,7 +93,7 @@ async def over_stdio(
         "SIESTA_DATA_DIR": str(service.data_dir),
         "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
         "SIESTA_SANDBOX__DISK_DIR": str(TEST_DISK_ROOT),
-        "SIESTA_POOL__SIZE": "0",
+        "SIESTA_POOL__ENABLED": "false",
         **PUBLISH_WITHOUT_APPROVAL,  # as start_service sets it
         **service.env,
     }

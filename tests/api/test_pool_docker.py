@@ -7,7 +7,10 @@ up again in the background.
 
 from __future__ import annotations
 
+import datetime
 import json
+import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,7 +37,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def pool_env(labels: dict[str, str], **extra: str) -> dict[str, str]:
     return {
-        "SIESTA_POOL__SIZE": "2",
+        "SIESTA_POOL__ENABLED": "true",
+        "SIESTA_POOL__MIN_PER_IMAGE": "2",
         "SIESTA_POOL__MAX_TOTAL": "3",
         "SIESTA_POOL__REFILL_INTERVAL_SECONDS": "0.2",
         "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps(labels),
@@ -98,7 +102,7 @@ def test_two_instances_never_overfill_the_pool_nor_give_a_member_twice(
     env = pool_env(
         labels,
         SIESTA_STORE__URL=redis_server.url,
-        SIESTA_POOL__SIZE="3",
+        SIESTA_POOL__MIN_PER_IMAGE="3",
         SIESTA_POOL__MAX_TOTAL="3",
         SIESTA_IMAGES__CATALOG_PATH=str(_one_image_catalog(tmp_path)),
     )
@@ -150,13 +154,113 @@ def test_a_conversation_takes_the_hosts_last_slot_from_a_pool_member(
     labels = own_labels()
     service = start_service(
         "docker",
-        **pool_env(labels, SIESTA_CAPACITY__MAX_ACTIVE_PER_HOST="3", SIESTA_POOL__SIZE="3"),
+        **pool_env(
+            labels, SIESTA_CAPACITY__MAX_ACTIVE_PER_HOST="3", SIESTA_POOL__MIN_PER_IMAGE="3"
+        ),
     )
     # The pool alone fills the host's budget of 3 ...
     assert wait_until(lambda: sum(ready(service).values()) == 3, timeout=60)
     # ... yet conversations get sandboxes: a member makes room, or is claimed.
     for _ in range(3):
         assert run_command(service.client, new_conversation(), "echo ok")["stdout"] == "ok\n"
+
+
+def gauge(service: ServiceProcess, name: str, image: str = "debian-base") -> int:
+    prefix = f'{name}{{image="{image}"}}'
+    for line in service.client.get("/metrics").text.splitlines():
+        if line.startswith(prefix):
+            return int(float(line.split()[-1]))
+    return 0
+
+
+def test_the_pool_grows_under_a_stream_of_new_conversations_and_shrinks_when_it_stops(
+    start_service: StartService, tmp_path: Path
+) -> None:
+    labels = own_labels()
+    service = start_service(
+        "docker",
+        **pool_env(
+            labels,
+            SIESTA_IMAGES__CATALOG_PATH=str(_one_image_catalog(tmp_path)),
+            SIESTA_POOL__MIN_PER_IMAGE="1",
+            SIESTA_POOL__MAX_PER_IMAGE="6",
+            SIESTA_POOL__MAX_TOTAL="6",
+            SIESTA_POOL__DEMAND_WINDOW_SECONDS="25",
+            SIESTA_POOL__SURGE_SECONDS="10",
+        ),
+    )
+    assert wait_until(lambda: ready(service).get("debian-base") == 1, timeout=60)  # quiet
+
+    for _ in range(4):  # a stream of new conversations: 4 within 2 s
+        run_command(service.client, new_conversation(), "true")
+        time.sleep(0.5)
+
+    # 4 in a surge, with headroom: 6 ready, made while nobody waited.
+    assert gauge(service, "siesta_pool_target") == 6
+    assert wait_until(lambda: ready(service).get("debian-base") == 6, timeout=90), [
+        line for line in service.client.get("/metrics").text.splitlines() if "pool" in line
+    ]
+    # The stream stopped: once the window has passed, the pool is back at its floor.
+    assert wait_until(lambda: ready(service).get("debian-base") == 1, timeout=60)
+    assert gauge(service, "siesta_pool_target") == 1
+    metrics = service.client.get("/metrics").text
+    assert 'siesta_pool_discarded_total{image="debian-base",reason="surplus"} 5.0' in metrics
+
+
+def test_a_burst_larger_than_the_pool_gets_every_caller_a_sandbox_in_arrival_order(
+    start_service: StartService, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    labels = own_labels()
+    service = start_service(
+        "docker",
+        **pool_env(
+            labels,
+            SIESTA_IMAGES__CATALOG_PATH=str(_one_image_catalog(tmp_path)),
+            SIESTA_POOL__MAX_PER_IMAGE="2",
+            SIESTA_PROVISION__CONCURRENCY="1",  # one sandbox made at a time: a long queue
+            SIESTA_SANDBOX__PROVISION_TIMEOUT_SECONDS="2",
+            SIESTA_CAPACITY__MAX_ACTIVE_PER_USER="50",
+        ),
+    )
+    assert wait_until(lambda: ready(service).get("debian-base") == 2, timeout=60)
+    arrivals = [new_conversation() for _ in range(10)]
+    answers: dict[str, dict[str, object]] = {}
+
+    def first_call(conversation: str) -> None:
+        answers[conversation] = run_command(service.client, conversation, "echo ok")
+
+    threads = [threading.Thread(target=first_call, args=(c,)) for c in arrivals]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.05)  # a definite arrival order
+    for thread in threads:
+        thread.join()
+
+    # Everyone got a sandbox, though the last waited longer than the provisioning
+    # limit: waiting for a turn is not a slow engine.
+    assert [answers[c]["stdout"] for c in arrivals] == ["ok\n"] * len(arrivals)
+    created = [_created(docker_client, sandbox_of(service, c)) for c in arrivals]
+    # The pool served the first two; the rest were made first come, first served.
+    assert created == sorted(created)
+    metrics = service.client.get("/metrics").text
+    waited = _sample(metrics, "siesta_provision_queue_seconds_count")
+    within_limit = _sample(metrics, 'siesta_provision_queue_seconds_bucket{le="2.0"}')
+    assert waited > within_limit  # some waited longer than the provisioning limit
+
+
+def _created(client: docker.DockerClient, name: str) -> datetime.datetime:
+    # The engine gives nanoseconds with trailing zeros cut; Python parses microseconds.
+    stamp = str(client.api.inspect_container(name)["Created"]).rstrip("Z")
+    seconds, _, fraction = stamp.partition(".")
+    return datetime.datetime.fromisoformat(f"{seconds}.{fraction[:6].ljust(6, '0')}")
+
+
+def _sample(metrics: str, name: str) -> float:
+    for line in metrics.splitlines():
+        if line.split(" ", 1)[0] == name:
+            return float(line.split()[-1])
+    msg = f"{name} is not in /metrics"
+    raise AssertionError(msg)
 
 
 def _hits(metrics: str) -> int:

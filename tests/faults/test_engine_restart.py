@@ -115,7 +115,10 @@ def test_after_an_engine_restart_every_conversation_finds_its_files(
 ) -> None:
     service = on_engine(
         tmp_path,
-        SIESTA_POOL__SIZE="1",
+        SIESTA_POOL__ENABLED="true",
+        SIESTA_POOL__MIN_PER_IMAGE="1",
+        SIESTA_POOL__MAX_PER_IMAGE="1",
+        SIESTA_POOL__MAX_TOTAL="1",
         SIESTA_POOL__REFILL_INTERVAL_SECONDS="0.2",
     )
     paused, active = new_conversation(), new_conversation()

@@ -249,7 +249,7 @@ def test_the_settings_are_valid_settings_for_the_kubernetes_provider(
     settings = _settings_of(objects, container, monkeypatch)
     assert isinstance(settings.provider, KubernetesProviderSettings)
     assert isinstance(settings.store, RedisStoreSettings)
-    assert settings.pool.size == 0
+    assert settings.pool.active is False
     assert settings.egress.key is not None and settings.egress.proxy_url
     proxy = one(objects, "Deployment", "siesta-egress")
     (proxy_container,) = proxy["spec"]["template"]["spec"]["containers"]

@@ -17,16 +17,27 @@ from runtime.core.errors import (
     ProvisioningTimeout,
     SandboxDisabled,
     SessionBusy,
+    SiestaError,
 )
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import SandboxProvider, SandboxSpec, SandboxState
+from runtime.providers.base import (
+    CONVERSATION_LABEL,
+    SandboxProvider,
+    SandboxSpec,
+    SandboxState,
+)
 from runtime.providers.fake import FakeLifecycle, FakeProvider
 from runtime.providers.settings import SandboxSettings
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
 from runtime.sessions.manager import SessionManager
-from runtime.sessions.settings import CapacitySettings, LeaseSettings
+from runtime.sessions.settings import (
+    CapacitySettings,
+    LeaseSettings,
+    PoolSettings,
+    ProvisionSettings,
+)
 from runtime.settings import Settings
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
@@ -47,8 +58,11 @@ class SlowFakeLifecycle(FakeLifecycle):
     def __init__(self, root: Path, delay: float) -> None:
         super().__init__(root)
         self.delay = delay
+        self.made_for: list[str] = []
+        """Conversations in the order their sandboxes began to be made."""
 
     def create(self, spec: SandboxSpec) -> str:
+        self.made_for.append(spec.labels.get(CONVERSATION_LABEL, ""))
         time.sleep(self.delay)
         return super().create(spec)
 
@@ -85,12 +99,15 @@ def manager(
     clock: Callable[[], float] = time.time,
     capacity: CapacitySettings | None = None,
     lease: LeaseSettings | None = None,
+    provision: ProvisionSettings | None = None,
     **sandbox: object,
 ) -> SessionManager:
     settings = Settings(
         sandbox=SandboxSettings.model_validate(sandbox),
         capacity=capacity or CapacitySettings(),
         lease=lease or LeaseSettings(),
+        provision=provision or ProvisionSettings(),
+        pool=PoolSettings(enabled=False),  # no refiller runs here: every claim would miss
     )
     sessions, _, _, _ = assemble_sessions(store, provider, images, settings, clock)
     return sessions
@@ -180,18 +197,19 @@ def test_slow_provisioning_times_out_and_cleans_up_afterwards(
     provider.close()
 
 
-def test_many_first_operations_at_once_each_get_the_whole_provisioning_time(
+def test_a_burst_larger_than_the_turns_is_served_in_arrival_order_and_none_times_out(
     tmp_path: Path, store: Stores
 ) -> None:
-    # More first operations than the 8 threads that once ran every provider call:
-    # none waits behind the others, so all end within one provisioning time.
-    conversations, delay, limit = 24, 1.0, 1.8
+    # Two turns, twelve first operations: the last waits ~3 s for its turn, longer than
+    # the provisioning limit, yet gets its sandbox (waiting is not a slow engine).
+    conversations, delay, limit = 12, 0.5, 1.5
     provider = slow_fake_provider(tmp_path / "slow", delay=delay)
     sessions = manager(
         store,
         provider,
         catalog(tmp_path),
         capacity=CapacitySettings(max_active_per_org=100, max_active_per_user=100),
+        provision=ProvisionSettings(concurrency=2),
         provision_timeout_seconds=limit,
     )
     outcomes: dict[str, str] = {}
@@ -200,19 +218,60 @@ def test_many_first_operations_at_once_each_get_the_whole_provisioning_time(
         try:
             with sessions.operation(ctx(conversation=conversation)):
                 outcomes[conversation] = "provisioned"
-        except ProvisioningTimeout:
-            outcomes[conversation] = "timed out"
+        except SiestaError as error:
+            outcomes[conversation] = error.code
 
-    threads = [threading.Thread(target=operate, args=(f"c{i}",)) for i in range(conversations)]
+    arrivals = [f"c{i:02d}" for i in range(conversations)]
+    threads = [threading.Thread(target=operate, args=(c,)) for c in arrivals]
     started = time.monotonic()
     for thread in threads:
         thread.start()
+        time.sleep(0.02)  # a definite arrival order
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - started
-    assert list(outcomes.values()) == ["provisioned"] * conversations
-    assert elapsed < limit
-    assert len(provider.lifecycle.list_sandboxes()) == conversations
+
+    assert outcomes == dict.fromkeys(arrivals, "provisioned")
+    assert elapsed >= conversations * delay / 2 > limit  # they did queue, past the limit
+    lifecycle = provider.lifecycle
+    assert isinstance(lifecycle, SlowFakeLifecycle)
+    assert lifecycle.made_for == arrivals  # first come, first served
+    sessions.close()
+    provider.close()
+
+
+def test_a_full_queue_refuses_at_once_naming_its_limit(tmp_path: Path, store: Stores) -> None:
+    provider = slow_fake_provider(tmp_path / "slow", delay=1.0)
+    sessions = manager(
+        store,
+        provider,
+        catalog(tmp_path),
+        provision=ProvisionSettings(concurrency=1, queue_limit=1),
+    )
+    errors: dict[str, SiestaError] = {}
+
+    def operate(conversation: str) -> None:
+        try:
+            with sessions.operation(ctx(conversation=conversation)):
+                pass
+        except SiestaError as error:
+            errors[conversation] = error
+
+    threads = [threading.Thread(target=operate, args=(f"q{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.1)  # q0 is being made, q1 waits; q2 finds the queue full
+    refused_after = time.monotonic()
+    threads[2].join()
+    assert time.monotonic() - refused_after < 0.5  # refused at once, not after a wait
+    for thread in threads:
+        thread.join()
+
+    assert list(errors) == ["q2"]
+    error = errors["q2"]
+    assert isinstance(error, CapacityUnavailable)
+    assert "queue limit of 1" in error.message and "SIESTA_PROVISION__QUEUE_LIMIT" in error.message
+    assert error.fields == {"scope": "queue", "limit": 1, "unit": "sandboxes"}
     sessions.close()
     provider.close()
 

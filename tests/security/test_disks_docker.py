@@ -10,6 +10,7 @@ root is an unprivileged uid on the host.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -75,6 +76,39 @@ def test_an_empty_workspace_is_empty_and_sized(service: ServiceProcess) -> None:
     assert listing["entries"] == []  # no lost+found
     size = run_command(service.client, conversation, "df -B1M --output=size /mnt/work | tail -1")
     assert 0.8 * WORKSPACE_MB <= int(size["stdout"]) <= WORKSPACE_MB  # less the ext4 overhead
+
+
+def test_a_new_sandbox_takes_blank_disks_made_ahead(service: ServiceProcess) -> None:
+    first = new_conversation()
+    run_command(service.client, first, "true")
+    spares = disk_image(sandbox_of(service, first)).parent / "spares"
+
+    def stock() -> dict[int, set[int]]:
+        """Spare images per size (MB), by inode."""
+        found: dict[int, set[int]] = {}
+        for folder in spares.iterdir() if spares.is_dir() else []:
+            inodes = found.setdefault(int(folder.name.split("-")[0]), set())
+            for image in folder.glob("*.img"):
+                with contextlib.suppress(FileNotFoundError):  # taken meanwhile
+                    inodes.add(image.stat().st_ino)
+        return found
+
+    def full() -> bool:
+        return {size: len(images) for size, images in stock().items()} == {
+            WORKSPACE_MB: 4,
+            CONTAINER_MB: 4,
+        }
+
+    assert wait_until(full, timeout=30)
+    before = stock()
+    conversation = new_conversation()
+    run_command(service.client, conversation, "true")
+    sandbox = sandbox_of(service, conversation)
+
+    # Both of its disks are spares that were waiting: no file system made on its path.
+    assert disk_image(sandbox).stat().st_ino in before[WORKSPACE_MB]
+    assert disk_image(f"{sandbox}.layer").stat().st_ino in before[CONTAINER_MB]
+    assert wait_until(full, timeout=30)  # and the stock is made up again
 
 
 def _allocated(path: Path) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 import docker
 
+from runtime.core import metrics
 from runtime.core.errors import SandboxUnavailable
 from runtime.providers.agent.channel import AgentChannel
 from runtime.providers.agent.channels import AgentChannels, pinged_channel
@@ -83,6 +84,10 @@ class DockerAttachTransport:
 
 def docker_channels(api: docker.APIClient, stall_seconds: float | None = None) -> AgentChannels:
     def open_channel(sandbox_id: str) -> AgentChannel | None:
+        with metrics.create_phase("attach"):
+            return _open(sandbox_id)
+
+    def _open(sandbox_id: str) -> AgentChannel | None:
         attrs = _settled(api, sandbox_id)
         if not attrs["Config"].get("OpenStdin"):
             return None

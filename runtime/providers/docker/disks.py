@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 from runtime.core.errors import ConfigurationError, ProvisioningFailed
@@ -31,6 +32,8 @@ LINK_DIR = Path("/run/siesta/disks")
 DEFAULT_DISK_ROOT = Path("/var/lib/siesta/disks")
 """Images live in ``<this>/<deployment id>`` (``SIESTA_SANDBOX__DISK_DIR``): on the
 engine's host, where every instance of the deployment finds them."""
+SPARES = "spares"
+"""Blank images made ahead live in ``<disk dir>/spares/<size>-<uid>-<gid>/``."""
 MOUNT_OPTIONS = "nosuid,nodev,discard"
 """nosuid/nodev: nothing on a workspace grants privileges; discard: deleted files
 give their space back to the host."""
@@ -72,9 +75,56 @@ class LoopDisks:
         return self.attach(name)
 
     def make_image(self, name: str, size_mb: int) -> None:
-        """The image file with an empty ext4 file system in it (not attached)."""
+        """The image file with an empty ext4 file system in it (not attached): a spare
+        made ahead when one of the size waits (a rename), otherwise made now."""
         image = self.image(name)
         self._directory.mkdir(parents=True, exist_ok=True)
+        if not self._take_spare(size_mb, image):
+            self._format(image, size_mb)
+
+    # -- spares: blank images made ahead ---------------------------------------------
+
+    def stock_spares(self, size_mb: int, count: int) -> int:
+        """Make blank images of ``size_mb`` until ``count`` wait; returns how many were
+        made. Every instance of a deployment may stock the same folder: a spare is
+        taken by a rename, which only one taker wins."""
+        folder = self._spares(size_mb)
+        folder.mkdir(parents=True, exist_ok=True)
+        made = 0
+        while len(list(folder.glob("*.img"))) < count:
+            spare = folder / f"{uuid.uuid4().hex}.img"
+            making = spare.with_name(f".{spare.name}.new")  # never taken half made
+            try:
+                self._format(making, size_mb)
+                making.rename(spare)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    making.unlink()
+            made += 1
+        return made
+
+    def remove_spares(self) -> None:
+        shutil.rmtree(self._directory / SPARES, ignore_errors=True)
+
+    def _spares(self, size_mb: int) -> Path:
+        # The owner is part of the name: images formatted for another root (the engine's
+        # user-namespace remapping changed) are never taken.
+        uid, gid = self.owner
+        return self._directory / SPARES / f"{size_mb}-{uid}-{gid}"
+
+    def _take_spare(self, size_mb: int, image: Path) -> bool:
+        folder = self._spares(size_mb)
+        if not folder.is_dir():
+            return False
+        for spare in folder.glob("*.img"):
+            try:
+                spare.rename(image)
+            except FileNotFoundError:
+                continue  # another sandbox took this one
+            return True
+        return False
+
+    def _format(self, image: Path, size_mb: int) -> None:
         with image.open("wb") as file:
             file.truncate(size_mb * 1024 * 1024)  # sparse: blocks come as they are written
         uid, gid = self.owner

@@ -25,6 +25,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from runtime.core import metrics
 from runtime.core.errors import (
     ConfigurationError,
     ImageUnavailable,
@@ -45,6 +46,7 @@ from runtime.providers.docker.disks import MOUNT_OPTIONS, LoopDisks
 from runtime.providers.docker.errors import docker_errors, explain
 from runtime.providers.docker.events import EngineEvents
 from runtime.providers.docker.layers import WritableLayers
+from runtime.providers.docker.spares import SpareDisks
 from runtime.providers.settings import SandboxSettings
 
 RESTARTING_WAIT_SECONDS = 10.0
@@ -84,6 +86,15 @@ class DockerLifecycle:
             WritableLayers(disks) if disks is not None and settings.container_disk_mb else None
         )
         self._deployment_id = deployment_id
+        self._spares = (
+            SpareDisks(
+                disks,
+                [settings.workspace_size_mb, settings.container_disk_mb if self._layers else 0],
+                settings.spare_disks,
+            )
+            if disks is not None
+            else None
+        )
         with docker_errors():
             self._client = client or (
                 docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
@@ -109,7 +120,14 @@ class DockerLifecycle:
         with docker_errors():
             self.api.ping()
 
+    def prepare_ahead(self) -> None:
+        """Blank disks made ahead (``spares.py``)."""
+        if self._spares is not None:
+            self._spares.start()
+
     def close(self) -> None:
+        if self._spares is not None:
+            self._spares.stop()
         self._events.close()
         self.channels.close()
         self._client.close()
@@ -122,7 +140,8 @@ class DockerLifecycle:
         labels = self._labels(spec)
         try:
             with docker_errors(), _provisioning_errors(spec.image):
-                self._create_workspace(name, labels, spec.workspace_size_mb)
+                with metrics.create_phase("workspace"):
+                    self._create_workspace(name, labels, spec.workspace_size_mb)
                 self._create_container(name, spec, labels)
         except BaseException:
             self.destroy(name)
@@ -160,11 +179,14 @@ class DockerLifecycle:
         config = container_config(
             self.api, self._settings, self._network, spec.image, name, labels, spec.runtime
         )
-        self.api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
+        with metrics.create_phase("container"):
+            self.api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
         if self._layers is not None:
-            size = self._settings.container_disk_mb
-            self._layers.create(name, size, self._layer_folder(name))
-        self.api.start(name)
+            with metrics.create_phase("layer"):
+                size = self._settings.container_disk_mb
+                self._layers.create(name, size, self._layer_folder(name))
+        with metrics.create_phase("start"):
+            self.api.start(name)
 
     def _create_workspace(self, name: str, labels: dict[str, str], size_mb: int | None) -> None:
         size = self._settings.workspace_size_mb if size_mb is None else size_mb

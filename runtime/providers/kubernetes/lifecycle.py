@@ -97,6 +97,9 @@ class KubernetesLifecycle:
         with kubernetes_errors():
             self._version.get_code(_request_timeout=self._timeout)
 
+    def prepare_ahead(self) -> None:
+        """Nothing to make ahead."""
+
     def close(self) -> None:
         self.channels.close()
         self._core.api_client.close()

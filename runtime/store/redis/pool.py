@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import uuid
 from typing import Any
 
 import redis
@@ -38,6 +40,25 @@ class RedisPool:
     def pool_members(self) -> list[PoolMember]:
         with redis_errors():
             return [_member(entry, score) for entry, score in self._scored()]
+
+    def note_pool_arrival(self, image_id: str, at: float, forget_before: float) -> None:
+        key = keys.pool_arrivals(image_id)
+        with redis_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zadd(key, {uuid.uuid4().hex: at})
+            pipe.zremrangebyscore(key, "-inf", f"({forget_before}")
+            # An image nobody asks for any more leaves nothing behind.
+            pipe.expire(key, max(1, math.ceil(at - forget_before)))
+            pipe.execute()
+
+    def pool_arrivals(self, image_id: str, since: float) -> list[float]:
+        with redis_errors():
+            entries: list[Any] = list(
+                self._redis.zrangebyscore(
+                    keys.pool_arrivals(image_id), since, "+inf", withscores=True
+                )
+            )
+        return [float(score) for _, score in entries]
 
     def _scored(self) -> list[tuple[str, float]]:
         entries: list[Any] = list(self._redis.zrange(keys.POOL, 0, -1, withscores=True))

@@ -46,6 +46,8 @@ CREATE TABLE IF NOT EXISTS pool (
     sandbox_id TEXT PRIMARY KEY, image_id TEXT NOT NULL, session_id TEXT NOT NULL,
     created_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pool_arrivals (image_id TEXT NOT NULL, at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS pool_arrivals_by_image ON pool_arrivals (image_id, at);
 CREATE TABLE IF NOT EXISTS tool_executions (
     id TEXT PRIMARY KEY, org TEXT NOT NULL, conversation TEXT NOT NULL,
     agent_id TEXT NOT NULL, function TEXT NOT NULL, status TEXT NOT NULL,

@@ -40,6 +40,19 @@ class SqlitePool:
             ).fetchall()
         return [_member(row) for row in rows]
 
+    def note_pool_arrival(self, image_id: str, at: float, forget_before: float) -> None:
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM pool_arrivals WHERE at < ?", (forget_before,))
+            conn.execute("INSERT INTO pool_arrivals (image_id, at) VALUES (?, ?)", (image_id, at))
+
+    def pool_arrivals(self, image_id: str, since: float) -> list[float]:
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                "SELECT at FROM pool_arrivals WHERE image_id = ? AND at >= ? ORDER BY at",
+                (image_id, since),
+            ).fetchall()
+        return [float(at) for (at,) in rows]
+
 
 def _member(row: tuple[object, ...]) -> PoolMember:
     image_id, sandbox_id, session_id, created_at = row

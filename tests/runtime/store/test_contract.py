@@ -258,6 +258,18 @@ def test_the_first_deployment_id_claimed_stays(store: Stores) -> None:
 # -- the warm pool ---------------------------------------------------------------------
 
 
+def test_pool_arrivals_are_kept_per_image_for_the_window(store: Stores) -> None:
+    pool = store.pool
+    for at in (100.0, 101.5, 103.0):
+        pool.note_pool_arrival("py", at, forget_before=at - 10)
+    pool.note_pool_arrival("node", 102.0, forget_before=92.0)
+    assert pool.pool_arrivals("py", since=101.0) == [101.5, 103.0]
+    assert pool.pool_arrivals("node", since=0.0) == [102.0]
+    pool.note_pool_arrival("py", 112.0, forget_before=102.0)  # 100 and 101.5 are forgotten
+    assert pool.pool_arrivals("py", since=0.0) == [103.0, 112.0]
+    assert pool.pool_arrivals("go", since=0.0) == []
+
+
 def test_pool_members_are_claimed_oldest_first_by_image(store: Stores) -> None:
     pool = store.pool
     for i, image in enumerate(["py", "base", "py"]):
