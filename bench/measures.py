@@ -437,7 +437,10 @@ def resume(bench: Bench, client: docker.DockerClient, n: int) -> list[Figure]:
         services = Services.build(
             Settings(
                 data_dir=Path(tmp),
-                sandbox=SandboxSettings(extra_labels={"siesta.bench": bench.run_id}),
+                # The run's own disk folder: the suite's clean-up removes it with the rest.
+                sandbox=SandboxSettings(
+                    extra_labels={"siesta.bench": bench.run_id}, disk_dir=bench.disk_root
+                ),
                 pool=PoolSettings(enabled=False),
             )
         )
