@@ -63,17 +63,21 @@ def create_app(settings: Settings) -> FastAPI:
                 )
             )
         services.provider.lifecycle.prepare_ahead()
-        refiller = PoolRefiller(
-            services.pool, settings.provision.concurrency, settings.pool.refill_interval_seconds
+        refiller = (
+            PoolRefiller(
+                services.pool, settings.provision.concurrency, settings.pool.refill_interval_seconds
+            )
+            if services.pool.enabled
+            else None
         )
-        if services.pool.enabled:
+        if refiller is not None:
             refiller.start()
         tasks = [asyncio.create_task(loop) for loop in loops]
         try:
             async with mcp.serving(services):
                 yield
         finally:
-            if services.pool.enabled:
+            if refiller is not None:
                 await to_thread.run_sync(refiller.stop)
             for task in tasks:
                 task.cancel()

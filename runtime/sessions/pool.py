@@ -270,7 +270,7 @@ class WarmPool:
     def _shrink(self, ready: list[PoolMember], surplus: int) -> None:
         """Demand fell: remove up to ``surplus`` ready members, the newest first (the
         oldest are claimed first, so this keeps the claim order)."""
-        for member in reversed(ready[-surplus:] if surplus else []):
+        for member in reversed(ready[-surplus:]):
             if self._members.remove_pool_member(member.sandbox_id):
                 metrics.POOL_DISCARDED.labels(member.image_id, "surplus").inc()
                 self._discard(member)

@@ -167,28 +167,27 @@ def test_a_conversation_takes_the_hosts_last_slot_from_a_pool_member(
 
 
 def gauge(service: ServiceProcess, name: str, image: str = "debian-base") -> int:
-    prefix = f'{name}{{image="{image}"}}'
-    for line in service.client.get("/metrics").text.splitlines():
-        if line.startswith(prefix):
-            return int(float(line.split()[-1]))
-    return 0
+    return int(_sample(service.client.get("/metrics").text, f'{name}{{image="{image}"}}', 0))
+
+
+def one_image_service(start_service: StartService, tmp_path: Path, **pool: str) -> ServiceProcess:
+    """A service of its own whose catalog enables debian-base only, its pool set by ``pool``."""
+    catalog = str(_one_image_catalog(tmp_path))
+    env = pool_env(own_labels(), SIESTA_IMAGES__CATALOG_PATH=catalog, **pool)
+    return start_service("docker", **env)
 
 
 def test_the_pool_grows_under_a_stream_of_new_conversations_and_shrinks_when_it_stops(
     start_service: StartService, tmp_path: Path
 ) -> None:
-    labels = own_labels()
-    service = start_service(
-        "docker",
-        **pool_env(
-            labels,
-            SIESTA_IMAGES__CATALOG_PATH=str(_one_image_catalog(tmp_path)),
-            SIESTA_POOL__MIN_PER_IMAGE="1",
-            SIESTA_POOL__MAX_PER_IMAGE="6",
-            SIESTA_POOL__MAX_TOTAL="6",
-            SIESTA_POOL__DEMAND_WINDOW_SECONDS="25",
-            SIESTA_POOL__SURGE_SECONDS="10",
-        ),
+    service = one_image_service(
+        start_service,
+        tmp_path,
+        SIESTA_POOL__MIN_PER_IMAGE="1",
+        SIESTA_POOL__MAX_PER_IMAGE="6",
+        SIESTA_POOL__MAX_TOTAL="6",
+        SIESTA_POOL__DEMAND_WINDOW_SECONDS="25",
+        SIESTA_POOL__SURGE_SECONDS="10",
     )
     assert wait_until(lambda: ready(service).get("debian-base") == 1, timeout=60)  # quiet
 
@@ -211,16 +210,12 @@ def test_the_pool_grows_under_a_stream_of_new_conversations_and_shrinks_when_it_
 def test_a_burst_larger_than_the_pool_gets_every_caller_a_sandbox_in_arrival_order(
     start_service: StartService, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
-    labels = own_labels()
-    service = start_service(
-        "docker",
-        **pool_env(
-            labels,
-            SIESTA_IMAGES__CATALOG_PATH=str(_one_image_catalog(tmp_path)),
-            SIESTA_POOL__MAX_PER_IMAGE="2",
-            SIESTA_PROVISION__CONCURRENCY="1",  # one sandbox made at a time: a long queue
-            SIESTA_CAPACITY__MAX_ACTIVE_PER_USER="50",
-        ),
+    service = one_image_service(
+        start_service,
+        tmp_path,
+        SIESTA_POOL__MAX_PER_IMAGE="2",
+        SIESTA_PROVISION__CONCURRENCY="1",  # one sandbox made at a time: a long queue
+        SIESTA_CAPACITY__MAX_ACTIVE_PER_USER="50",
     )
     assert wait_until(lambda: ready(service).get("debian-base") == 2, timeout=60)
     arrivals = [new_conversation() for _ in range(10)]
