@@ -274,10 +274,19 @@ def upload(
     return result
 
 
+def container_states(client: docker.DockerClient, labels: list[str]) -> dict[str, str]:
+    """Containers carrying every label in ``labels``: name → state ("paused", "running"...).
+
+    One listing call and nothing more: ``containers.list`` inspects each container after
+    listing, and fails when the service removes one in between (a pool shrinking does)."""
+    listed = client.api.containers(all=True, filters={"label": labels})
+    return {str(c["Names"][0]).lstrip("/"): str(c["State"]) for c in listed}
+
+
 def run_resources(client: docker.DockerClient, **labels: str) -> tuple[list[str], list[str]]:
     """Names of this test run's containers and volumes, optionally narrowed by labels."""
     filters = [f"{TEST_RUN_LABEL}={TEST_RUN_ID}", *(f"{k}={v}" for k, v in labels.items())]
-    containers = [str(c.name) for c in client.containers.list(all=True, filters={"label": filters})]
+    containers = list(container_states(client, filters))
     volumes = [str(v.name) for v in client.volumes.list(filters={"label": filters})]
     return containers, volumes
 
@@ -292,7 +301,11 @@ def remove_labelled(client: docker.DockerClient, label: str, disk_root: Path) ->
     their deployments, and every sandbox disk under ``disk_root`` (folders too)."""
     folders = [LoopDisks(path) for path in disk_root.iterdir()] if disk_root.is_dir() else []
     layers = WritableLayers(LoopDisks(disk_root))  # releasing needs no image
-    for container in client.containers.list(all=True, filters={"label": label}):
+    for name in container_states(client, [label]):
+        try:
+            container = client.containers.get(name)
+        except docker.errors.NotFound:
+            continue  # removed by a service still winding down
         with contextlib.suppress(docker.errors.APIError, KeyError):
             # The engine cannot delete a container whose layer folder has our mount.
             layer = Path(container.attrs["GraphDriver"]["Data"]["UpperDir"]).parent

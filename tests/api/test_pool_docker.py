@@ -25,6 +25,7 @@ from tests.helpers import (
     TEST_RUN_LABEL,
     ServiceProcess,
     StartService,
+    container_states,
     new_conversation,
     run_command,
     run_reconcile,
@@ -64,10 +65,7 @@ def ready(service: ServiceProcess) -> dict[str, int]:
 
 def containers(client: docker.DockerClient, labels: dict[str, str]) -> dict[str, str]:
     """Containers made for this test's pool (claimed ones keep the label): name → status."""
-    filters: dict[str, str | list[str] | bool] = {
-        "label": [f"{k}={v}" for k, v in labels.items()] + [POOL_LABEL]
-    }
-    return {str(c.name): str(c.status) for c in client.containers.list(all=True, filters=filters)}
+    return container_states(client, [f"{k}={v}" for k, v in labels.items()] + [POOL_LABEL])
 
 
 def test_a_first_operation_takes_a_ready_sandbox_and_the_pool_fills_again(

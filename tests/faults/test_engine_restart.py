@@ -23,6 +23,7 @@ from tests.helpers import (
     TEST_RUN_LABEL,
     ServiceProcess,
     StartService,
+    container_states,
     headers,
     new_conversation,
     respawn,
@@ -96,8 +97,8 @@ def first_call(service: ServiceProcess, conversation: str, command: str) -> dict
 def pool_members(engine: PrivateEngine) -> list[str]:
     client = engine.client()
     try:
-        members = client.containers.list(all=True, filters={"label": POOL_LABEL})
-        return [str(m.name) for m in members if m.status == "paused"]
+        members = container_states(client, [POOL_LABEL])
+        return [name for name, state in members.items() if state == "paused"]
     finally:
         client.close()
 
