@@ -10,10 +10,11 @@ from contextlib import asynccontextmanager
 
 from anyio import to_thread
 from fastapi import FastAPI
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from api import errors, openapi
 from api.context import RequestContext
+from api.e2b.app import create_e2b_app, sweep_forever
 from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
@@ -62,6 +63,8 @@ def create_app(settings: Settings) -> FastAPI:
                     settings.reconcile.interval_seconds,
                 )
             )
+        if settings.e2b.enabled:
+            loops.append(sweep_forever(services))
         services.provider.lifecycle.prepare_ahead()
         refiller = (
             PoolRefiller(
@@ -94,6 +97,7 @@ def create_app(settings: Settings) -> FastAPI:
         max_bytes=settings.http.max_request_bytes,
         # Uploads: the file limit plus room for the multipart framing.
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
+        e2b_upload_max_bytes=settings.e2b.max_upload_bytes + 1024 * 1024,
     )
     app.add_middleware(RequestContext)
     app.add_middleware(TraceContext)
@@ -102,6 +106,8 @@ def create_app(settings: Settings) -> FastAPI:
     for module in (health, images, sandbox, files, js, conversations, tools, approvals, admin):
         app.include_router(module.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
+    if settings.e2b.enabled:
+        app.router.routes.append(Mount("/e2b", create_e2b_app(app.state)))
     return app
 
 

@@ -15,6 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.core.errors import RequestTooLarge
 
 _UPLOAD_ROUTE = re.compile(r"/v1/conversations/[^/]+/files/?")
+_E2B_UPLOAD_ROUTE = re.compile(r"/e2b/envd/files/?")
+_E2B_INPUT_STREAM = "/e2b/envd/process.Process/StreamInput"
+"""A terminal's or a process's input, for as long as it runs: no total to cap (each
+message is bounded by the Connect runtime's own read limit)."""
 
 
 class BodyTooLarge(HTTPException):
@@ -36,16 +40,22 @@ def too_large_body(limit: int) -> dict[str, object]:
 class BodySizeLimit:
     """Pure ASGI middleware: checks Content-Length, then counts streamed bytes."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, upload_max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, upload_max_bytes: int, e2b_upload_max_bytes: int = 0
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.upload_max_bytes = upload_max_bytes
+        self.e2b_upload_max_bytes = e2b_upload_max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         limit = self.limit_for(scope)
+        if limit is None:
+            await self.app(scope, receive, send)
+            return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             await self._refuse(send, limit)
@@ -74,10 +84,17 @@ class BodySizeLimit:
                 raise
             await self._refuse(send, limit)
 
-    def limit_for(self, scope: Scope) -> int:
+    def limit_for(self, scope: Scope) -> int | None:
         path = str(scope.get("path", ""))
-        is_upload = scope.get("method") == "POST" and _UPLOAD_ROUTE.fullmatch(path)
-        return self.upload_max_bytes if is_upload else self.max_bytes
+        if scope.get("method") != "POST":
+            return self.max_bytes
+        if _UPLOAD_ROUTE.fullmatch(path):
+            return self.upload_max_bytes
+        if self.e2b_upload_max_bytes and _E2B_UPLOAD_ROUTE.fullmatch(path):
+            return self.e2b_upload_max_bytes
+        if path == _E2B_INPUT_STREAM:
+            return None
+        return self.max_bytes
 
     async def _refuse(self, send: Send, limit: int) -> None:
         body = json.dumps({"error": too_large_body(limit)}).encode()

@@ -15,9 +15,12 @@ from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
 from runtime.core.errors import SessionBusy
-from runtime.core.records import SessionRecord, conversation_key
+from runtime.core.records import SessionRecord, SessionStatus, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
+from runtime.e2b.files import E2bFiles
+from runtime.e2b.processes import E2bProcesses
+from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.egress.service import (
     Egress,
     EgressSetup,
@@ -125,6 +128,11 @@ class Services:
     js: JsExecutor = field(init=False)
     tools: ToolExecutor = field(init=False)
     stop_tracing: Shutdown | None = field(init=False, default=None)
+    lifecycle: Lifecycle = field(init=False)
+    e2b: E2bSandboxes = field(init=False)
+    e2b_processes: E2bProcesses = field(init=False)
+    e2b_files: E2bFiles = field(init=False)
+    _e2b_kept_at: float = field(init=False, default=0.0)
 
     @classmethod
     def build(
@@ -198,6 +206,21 @@ class Services:
             WorkerPool(settings.js), files, gateway, settings.js, settings.agents
         )
         services.tools = services._tool_executor(gateway)
+        services.lifecycle = lifecycle
+        services.e2b_processes = E2bProcesses(
+            sessions, provider.inside, egress, settings.e2b, settings.command
+        )
+        services.e2b_files = E2bFiles(
+            sessions, provider.inside, settings.command.kill_grace_seconds
+        )
+        services.e2b = E2bSandboxes(
+            stores.e2b,
+            sessions,
+            catalog,
+            settings.e2b,
+            delete=services._delete_e2b,
+            suspend=services.suspend_conversation,
+        )
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 
@@ -256,6 +279,28 @@ class Services:
             "sessionId": record.session_id if record else None,
             "deletedFiles": deleted_files,
         }
+
+    def suspend_conversation(self, ctx: CallContext) -> bool:
+        """Pause the conversation's running sandbox now (memory kept; the next operation
+        resumes it). False when it has none running."""
+        with self.leases.hold(ctx.key) as lease:
+            record = self.stores.sessions.get_session(ctx.org, ctx.conversation)
+            if record is None or record.status is not SessionStatus.ACTIVE:
+                return False
+            return self.lifecycle.pause(record, lease)
+
+    def e2b_tick(self) -> None:
+        """The E2B API's background work: sandboxes past their timeout killed (or
+        paused), and sandboxes running processes kept out of the idle tiers."""
+        self.e2b.sweep()
+        now = time.monotonic()
+        if now - self._e2b_kept_at >= self.settings.lifecycle.pause_after_seconds / 3:
+            self._e2b_kept_at = now
+            self.e2b_processes.keep_running()
+
+    def _delete_e2b(self, ctx: CallContext) -> None:
+        self.delete_conversation(ctx)
+        self.e2b_processes.forget(ctx.org, ctx.conversation)
 
     def teardown_conversation(self, key: str, lease: Lease) -> None:
         org, conversation = key.split("/", 1)

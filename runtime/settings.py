@@ -21,6 +21,7 @@ from runtime.core.settings import (
     TokenSettings,
     TracingSettings,
 )
+from runtime.e2b.settings import E2bSettings
 from runtime.egress.settings import EgressSettings
 from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
@@ -74,6 +75,7 @@ class Settings(BaseSettings):
     pool: PoolSettings = Field(default_factory=PoolSettings)
     provision: ProvisionSettings = Field(default_factory=ProvisionSettings)
     js: JsSettings = Field(default_factory=JsSettings)
+    e2b: E2bSettings = Field(default_factory=E2bSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     provider: ProviderSettings = Field(default_factory=DockerProviderSettings)

@@ -67,7 +67,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL_VERSION 1
+#define PROTOCOL_VERSION 2
 #define WORKSPACE "/mnt/work"
 
 #define HEADER 13                         /* u32 length, u8 type, u64 id */
@@ -91,11 +91,15 @@
 
 enum frame_type {
     T_SPAWN = 1, T_STDIN = 2, T_STDIN_EOF = 3, T_CANCEL = 4, T_PING = 5, T_RESULT = 6,
-    T_OUT = 10, T_EXIT = 11, T_PONG = 12, T_ERROR = 13,
+    T_SIGNAL = 7,
+    T_OUT = 10, T_EXIT = 11, T_PONG = 12, T_ERROR = 13, T_STARTED = 14,
 };
 
-enum spawn_flag { FLAG_STDIN = 1, FLAG_STREAM = 2, FLAG_KILL_RUNNING = 4 };
-#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING)
+/* DETACHED (protocol 2): a process of its own that outlives the call that started
+ * it (E2B's processes); KILL_RUNNING and CANCEL 0 leave it alone, and STARTED
+ * tells its pid. */
+enum spawn_flag { FLAG_STDIN = 1, FLAG_STREAM = 2, FLAG_KILL_RUNNING = 4, FLAG_DETACHED = 8 };
+#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING | FLAG_DETACHED)
 
 
 struct capture {                 /* one output stream of a request */
@@ -647,6 +651,13 @@ cleanup:
     close_fd(&statp[0]); close_fd(&statp[1]);
 }
 
+/* STARTED: a detached request's process runs; its pid, for the service to show. */
+static void send_started(const struct request *r) {
+    unsigned char *p = frame_begin(T_STARTED, r->id);
+    put32(p, (uint32_t)r->pid);
+    frame_send(p + 4);
+}
+
 /* EOF on the status pipe: exec happened (or the child died trying, which
  * then shows as its exit status). A message: ERROR instead of EXIT, and the
  * request is gone; the child is reaped like any orphan. */
@@ -657,6 +668,7 @@ static void read_status(struct request *r) {
     close_fd(&r->status_fd);
     r->starting = 0;
     if (got < (ssize_t)sizeof(int)) {
+        if (r->flags & FLAG_DETACHED) send_started(r);
         maybe_finish(r);
         return;
     }
@@ -712,7 +724,7 @@ static void spawn(uint64_t id, const unsigned char *payload, size_t n) {
     if (find_request(id)) { send_error(id, EEXIST, "request %llx is running", (unsigned long long)id); return; }
     if (flags & FLAG_KILL_RUNNING)
         for (int i = 0; i < MAX_SLOTS; i++)
-            if (slots[i].used) kill_request(&slots[i]);
+            if (slots[i].used && !(slots[i].flags & FLAG_DETACHED)) kill_request(&slots[i]);
     struct request *r = NULL;
     for (int i = 0; i < MAX_SLOTS && !r; i++)
         if (!slots[i].used) r = &slots[i];
@@ -727,8 +739,19 @@ static void spawn(uint64_t id, const unsigned char *payload, size_t n) {
 
 static void cancel(uint64_t id) {
     for (int i = 0; i < MAX_SLOTS; i++)
-        if (slots[i].used && (id == 0 || slots[i].id == id)) kill_request(&slots[i]);
+        if (slots[i].used && (id == 0 ? !(slots[i].flags & FLAG_DETACHED) : slots[i].id == id))
+            kill_request(&slots[i]);
 }
+
+/* SIGNAL: one signal to a request's process group (a terminal's ^C, a polite TERM). */
+static void send_signal(uint64_t id, const unsigned char *payload, size_t n) {
+    if (n != 4) { send_error(id, EINVAL, "SIGNAL takes a u32 signal number, got %zu bytes", n); return; }
+    uint32_t signo = get32(payload);
+    if (signo == 0 || signo >= 65) { send_error(id, EINVAL, "no signal %u", signo); return; }
+    struct request *r = find_request(id);
+    if (r) signal_group(r, (int)signo);
+}
+
 
 static void send_result(uint64_t id) {
     for (unsigned i = 1; i <= KEPT; i++) {
@@ -758,6 +781,7 @@ static void handle_frame(unsigned type, uint64_t id, const unsigned char *payloa
     case T_CANCEL: if (!n) { cancel(id); return; } empty_only = "CANCEL"; break;
     case T_PING: if (!n) { pong(id); return; } empty_only = "PING"; break;
     case T_RESULT: if (!n) { send_result(id); return; } empty_only = "RESULT"; break;
+    case T_SIGNAL: send_signal(id, payload, n); return;
     default:
         send_error(id, EINVAL, "unknown frame type %u", type);
         return;

@@ -27,6 +27,8 @@ class Caller:
 
     name: str
     scopes: frozenset[Scope]
+    org: str | None = None
+    """The org its token is bound to (the E2B API's org); ``None``: the default."""
 
     def may(self, scope: Scope) -> bool:
         return scope in self.scopes
@@ -46,7 +48,10 @@ class TokenRegistry:
         cls, tokens: Sequence[TokenSettings], api_token: SecretStr | None
     ) -> TokenRegistry:
         """``SIESTA_TOKENS`` and ``SIESTA_API_TOKEN``."""
-        entries = [(token.sha256, Caller(token.name, frozenset(token.scopes))) for token in tokens]
+        entries = [
+            (token.sha256, Caller(token.name, frozenset(token.scopes), token.org))
+            for token in tokens
+        ]
         if api_token is not None:
             digest = token_digest(api_token.get_secret_value())
             entries.append((digest, Caller(LEGACY_TOKEN_NAME, frozenset(SCOPES))))

@@ -252,3 +252,34 @@ class EgressRevocation:
     conversation: str
     revoked_at: float
     """Unix seconds, on the clock of the instance that deleted the conversation."""
+
+
+@dataclass(frozen=True)
+class E2bSandbox:
+    """A sandbox made through the E2B API: a conversation (``sandbox_id`` is its id,
+    in its token's org) plus what E2B's API shows and promises about it."""
+
+    org: str
+    sandbox_id: str
+    owner: str
+    """The token's name that created it (its user, for capacity)."""
+    template: str
+    """The catalog image id."""
+    access_token: str
+    """What envd calls must carry as ``X-Access-Token``."""
+    started_at: float
+    end_at: float
+    """When its timeout passes: then it is killed, or paused (``on_timeout``)."""
+    on_timeout: str = "kill"
+    """``kill`` or ``pause``."""
+    state: str = "running"
+    """``running`` or ``paused`` as E2B shows it (a Siesta tier is not a pause)."""
+    metadata: dict[str, str] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> E2bSandbox:
+        return cls(**json.loads(text))

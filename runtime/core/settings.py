@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from siesta_contract.text import ID_PATTERN
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,6 +73,9 @@ class TokenSettings(BaseModel):
     )
     """Hex SHA-256 of the token's UTF-8 bytes."""
     scopes: list[Scope] = Field(min_length=1)
+    org: str | None = Field(None, pattern=ID_PATTERN)
+    """The org whose sandboxes this token makes and sees through the E2B API
+    (``None``: ``SIESTA_E2B__DEFAULT_ORG``). ``/v1`` takes the org from its headers."""
 
 
 class HttpSettings(BaseModel):

@@ -125,6 +125,42 @@ class LimitPressure:
 
 
 @dataclass(frozen=True)
+class ProcessSpec:
+    """A process of its own in a sandbox (E2B's commands and terminals): it outlives
+    the call that starts it, and is fed, signalled and waited for through its handle."""
+
+    argv: list[str]
+    timeout_seconds: int
+    """Killed (SIGTERM, then SIGKILL after the grace) this long after it starts; 0: never."""
+    max_output_bytes: int
+    """Output streamed per stream; the rest is counted (0: no cap)."""
+    kill_grace_seconds: int
+    stdin: bool = False
+    """Whether it reads what ``RunningProcess.write`` sends (else stdin is /dev/null)."""
+
+
+class RunningProcess(Protocol):
+    """A started ``ProcessSpec``. One thread calls ``wait``; the rest may come from any."""
+
+    @property
+    def pid(self) -> int:
+        """Its pid inside the sandbox."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def close_input(self) -> None: ...
+
+    def signal(self, signo: int) -> None:
+        """Send ``signo`` to its process group."""
+
+    def kill(self) -> None:
+        """SIGKILL to its process group."""
+
+    def wait(self, on_output: OutputListener) -> ExecResult:
+        """Output to ``on_output`` as it comes, until it ends; then how it ended."""
+
+
+@dataclass(frozen=True)
 class DirEntry:
     name: str
     kind: str
@@ -266,6 +302,10 @@ class SandboxInside(Protocol):
 
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
         """One workspace folder, not recursive, sorted by name."""
+
+    def start_process(self, sandbox_id: str, spec: ProcessSpec) -> RunningProcess:
+        """Start a process of its own; returns once it runs (``SandboxUnavailable`` when
+        the sandbox cannot run one: no agent, or one older than processes)."""
 
 
 class SandboxProvider:

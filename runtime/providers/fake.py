@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from runtime.core.errors import SandboxBroken
+from runtime.core.errors import SandboxBroken, SandboxUnavailable
 from runtime.core.output import HeadTailBuffer
 from runtime.providers.agent import fshelper
 from runtime.providers.base import (
@@ -34,6 +34,8 @@ from runtime.providers.base import (
     DirListing,
     ExecRequest,
     ExecResult,
+    ProcessSpec,
+    RunningProcess,
     SandboxInfo,
     SandboxProvider,
     SandboxSpec,
@@ -235,6 +237,12 @@ class FakeInside:
 
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
         return self._workspace(sandbox_id).list(path, max_entries)
+
+    def start_process(self, sandbox_id: str, spec: ProcessSpec) -> RunningProcess:
+        """The fake serves the API layer's tests; processes of their own need a real
+        sandbox (Docker or Kubernetes)."""
+        msg = "the fake provider runs no processes of their own"
+        raise SandboxUnavailable(msg)
 
     def _workspace(self, sandbox_id: str) -> _FakeWorkspace:
         return _FakeWorkspace(self._root / sandbox_id)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.records import (
+    E2bSandbox,
     EgressRevocation,
     ExecutionFilter,
     FileRecord,
@@ -215,6 +216,28 @@ class PoolStore(Protocol):
         """When the image's arrivals from ``since`` on came, oldest first."""
 
 
+class E2bStore(Protocol):
+    """Sandboxes made through the E2B API (``E2bSandbox``), by org."""
+
+    def put_e2b(self, sandbox: E2bSandbox) -> None:
+        """Add or replace."""
+
+    def get_e2b(self, org: str, sandbox_id: str) -> E2bSandbox | None: ...
+
+    def list_e2b(self, org: str) -> list[E2bSandbox]:
+        """The org's sandboxes, oldest first."""
+
+    def find_e2b(self, sandbox_id: str) -> E2bSandbox | None:
+        """The sandbox of that id in whichever org (envd calls name no org: the id is
+        random and the access token proves the caller knows it)."""
+
+    def delete_e2b(self, org: str, sandbox_id: str) -> bool:
+        """Whether there was one to delete."""
+
+    def due_e2b(self, now: float) -> list[E2bSandbox]:
+        """Every org's sandboxes whose ``end_at`` has passed."""
+
+
 class IdempotencyStore(Protocol):
     """``Idempotency-Key``s: claimed by the request that runs, then its kept answer.
 
@@ -297,6 +320,7 @@ class Stores:
     executions: ExecutionStore
     pool: PoolStore
     idempotency: IdempotencyStore
+    e2b: E2bStore
     deployment: DeploymentStore
     revocations: RevocationStore
     ping: Callable[[], None]

@@ -123,3 +123,14 @@ def conversation_keys(key: str) -> str:
     """Set: the idempotency keys claimed for a conversation (``org/conversation``), which
     its deletion removes."""
     return f"{PREFIX}conversation-idempotency:{key}"
+
+
+def e2b_sandboxes(org: str) -> str:
+    """Hash: the org's E2B sandboxes, sandbox id → the record as JSON."""
+    return f"{PREFIX}e2b:{org}"
+
+
+E2B_ENDS = PREFIX + "e2b-ends"
+"""Sorted set: every E2B sandbox (``org/sandbox id``) scored by when its timeout passes."""
+E2B_ORGS = PREFIX + "e2b-orgs"
+"""Hash: E2B sandbox id → its org (envd calls name only the sandbox)."""

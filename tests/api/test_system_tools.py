@@ -132,4 +132,4 @@ def test_images_say_when_sandbox_is_disabled(discover: Any) -> None:
     }
     enabled = discover({}, "/v1/images")
     assert enabled["sandboxEnabled"] is True and enabled["reason"] is None
-    assert [image["id"] for image in enabled["images"]] == ["debian-base", "python"]
+    assert [image["id"] for image in enabled["images"]] == ["debian-base", "python", "base"]

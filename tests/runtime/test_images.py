@@ -22,10 +22,10 @@ images:
 """
 
 
-def test_shipped_catalog_has_two_enabled_buildable_images() -> None:
+def test_shipped_catalog_has_three_enabled_buildable_images() -> None:
     catalog = ImageCatalog.load(ImageSettings().catalog_path)
     enabled = catalog.enabled()
-    assert [image.id for image in enabled] == ["debian-base", "python"]
+    assert [image.id for image in enabled] == ["debian-base", "python", "base"]
     for image in enabled:
         assert image.build is not None
         dockerfile = (catalog.root / image.build / "Dockerfile").read_text()

@@ -71,6 +71,8 @@ up on, at most a few megabytes in transit. A rate limit would instead cut an idl
 channel off from a busy neighbour, and count that as an error."""
 STRAY_FRAME_MIN = 512
 LOGGED_BYTES = 200
+START_WAIT_SECONDS = 30.0
+"""How long a detached SPAWN may take to exec (the agent answers STARTED or ERROR)."""
 """How much of a line the agent wrote on its stderr goes to the log."""
 
 
@@ -193,6 +195,43 @@ class AgentChannel:
                 self._feed(chosen, stdin)
             budget = _OutputBudget(cap_bytes, flags)
             return self._outcome(frames, deadline, on_output, budget, idle)
+
+    def start(
+        self,
+        argv: list[str],
+        *,
+        timeout_ms: int = 0,
+        grace_ms: int = 0,
+        cap_bytes: int = 0,
+        stdin: bool = False,
+    ) -> StartedRequest:
+        """Start ``argv`` as a detached process (protocol 2) and return at once: its
+        input, signals and end go through the handle, from any thread; one thread
+        calls ``wait``. Raises ``SpawnFailed`` (EINVAL from a protocol-1 agent)."""
+        flags = SpawnFlag.DETACHED | SpawnFlag.STREAM
+        if stdin:
+            flags |= SpawnFlag.STDIN
+        payload = spawn_payload(
+            argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
+        )
+        request = self._request()
+        chosen, frames = request.__enter__()
+        try:
+            self._send(encode(FrameType.SPAWN, chosen, payload))
+            first = self._next(frames, time.monotonic() + START_WAIT_SECONDS)
+        except BaseException:
+            request.__exit__(None, None, None)
+            raise
+        if first.type is FrameType.STARTED:
+            pid = int.from_bytes(first.payload, "little")
+            return StartedRequest(
+                self, chosen, pid, frames, _OutputBudget(cap_bytes, flags), request
+            )
+        request.__exit__(None, None, None)
+        if first.type is FrameType.ERROR:
+            raise SpawnFailed(*parse_error(first.payload))
+        msg = f"it answered a detached SPAWN with {first.type.name} before STARTED"
+        raise self.broken(ProtocolError(msg, "unexpected"))
 
     def collect(
         self,
@@ -374,3 +413,46 @@ class _OutputBudget:
 
     def exceeded(self) -> str:
         return f"it sent {max(self._sent.values())} bytes of output, at most {self._limit} allowed"
+
+
+class StartedRequest:
+    """A detached process in the sandbox (``AgentChannel.start``): feed it, signal it,
+    and wait for its end (one thread waits; the rest may come from any thread)."""
+
+    def __init__(
+        self,
+        channel: AgentChannel,
+        request_id: int,
+        pid: int,
+        frames: Inbox,
+        budget: _OutputBudget,
+        registration: contextlib.AbstractContextManager[tuple[int, Inbox]],
+    ) -> None:
+        self._channel = channel
+        self.request_id = request_id
+        self.pid = pid
+        """The process's pid in the sandbox."""
+        self._frames = frames
+        self._budget = budget
+        self._registration = registration
+
+    def write(self, data: bytes) -> None:
+        for start in range(0, len(data), STDIN_CHUNK):
+            chunk = data[start : start + STDIN_CHUNK]
+            self._channel._send(encode(FrameType.STDIN, self.request_id, chunk))
+
+    def close_input(self) -> None:
+        self._channel._send(encode(FrameType.STDIN_EOF, self.request_id))
+
+    def signal(self, signo: int) -> None:
+        self._channel._send(encode(FrameType.SIGNAL, self.request_id, signo.to_bytes(4, "little")))
+
+    def kill(self) -> None:
+        self._channel.cancel(self.request_id)
+
+    def wait(self, on_output: OutputSink) -> Exit:
+        """Output to ``on_output`` until the process ends; then its EXIT."""
+        try:
+            return self._channel._outcome(self._frames, None, on_output, self._budget)
+        finally:
+            self._registration.__exit__(None, None, None)

@@ -11,10 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from runtime.core.errors import SandboxUnavailable
-from runtime.providers.agent import ops
+from runtime.providers.agent import ops, processes
 from runtime.providers.agent.channel import AgentChannel
 from runtime.providers.agent.channels import AgentChannels
-from runtime.providers.base import ByteSink, DirListing, ExecRequest, ExecResult
+from runtime.providers.base import (
+    ByteSink,
+    DirListing,
+    ExecRequest,
+    ExecResult,
+    ProcessSpec,
+    RunningProcess,
+)
 
 
 class AgentInside:
@@ -49,6 +56,9 @@ class AgentInside:
 
     def list_dir(self, sandbox_id: str, path: str, max_entries: int) -> DirListing:
         return ops.list_dir(self._helper(sandbox_id), path, max_entries)
+
+    def start_process(self, sandbox_id: str, spec: ProcessSpec) -> RunningProcess:
+        return processes.start(self._channel(sandbox_id), spec)
 
     def _helper(self, sandbox_id: str) -> ops.HelperIO:
         """Runs a file helper (``siesta-fs``) in the sandbox, over its channel."""

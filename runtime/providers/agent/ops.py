@@ -65,7 +65,7 @@ def run_command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
         )
     except TimeoutError:
         return _given_up(channel, request)
-    return _result(outcome)
+    return exit_result(outcome)
 
 
 def collect_command(channel: AgentChannel, request: ExecRequest) -> ExecResult | None:
@@ -80,7 +80,7 @@ def collect_command(channel: AgentChannel, request: ExecRequest) -> ExecResult |
         )
     except TimeoutError:
         return _given_up(channel, request)
-    return None if outcome is None else _result(outcome)
+    return None if outcome is None else exit_result(outcome)
 
 
 def _named_streams(listener: OutputListener | None) -> OutputSink | None:
@@ -102,7 +102,7 @@ def _given_up(channel: AgentChannel, request: ExecRequest) -> ExecResult:
     return ExecResult(137, empty, empty, timed_out=True, duration_ms=waited_ms)
 
 
-def _result(outcome: Exit) -> ExecResult:
+def exit_result(outcome: Exit) -> ExecResult:
     return ExecResult(
         exit_code=outcome.exit_code,
         stdout=captured(outcome.stdout.head, outcome.stdout.tail, outcome.stdout.total_bytes),

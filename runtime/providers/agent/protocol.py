@@ -16,7 +16,7 @@ HEADER = struct.Struct("<IBQ")
 MAX_PAYLOAD = 1024 * 1024
 MAX_FRAME = HEADER.size + MAX_PAYLOAD
 """The most bytes a frame reader ever holds."""
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class FrameType(enum.IntEnum):
@@ -26,19 +26,25 @@ class FrameType(enum.IntEnum):
     CANCEL = 4
     PING = 5
     RESULT = 6
+    SIGNAL = 7
     OUT = 10
     EXIT = 11
     PONG = 12
     ERROR = 13
+    STARTED = 14
 
 
 class SpawnFlag(enum.IntFlag):
     STDIN = 1
     STREAM = 2
     KILL_RUNNING = 4
+    DETACHED = 8
+    """Protocol 2: a process of its own (outlives its call; ``STARTED`` tells its pid)."""
 
 
-AGENT_FRAMES = frozenset({FrameType.OUT, FrameType.EXIT, FrameType.PONG, FrameType.ERROR})
+AGENT_FRAMES = frozenset(
+    {FrameType.OUT, FrameType.EXIT, FrameType.PONG, FrameType.ERROR, FrameType.STARTED}
+)
 """What an agent may send."""
 
 
@@ -166,6 +172,9 @@ def check_from_agent(frame: Frame) -> None:
         parse_error(payload)
     elif frame.type is FrameType.PONG and len(payload) < 8:
         msg = f"a PONG frame of {len(payload)} bytes (8 expected)"
+        raise ProtocolError(msg, "payload")
+    elif frame.type is FrameType.STARTED and len(payload) != 4:
+        msg = f"a STARTED frame of {len(payload)} bytes (4 expected)"
         raise ProtocolError(msg, "payload")
 
 

@@ -13,6 +13,7 @@ from runtime.store.base import Stores
 from runtime.store.redis.capacity import RedisCapacity
 from runtime.store.redis.client import connect, redis_errors
 from runtime.store.redis.deployment import RedisDeployment
+from runtime.store.redis.e2b import RedisE2b
 from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
@@ -39,6 +40,7 @@ def open_redis(url: str) -> Stores:
         executions=RedisExecutions(client),
         pool=RedisPool(client),
         idempotency=RedisIdempotency(client),
+        e2b=RedisE2b(client),
         deployment=RedisDeployment(client),
         revocations=RedisRevocations(client),
         ping=ping,

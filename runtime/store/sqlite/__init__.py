@@ -10,6 +10,7 @@ from runtime.store.base import Stores
 from runtime.store.sqlite.capacity import SqliteCapacity
 from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
+from runtime.store.sqlite.e2b import SqliteE2b
 from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.idempotency import SqliteIdempotency
@@ -31,6 +32,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         executions=SqliteExecutions(db),
         pool=SqlitePool(db),
         idempotency=SqliteIdempotency(db, clock),
+        e2b=SqliteE2b(db),
         deployment=SqliteDeployment(db),
         revocations=SqliteRevocations(db),
         ping=db.ping,

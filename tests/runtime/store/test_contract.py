@@ -7,7 +7,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from runtime.core.records import FileKind, FileRecord, PoolMember, SessionRecord, SessionStatus
+from runtime.core.records import (
+    E2bSandbox,
+    FileKind,
+    FileRecord,
+    PoolMember,
+    SessionRecord,
+    SessionStatus,
+)
 from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.store.conftest import Subject
@@ -298,3 +305,43 @@ def test_concurrent_claimers_never_get_the_same_member(store: Stores) -> None:
     for claimer in claimers:
         claimer.join()
     assert sorted(claimed) == sorted(f"siesta-{i}" for i in range(20))
+
+
+def e2b_sandbox(org: str, sandbox_id: str, started: float, end: float) -> E2bSandbox:
+    return E2bSandbox(
+        org=org,
+        sandbox_id=sandbox_id,
+        owner="backend",
+        template="base",
+        access_token="secret",
+        started_at=started,
+        end_at=end,
+        metadata={"user": "a b"},
+        env_vars={"A": "1"},
+    )
+
+
+def test_e2b_sandboxes_are_kept_by_org_and_found_when_their_time_is_up(store: Stores) -> None:
+    e2b = store.e2b
+    first, second = e2b_sandbox("org-a", "s1", 1.0, 100.0), e2b_sandbox("org-a", "s2", 2.0, 50.0)
+    other = e2b_sandbox("org-b", "s9", 3.0, 10.0)
+    for sandbox in (second, first, other):
+        e2b.put_e2b(sandbox)
+    assert e2b.get_e2b("org-a", "s1") == first
+    assert e2b.get_e2b("org-b", "s2") is None  # another org's id names nothing
+    assert e2b.find_e2b("s2") == second
+    assert e2b.find_e2b("s3") is None
+    assert [s.sandbox_id for s in e2b.list_e2b("org-a")] == ["s1", "s2"]
+    assert e2b.due_e2b(60.0) == [other, second]
+
+    e2b.put_e2b(replace(second, end_at=200.0, state="paused"))
+    assert e2b.due_e2b(60.0) == [other]
+    assert e2b.get_e2b("org-a", "s2") == replace(second, end_at=200.0, state="paused")
+
+    assert e2b.delete_e2b("org-a", "s9") is False  # the id, but in another org
+    assert e2b.find_e2b("s9") == other
+    assert e2b.delete_e2b("org-b", "s9") is True
+    assert e2b.delete_e2b("org-b", "s9") is False
+    assert e2b.find_e2b("s9") is None
+    assert e2b.find_e2b("s1") == first
+    assert e2b.due_e2b(1000.0) == [first, replace(second, end_at=200.0, state="paused")]

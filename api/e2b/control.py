@@ -1,0 +1,247 @@
+"""E2B's control plane at ``/e2b``: create, connect, get, list, kill, set timeout.
+
+The stock SDKs (``E2B_API_URL=http://HOST:PORT/e2b``) call these paths; both the
+pre-2.51 (``/sandboxes``) and the current (``/v2/sandboxes``) ones are served. Every
+error is E2B's ``{"code": <status>, "message": ...}`` (the SDKs parse that before
+they look at the status), and a refusal the SDK must not retry says
+``Should-Retry: false``. ``X-API-Key`` is a Siesta token with the ``sandbox`` scope;
+its org (``TokenSettings.org``, else ``SIESTA_E2B__DEFAULT_ORG``) is the one whose
+sandboxes it makes and sees.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from api.e2b.errors import e2b_error, refuse
+from runtime.core import logs
+from runtime.core.auth import Caller
+from runtime.core.records import E2bSandbox
+from runtime.services import Services
+
+CLIENT_ID = "siesta"
+MAX_PAGE = 100
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def services_of(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def caller_of(request: Request) -> tuple[Caller, str]:
+    """The token's holder and its org; raises the 401/403 the SDK expects."""
+    services = services_of(request)
+    caller = services.tokens.identify(request.headers.get("x-api-key", ""))
+    if caller is None:
+        raise refuse(401, "a valid API key is required (X-API-Key: a Siesta token)")
+    if not caller.may("sandbox"):
+        raise refuse(403, f"the token {caller.name!r} lacks the 'sandbox' scope")
+    logs.CALLER.set(caller.name)
+    return caller, caller.org or services.settings.e2b.default_org
+
+
+def handler(run: Handler) -> Handler:
+    """``run`` with every error answered in E2B's shape."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await run(request)
+        except Exception as exc:
+            return e2b_error(exc)
+
+    return wrapped
+
+
+def sandbox_json(sandbox: E2bSandbox, services: Services) -> dict[str, Any]:
+    return {
+        "templateID": sandbox.template,
+        "sandboxID": sandbox.sandbox_id,
+        "clientID": CLIENT_ID,
+        "envdVersion": services.settings.e2b.envd_version,
+        "envdAccessToken": sandbox.access_token,
+        "domain": None,
+    }
+
+
+def detail_json(sandbox: E2bSandbox, services: Services) -> dict[str, Any]:
+    limits = services.settings.sandbox
+    return {
+        **sandbox_json(sandbox, services),
+        "startedAt": _iso(sandbox.started_at),
+        "endAt": _iso(sandbox.end_at),
+        "cpuCount": max(1, math.ceil(limits.cpu_limit)),
+        "memoryMB": limits.memory_limit_mb,
+        "diskSizeMB": limits.workspace_size_mb,
+        "state": sandbox.state,
+        "metadata": sandbox.metadata,
+        "lifecycle": {"onTimeout": sandbox.on_timeout, "autoResume": False},
+    }
+
+
+def _iso(at: float) -> str:
+    if math.isinf(at):
+        at = 253402300799.0  # 9999-12-31T23:59:59Z: a paused sandbox does not time out
+    return datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise refuse(400, f"the body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise refuse(400, "the body must be a JSON object")
+    return body
+
+
+def _string_map(body: dict[str, Any], name: str) -> dict[str, str]:
+    value = body.get(name) or {}
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise refuse(400, f"{name} must be an object of strings")
+    return value
+
+
+def _optional_int(body: dict[str, Any], name: str) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise refuse(400, f"{name} must be a whole number of seconds, 0 or more")
+    return value
+
+
+@handler
+async def create(request: Request) -> Response:
+    caller, org = caller_of(request)
+    body = await _json_body(request)
+    template = body.get("templateID") or "base"
+    if not isinstance(template, str):
+        raise refuse(400, "templateID must be a string")
+    metadata = _string_map(body, "metadata")
+    env_vars = _string_map(body, "envVars")
+    timeout = _optional_int(body, "timeout")
+    auto_pause = body.get("autoPause") is True
+    services = services_of(request)
+    sandbox = await to_thread.run_sync(
+        lambda: services.e2b.create(
+            org,
+            caller.name,
+            template,
+            timeout_seconds=timeout,
+            metadata=metadata,
+            env_vars=env_vars,
+            auto_pause=auto_pause,
+        )
+    )
+    return JSONResponse(sandbox_json(sandbox, services), status_code=201)
+
+
+@handler
+async def get_info(request: Request) -> Response:
+    _, org = caller_of(request)
+    services = services_of(request)
+    sandbox = services.e2b.get(org, request.path_params["sandbox_id"])
+    return JSONResponse(detail_json(sandbox, services))
+
+
+@handler
+async def list_sandboxes(request: Request) -> Response:
+    """Newest first by default; filters: ``metadata`` (every pair must match; the SDKs
+    encode it twice), ``state`` (comma-separated), ``template``; pages of ``limit``
+    with the next page's token in ``x-next-token``."""
+    _, org = caller_of(request)
+    services = services_of(request)
+    query = request.query_params
+    wanted = dict((unquote(k), unquote(v)) for k, v in parse_qsl(query.get("metadata", "")))
+    states = {s for s in query.get("state", "running,paused").split(",") if s}
+    template = query.get("template")
+    try:
+        limit = min(max(int(query.get("limit", MAX_PAGE)), 1), MAX_PAGE)
+        start = int(query.get("nextToken") or 0)
+    except ValueError as exc:
+        raise refuse(400, "limit and nextToken must be whole numbers") from exc
+    found = [
+        sandbox
+        for sandbox in services.e2b.list(org)
+        if sandbox.state in states
+        and (template is None or sandbox.template == template)
+        and all(sandbox.metadata.get(k) == v for k, v in wanted.items())
+    ]
+    if query.get("order", "desc") == "desc":
+        found.reverse()
+    page = found[start : start + limit]
+    headers = {"x-next-token": str(start + limit)} if start + limit < len(found) else {}
+    return JSONResponse([detail_json(s, services) for s in page], headers=headers)
+
+
+@handler
+async def kill(request: Request) -> Response:
+    _, org = caller_of(request)
+    services = services_of(request)
+    sandbox_id = request.path_params["sandbox_id"]
+    if not await to_thread.run_sync(lambda: services.e2b.kill(org, sandbox_id)):
+        raise refuse(404, f"sandbox {sandbox_id} not found")
+    return Response(status_code=204)
+
+
+@handler
+async def set_timeout(request: Request) -> Response:
+    _, org = caller_of(request)
+    body = await _json_body(request)
+    timeout = _optional_int(body, "timeout")
+    if timeout is None:
+        raise refuse(400, "timeout (seconds) is required")
+    services = services_of(request)
+    services.e2b.set_timeout(org, request.path_params["sandbox_id"], timeout)
+    return Response(status_code=204)
+
+
+@handler
+async def connect(request: Request) -> Response:
+    _, org = caller_of(request)
+    body = await _json_body(request)
+    timeout = _optional_int(body, "timeout")
+    services = services_of(request)
+    sandbox_id = request.path_params["sandbox_id"]
+    sandbox, resumed = await to_thread.run_sync(
+        lambda: services.e2b.connect(org, sandbox_id, timeout)
+    )
+    return JSONResponse(sandbox_json(sandbox, services), status_code=201 if resumed else 200)
+
+
+@handler
+async def not_yet(request: Request) -> Response:
+    caller_of(request)
+    what = request.url.path.rsplit("/", 1)[-1]
+    raise refuse(501, f"{what} is not supported by this service yet (see its README)")
+
+
+ROUTES = [
+    Route("/sandboxes", create, methods=["POST"]),
+    Route("/v2/sandboxes", create, methods=["POST"]),
+    Route("/sandboxes", list_sandboxes, methods=["GET"]),
+    Route("/v2/sandboxes", list_sandboxes, methods=["GET"]),
+    Route("/sandboxes/{sandbox_id}", get_info, methods=["GET"]),
+    Route("/sandboxes/{sandbox_id}", kill, methods=["DELETE"]),
+    Route("/sandboxes/{sandbox_id}/timeout", set_timeout, methods=["POST"]),
+    Route("/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
+    Route("/v2/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
+    Route("/sandboxes/{sandbox_id}/pause", not_yet, methods=["POST"]),
+    Route("/sandboxes/{sandbox_id}/metrics", not_yet, methods=["GET"]),
+]

@@ -1,0 +1,93 @@
+"""envd, E2B's in-sandbox API, at ``/e2b/envd``: one address for every sandbox.
+
+The SDKs (``E2B_SANDBOX_URL=http://HOST:PORT/e2b/envd``) name the sandbox in the
+``E2b-Sandbox-Id`` header and prove they may use it with ``X-Access-Token`` (the
+token create and connect returned). The dispatcher checks both, then hands the
+call to the Connect services (``process.Process``, ``filesystem.Filesystem``) or
+to the plain HTTP routes (``/health``, ``/files``). A sandbox that is not there
+(killed, timed out, another's, paused) answers 502 "... was not found", which the
+SDKs read as "not running".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.e2b.errors import e2b_error, refuse
+from runtime.core.records import E2bSandbox
+from runtime.services import Services
+
+
+@dataclass(frozen=True)
+class EnvdCall:
+    """Who an envd call is for: the sandbox, and the user it runs as."""
+
+    sandbox: E2bSandbox
+    user: str
+
+
+USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+CALL: ContextVar[EnvdCall] = ContextVar("e2b_envd_call")
+"""Set by the dispatcher for the services and routes it calls (same task)."""
+
+
+class EnvdDispatcher:
+    def __init__(self, process: ASGIApp, filesystem: ASGIApp, http: ASGIApp) -> None:
+        self._process = process
+        self._filesystem = filesystem
+        self._http = http
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        services: Services = scope["app"].state.services
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            call = authorize(services, headers)
+        except Exception as exc:
+            await e2b_error(exc)(scope, receive, send)
+            return
+        CALL.set(call)
+        path = str(scope["path"])
+        if "/process.Process/" in path:
+            await self._process(scope, receive, send)
+        elif "/filesystem.Filesystem/" in path:
+            await self._filesystem(scope, receive, send)
+        else:
+            await self._http(scope, receive, send)
+
+
+def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
+    sandbox_id = headers.get("e2b-sandbox-id", "")
+    sandbox = services.stores.e2b.find_e2b(sandbox_id) if sandbox_id else None
+    if sandbox is None or sandbox.state != "running":
+        raise refuse(502, f"The sandbox {sandbox_id or '(no E2b-Sandbox-Id header)'} was not found")
+    token = headers.get("x-access-token", "")
+    if not hmac.compare_digest(token.encode(), sandbox.access_token.encode()):
+        raise refuse(401, "a valid X-Access-Token for this sandbox is required")
+    return EnvdCall(sandbox, user_of(headers) or services.settings.e2b.default_user)
+
+
+def user_of(headers: dict[str, str]) -> str | None:
+    """The user of ``Authorization: Basic base64("user:")`` (the SDKs' ``user=``)."""
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic" or not value:
+        return None
+    try:
+        decoded = base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise refuse(401, "the Authorization header is not Basic base64 of 'user:'") from exc
+    return checked_user(decoded.split(":", 1)[0]) or None
+
+
+def checked_user(user: str) -> str:
+    if user and not USER_NAME.fullmatch(user):
+        raise refuse(401, f"no user {user[:40]!r} in this sandbox")
+    return user

@@ -1,0 +1,128 @@
+"""E2B's file reads and writes: small shell programs run in the sandbox as its user.
+
+E2B paths are anywhere in the sandbox (``/home/user/a.txt``; relative ones are
+relative to the user's home), so they cannot go through ``siesta-fs``, which
+keeps to the workspace. Running ``cat`` as the call's user through the agent
+instead leaves it to the kernel what that user may touch: never a host path,
+nothing the user could not reach with a command of its own. Files written are
+the user's. The exit code of each program says what went wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from runtime.core.errors import FileMissing, InvalidRequest, NotAFile, SiestaError
+from runtime.core.output import HeadTailBuffer
+from runtime.core.records import E2bSandbox
+from runtime.e2b.processes import as_user
+from runtime.e2b.sandboxes import E2bSandboxes
+from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
+from runtime.sessions.manager import SessionManager
+
+READ = 'test -e "$1" || exit 3; test -d "$1" && exit 4; exec cat -- "$1"'
+WRITE = (
+    'd=$(dirname -- "$1"); mkdir -p -- "$d" || exit 5; test -d "$1" && exit 4; '
+    'cat > "$1" || exit 6; cd -- "$d" && pwd'
+)
+"""Both run in the user's home (``as_user``); WRITE prints the file's folder."""
+STDERR_KEPT = 2048
+
+
+class PermissionRefused(InvalidRequest):
+    code = "permission_denied"
+
+
+class UnknownUser(SiestaError):
+    code = "unknown_user"
+
+
+class NoSpaceLeft(SiestaError):
+    code = "not_enough_space"
+
+
+@dataclass(frozen=True)
+class Written:
+    name: str
+    path: str
+
+
+class E2bFiles:
+    def __init__(self, sessions: SessionManager, inside: SandboxInside, grace_seconds: int) -> None:
+        self._sessions = sessions
+        self._inside = inside
+        self._grace = grace_seconds
+
+    @contextlib.contextmanager
+    def _program(
+        self, sandbox: E2bSandbox, user: str, script: str, path: str, *, stdin: bool
+    ) -> Iterator[RunningProcess]:
+        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", path])
+        spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
+        with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
+            process = self._inside.start_process(session.record.sandbox_id, spec)
+            try:
+                yield process
+            except BaseException:
+                process.kill()
+                raise
+
+    def read(
+        self, sandbox: E2bSandbox, user: str, path: str, on_chunk: Callable[[bytes], None]
+    ) -> None:
+        """The file's bytes to ``on_chunk`` as they are read."""
+        stderr = HeadTailBuffer(STDERR_KEPT)
+        with self._program(sandbox, user, READ, path, stdin=False) as process:
+            result = process.wait(
+                lambda stream, data: on_chunk(data) if stream == "stdout" else stderr.write(data)
+            )
+        _check(result.exit_code, stderr.result().text, path)
+
+    def write(
+        self, sandbox: E2bSandbox, user: str, path: str, chunks: Callable[[], bytes | None]
+    ) -> Written:
+        """Replace (or create, with its folders) the file with what ``chunks`` returns
+        until it returns ``None``."""
+        stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
+
+        def output(stream: str, data: bytes) -> None:
+            if stream == "stdout":
+                stdout.extend(data[:4096])
+            else:
+                stderr.write(data)
+
+        with self._program(sandbox, user, WRITE, path, stdin=True) as process:
+            while (chunk := chunks()) is not None:
+                if chunk:
+                    process.write(chunk)
+            process.close_input()
+            result = process.wait(output)
+        _check(result.exit_code, stderr.result().text, path)
+        folder = stdout.decode(errors="replace").strip()
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
+
+
+def _check(exit_code: int, stderr: str, path: str) -> None:
+    if exit_code == 0:
+        return
+    if stderr.startswith("setpriv:"):
+        msg = f"the sandbox cannot run as that user: {stderr.strip()[-300:]}"
+        raise UnknownUser(msg)
+    if exit_code == 3:
+        msg = f"file {path!r} does not exist"
+        raise FileMissing(msg, path=path)
+    if exit_code == 4:
+        msg = f"{path!r} is a directory"
+        raise NotAFile(msg, path=path, type="directory")
+    if "No space left" in stderr or "Disk quota" in stderr:
+        msg = f"no space left for {path!r}: {stderr.strip()[-300:]}"
+        raise NoSpaceLeft(msg, path=path)
+    if "Permission denied" in stderr or "Operation not permitted" in stderr:
+        msg = f"{path!r}: {stderr.strip()[-300:]}"
+        raise PermissionRefused(msg, path=path)
+    detail = stderr.strip()[-300:] or f"exit code {exit_code}"
+    msg = f"{path!r}: {detail}"
+    raise InvalidRequest(msg, path=path)

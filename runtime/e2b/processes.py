@@ -1,0 +1,342 @@
+"""Processes that keep running after the call that started them (E2B's commands).
+
+Each runs in its sandbox as a detached agent request (``SandboxInside.start_process``)
+under the sandbox's user, with one thread here waiting for it and handing every
+event to its readers: the stream of the call that started it, and any that
+connect later by pid or tag. A reader that does not read is cut off past
+``reader_buffer_bytes`` (its stream ends with an error); the process and the
+other readers go on. Nothing of the output is kept once every reader has it.
+
+The table of processes lives in this service instance: a process started through
+one instance is connected to, listed and signalled through the same one (what the
+E2B SDKs do: one sandbox URL per sandbox). Processes outlive the call and the
+conversation's lease, not the sandbox: they end with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidRequest, NotFound, SandboxUnavailable, SiestaError
+from runtime.core.records import E2bSandbox
+from runtime.e2b.sandboxes import E2bSandboxes
+from runtime.e2b.settings import E2bSettings
+from runtime.egress.service import Egress
+from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
+from runtime.sandbox.settings import CommandSettings
+from runtime.sessions.manager import SessionManager
+
+log = logging.getLogger(__name__)
+
+CD_AND_RUN = (
+    'cd -- "$HOME" 2>/dev/null; if [ -n "$1" ]; then cd -- "$1" || exit 125; fi; '
+    'shift; exec env -- "$@"'
+)
+"""Run as the user by ``setpriv``: start in the user's home (E2B's default working
+directory; a relative one is relative to it), then the command with its environment."""
+
+
+class ProcessNotFound(NotFound):
+    code = "process_not_found"
+
+
+class TooManyProcesses(InvalidRequest):
+    code = "too_many_processes"
+
+
+@dataclass(frozen=True)
+class ProcessConfig:
+    """What a process was started as (E2B's ``ProcessConfig``)."""
+
+    cmd: str
+    args: list[str] = field(default_factory=list)
+    envs: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    pid: int
+
+
+@dataclass(frozen=True)
+class Output:
+    stream: str
+    """``stdout`` or ``stderr``."""
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Ended:
+    exit_code: int
+    exited: bool
+    """False: ended by its timeout (or the sandbox's end)."""
+    status: str
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """This reader fell too far behind (or the process could not be waited for)."""
+
+    reason: str
+
+
+ProcessEvent = Started | Output | Ended | Dropped
+
+
+class Reader:
+    """One stream of a process's events, for an asyncio consumer; fed from any thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, limit_bytes: int) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[ProcessEvent] = asyncio.Queue()
+        self._limit = limit_bytes
+        self._pending = 0
+        self._lock = threading.Lock()
+        self.dropped = False
+
+    def push(self, event: ProcessEvent) -> None:
+        with self._lock:
+            if self.dropped:
+                return
+            if isinstance(event, Output):
+                self._pending += len(event.data)
+                if self._pending > self._limit:
+                    self.dropped = True
+                    event = Dropped(
+                        f"this reader left more than {self._limit} bytes of output unread "
+                        "(SIESTA_E2B__READER_BUFFER_BYTES); the process goes on: connect again"
+                    )
+        with contextlib.suppress(RuntimeError):  # the consumer's loop is closed: gone
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    async def next(self, timeout: float) -> ProcessEvent | None:
+        """The next event, or ``None`` after ``timeout`` seconds without one."""
+        try:
+            event = await asyncio.wait_for(self._queue.get(), timeout)
+        except TimeoutError:
+            return None
+        if isinstance(event, Output):
+            with self._lock:
+                self._pending -= len(event.data)
+        return event
+
+
+class Process:
+    def __init__(
+        self,
+        sandbox: E2bSandbox,
+        config: ProcessConfig,
+        tag: str | None,
+        handle: RunningProcess,
+        *,
+        stdin: bool = False,
+    ) -> None:
+        self.sandbox = sandbox
+        self.stdin = stdin
+        """Whether it still takes input (started with stdin, not closed since)."""
+        self.config = config
+        self.tag = tag
+        self.pid = handle.pid
+        self.handle = handle
+        self.ended: Ended | None = None
+        self._readers: list[Reader] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, reader: Reader) -> Reader:
+        """``reader`` gets ``Started`` and everything from here on (only ``Ended`` when
+        the process has ended already)."""
+        reader.push(Started(self.pid))
+        with self._lock:
+            if self.ended is None:
+                self._readers.append(reader)
+                return reader
+        reader.push(self.ended)
+        return reader
+
+    def unsubscribe(self, reader: Reader) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._readers.remove(reader)
+
+    def _emit(self, event: ProcessEvent) -> None:
+        with self._lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.push(event)
+
+    def run(self) -> Ended:
+        """Wait for the process (on its own thread), handing out its events."""
+        try:
+            result = self.handle.wait(lambda stream, data: self._emit(Output(stream, data)))
+        except SiestaError as exc:
+            ended = Ended(-1, exited=False, status="unknown", error=str(exc))
+        else:
+            if result.timed_out:
+                ended = Ended(-1, exited=False, status="signal: killed", error="timed out")
+            else:
+                status = f"exit status {result.exit_code}"
+                ended = Ended(
+                    result.exit_code,
+                    exited=True,
+                    status=status,
+                    error=status if result.exit_code else None,
+                )
+        with self._lock:
+            self.ended = ended
+            readers, self._readers = self._readers, []
+        for reader in readers:
+            reader.push(ended)
+        return ended
+
+
+class E2bProcesses:
+    def __init__(
+        self,
+        sessions: SessionManager,
+        inside: SandboxInside,
+        egress: Egress,
+        settings: E2bSettings,
+        commands: CommandSettings,
+    ) -> None:
+        self._sessions = sessions
+        self._inside = inside
+        self._egress = egress
+        self._settings = settings
+        self._commands = commands
+        self._table: dict[tuple[str, str], dict[int, Process]] = {}
+        self._lock = threading.Lock()
+
+    def start(
+        self,
+        sandbox: E2bSandbox,
+        config: ProcessConfig,
+        *,
+        user: str,
+        tag: str | None = None,
+        stdin: bool = False,
+        timeout_ms: int | None = None,
+        first_reader: Reader | None = None,
+    ) -> Process:
+        """Start ``config`` in the sandbox as ``user``; ``first_reader`` gets all of its
+        events. ``timeout_ms``: killed that long after it starts (``None``: never, so
+        it lasts as long as the sandbox)."""
+        key = (sandbox.org, sandbox.sandbox_id)
+        limit = self._settings.max_processes_per_sandbox
+        if len(self.running(sandbox)) >= limit:
+            msg = (
+                f"{limit} processes already run in this sandbox, the limit "
+                "(SIESTA_E2B__MAX_PROCESSES_PER_SANDBOX); wait for or kill one"
+            )
+            raise TooManyProcesses(msg, limit=limit)
+        ctx = E2bSandboxes.context(sandbox)
+        environment = {**sandbox.env_vars, **self._egress.environment(ctx), **config.envs}
+        spec = ProcessSpec(
+            argv=as_user(user, config.cwd, environment, [config.cmd, *config.args]),
+            timeout_seconds=math.ceil(timeout_ms / 1000) if timeout_ms else 0,
+            max_output_bytes=0,  # streamed, never held here beyond each reader's buffer
+            kill_grace_seconds=self._commands.kill_grace_seconds,
+            stdin=stdin,
+        )
+        with self._sessions.operation(ctx) as session:
+            handle = self._inside.start_process(session.record.sandbox_id, spec)
+        process = Process(sandbox, config, tag, handle, stdin=stdin)
+        if first_reader is not None:
+            process.subscribe(first_reader)
+        with self._lock:
+            self._table.setdefault(key, {})[process.pid] = process
+        thread = threading.Thread(
+            target=self._wait, args=(key, process), name=f"e2b-process-{process.pid}", daemon=True
+        )
+        thread.start()
+        return process
+
+    def _wait(self, key: tuple[str, str], process: Process) -> None:
+        ended = process.run()
+        log.debug("e2b process %s in %s/%s ended: %s", process.pid, *key, ended.status)
+        with self._lock:
+            table = self._table.get(key, {})
+            if table.get(process.pid) is process:
+                del table[process.pid]
+            if not table:
+                self._table.pop(key, None)
+
+    def running(self, sandbox: E2bSandbox) -> list[Process]:
+        with self._lock:
+            table = self._table.get((sandbox.org, sandbox.sandbox_id), {})
+            return [p for p in table.values() if p.ended is None]
+
+    def find(
+        self, sandbox: E2bSandbox, *, pid: int | None = None, tag: str | None = None
+    ) -> Process:
+        for process in self.running(sandbox):
+            if (pid is not None and process.pid == pid) or (tag is not None and process.tag == tag):
+                return process
+        what = f"pid {pid}" if pid is not None else f"tag {tag!r}"
+        msg = f"process with {what} not found"
+        raise ProcessNotFound(msg)
+
+    def signal(self, process: Process, signo: int) -> None:
+        if signo == signal.SIGKILL:
+            process.handle.kill()
+        else:
+            process.handle.signal(signo)
+
+    def forget(self, org: str, sandbox_id: str) -> None:
+        """The sandbox is gone: its processes with it."""
+        with self._lock:
+            self._table.pop((org, sandbox_id), None)
+
+    def busy_sandboxes(self) -> list[CallContext]:
+        """Conversations with processes running (kept out of the idle tiers)."""
+        with self._lock:
+            sandboxes = [
+                next(iter(table.values())).sandbox for table in self._table.values() if table
+            ]
+        return [E2bSandboxes.context(sandbox) for sandbox in sandboxes]
+
+    def keep_running(self) -> None:
+        """Mark every sandbox with a running process as used now, so the idle tiers do
+        not freeze a server that an agent left running."""
+        for ctx in self.busy_sandboxes():
+            with contextlib.suppress(SiestaError), self._sessions.operation(ctx):
+                pass
+
+
+def as_user(user: str, cwd: str | None, environment: dict[str, str], argv: list[str]) -> list[str]:
+    """``argv`` as ``user`` (uid, gid and groups; ``HOME``, ``USER``, ``PATH`` of that
+    user), in ``cwd`` (relative: to the home), with ``environment`` added."""
+    if cwd is not None and (cwd == "~" or cwd.startswith("~/")):
+        cwd = cwd[2:]
+    return [
+        "setpriv",
+        f"--reuid={user}",
+        f"--regid={user}",
+        "--init-groups",
+        "--reset-env",
+        "/bin/sh",
+        "-c",
+        CD_AND_RUN,
+        "sh",
+        cwd or "",
+        *(f"{name}={value}" for name, value in environment.items()),
+        *argv,
+    ]
+
+
+@contextlib.contextmanager
+def unavailable_as_not_found(sandbox_id: str) -> Iterator[None]:
+    """A sandbox that cannot run processes any more reads as E2B's "not running"."""
+    try:
+        yield
+    except SandboxUnavailable as exc:
+        msg = f"The sandbox {sandbox_id} was not found ({exc})"
+        raise SandboxUnavailable(msg) from exc

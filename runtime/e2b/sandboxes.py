@@ -1,0 +1,181 @@
+"""E2B's sandbox lifecycle on Siesta's sessions.
+
+An E2B sandbox *is* a conversation: its id is the conversation id, its org the
+token's, its user the token's name. So it has a lease, counts against capacity,
+goes through the idle tiers, carries the ownership labels, and reconciliation
+knows it like any other; ``/v1/conversations/{sandboxId}`` (with the same org)
+reaches the same sandbox. What E2B adds is kept in an ``E2bSandbox`` record: the
+template, metadata, environment, access token, and the timeout after which the
+sandbox is killed (or paused, when created with auto-pause).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from runtime.core.context import CallContext
+from runtime.core.errors import NotFound
+from runtime.core.records import E2bSandbox
+from runtime.e2b.settings import E2bSettings
+from runtime.images.catalog import ImageCatalog
+from runtime.sessions.manager import SessionManager
+from runtime.store.base import E2bStore
+
+log = logging.getLogger(__name__)
+
+ID_ALPHABET = string.ascii_lowercase + string.digits
+ID_LENGTH = 20
+"""E2B's ids are ``[a-z0-9]`` (the SDKs put them in paths and host names unencoded)."""
+
+
+class TemplateNotFound(NotFound):
+    code = "template_not_found"
+
+
+class SandboxNotFound(NotFound):
+    code = "sandbox_not_found"
+
+
+class E2bSandboxes:
+    def __init__(
+        self,
+        store: E2bStore,
+        sessions: SessionManager,
+        catalog: ImageCatalog,
+        settings: E2bSettings,
+        *,
+        delete: Callable[[CallContext], object],
+        suspend: Callable[[CallContext], object],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``delete`` tears a conversation down (sandbox, workspace, files, log);
+        ``suspend`` pauses its sandbox now (memory kept)."""
+        self._store = store
+        self._sessions = sessions
+        self._catalog = catalog
+        self._settings = settings
+        self._delete = delete
+        self._suspend = suspend
+        self._clock = clock
+
+    @staticmethod
+    def context(sandbox: E2bSandbox) -> CallContext:
+        """The conversation an E2B sandbox is."""
+        return CallContext(
+            org=sandbox.org,
+            user=sandbox.owner,
+            conversation=sandbox.sandbox_id,
+            base_image=sandbox.template,
+        )
+
+    def create(
+        self,
+        org: str,
+        owner: str,
+        template: str,
+        *,
+        timeout_seconds: int | None = None,
+        metadata: dict[str, str] | None = None,
+        env_vars: dict[str, str] | None = None,
+        auto_pause: bool = False,
+    ) -> E2bSandbox:
+        """A new sandbox of ``template``, running when this returns."""
+        image = self._catalog.find(template)
+        if image is None or not image.enabled:
+            enabled = ", ".join(i.id for i in self._catalog.enabled())
+            msg = f"template {template!r} not found (the catalog's enabled images: {enabled})"
+            raise TemplateNotFound(msg, templateID=template)
+        now = self._clock()
+        sandbox = E2bSandbox(
+            org=org,
+            sandbox_id="".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH)),
+            owner=owner,
+            template=image.id,
+            access_token=secrets.token_urlsafe(32),
+            started_at=now,
+            end_at=now + self._timeout(timeout_seconds),
+            on_timeout="pause" if auto_pause else "kill",
+            metadata=dict(metadata or {}),
+            env_vars=dict(env_vars or {}),
+        )
+        # Recorded first: whatever provisioning leaves behind, the timeout removes.
+        self._store.put_e2b(sandbox)
+        try:
+            with self._sessions.operation(self.context(sandbox)):
+                pass  # provisioned (from the warm pool when it has one) and running
+        except BaseException:
+            self._delete(self.context(sandbox))
+            self._store.delete_e2b(org, sandbox.sandbox_id)
+            raise
+        log.info("e2b sandbox %s of %s made from %s", sandbox.sandbox_id, org, image.id)
+        return sandbox
+
+    def get(self, org: str, sandbox_id: str) -> E2bSandbox:
+        sandbox = self._store.get_e2b(org, sandbox_id)
+        if sandbox is None:
+            msg = f"sandbox {sandbox_id} not found"
+            raise SandboxNotFound(msg, sandboxID=sandbox_id)
+        return sandbox
+
+    def list(self, org: str) -> list[E2bSandbox]:
+        return self._store.list_e2b(org)
+
+    def kill(self, org: str, sandbox_id: str) -> bool:
+        """Whether there was such a sandbox; its conversation is deleted with it."""
+        sandbox = self._store.get_e2b(org, sandbox_id)
+        if sandbox is None:
+            return False
+        self._delete(self.context(sandbox))
+        self._store.delete_e2b(org, sandbox_id)
+        log.info("e2b sandbox %s of %s killed", sandbox_id, org)
+        return True
+
+    def set_timeout(self, org: str, sandbox_id: str, timeout_seconds: int) -> E2bSandbox:
+        """The sandbox ends ``timeout_seconds`` from now (shorter or longer)."""
+        sandbox = replace(
+            self.get(org, sandbox_id), end_at=self._clock() + self._timeout(timeout_seconds)
+        )
+        self._store.put_e2b(sandbox)
+        return sandbox
+
+    def connect(
+        self, org: str, sandbox_id: str, timeout_seconds: int | None
+    ) -> tuple[E2bSandbox, bool]:
+        """The sandbox, running (resumed if it was paused: the second value says so).
+        A running sandbox's timeout is only ever extended, never shortened."""
+        sandbox = self.get(org, sandbox_id)
+        resumed = sandbox.state == "paused"
+        end_at = self._clock() + self._timeout(timeout_seconds)
+        sandbox = replace(
+            sandbox, state="running", end_at=end_at if resumed else max(end_at, sandbox.end_at)
+        )
+        with self._sessions.operation(self.context(sandbox)):
+            pass  # resumed from whatever tier it is in
+        self._store.put_e2b(sandbox)
+        return sandbox, resumed
+
+    def sweep(self) -> int:
+        """Kill (or pause) every sandbox whose timeout has passed; how many."""
+        handled = 0
+        for sandbox in self._store.due_e2b(self._clock()):
+            try:
+                if sandbox.on_timeout == "pause":
+                    if sandbox.state != "paused":
+                        self._suspend(self.context(sandbox))
+                        self._store.put_e2b(replace(sandbox, state="paused", end_at=float("inf")))
+                else:
+                    self.kill(sandbox.org, sandbox.sandbox_id)
+                handled += 1
+            except Exception:  # one sandbox's trouble must not stop the others
+                log.exception("e2b sandbox %s: its timeout could not be applied", sandbox)
+        return handled
+
+    def _timeout(self, requested: int | None) -> int:
+        if requested is None:
+            return self._settings.default_timeout_seconds
+        return max(1, min(requested, self._settings.max_timeout_seconds))

@@ -1,0 +1,39 @@
+"""Settings of the E2B-compatible API (``SIESTA_E2B__*``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from siesta_contract.text import ID_PATTERN
+
+
+class E2bSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Serve ``/e2b`` (the control plane) and ``/e2b/envd`` (the in-sandbox API)."""
+    default_org: str = Field("default", pattern=ID_PATTERN)
+    """The org of E2B sandboxes made with a token that names none (``SIESTA_API_TOKEN``,
+    or a scoped token without ``org``)."""
+    default_timeout_seconds: int = Field(300, ge=1)
+    """A sandbox's timeout when create gives none (E2B's default)."""
+    max_timeout_seconds: int = Field(24 * 3600, ge=1)
+    """The longest timeout create, connect or set-timeout may ask for (larger: capped)."""
+    default_user: str = Field("user", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    """Who processes and file operations run as when a call names no user (E2B's
+    default; the ``base`` image has it). ``root`` is always there."""
+    envd_version: str = "0.5.8"
+    """The envd version sandboxes report: the SDKs enable features by it (0.5.8: octet
+    stream uploads and close_stdin on; file metadata and watch entries off)."""
+    max_processes_per_sandbox: int = Field(48, ge=1, le=60)
+    """Processes running at once in one sandbox (the agent runs at most 64 requests)."""
+    reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """Output kept for one reader of a process that does not read it; past it that
+    reader's stream ends with an error (the process and other readers go on)."""
+    keepalive_seconds: float = Field(50.0, gt=0)
+    """A process stream that sent nothing this long sends a keepalive (the SDK's
+    Keepalive-Ping-Interval header, when given, wins)."""
+    max_upload_bytes: int = Field(1024 * 1024 * 1024, ge=1024)
+    """The largest file ``POST /files`` takes."""
+    sweep_interval_seconds: float = Field(1.0, gt=0)
+    """How often the service looks for sandboxes whose timeout passed."""
