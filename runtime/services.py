@@ -218,7 +218,7 @@ class Services:
             sessions,
             catalog,
             settings.e2b,
-            delete=services._delete_e2b,
+            delete=services.delete_conversation,
             suspend=services.suspend_conversation,
         )
         services.stop_tracing = start_tracing(settings.tracing)
@@ -298,10 +298,6 @@ class Services:
             self._e2b_kept_at = now
             self.e2b_processes.keep_running()
 
-    def _delete_e2b(self, ctx: CallContext) -> None:
-        self.delete_conversation(ctx)
-        self.e2b_processes.forget(ctx.org, ctx.conversation)
-
     def teardown_conversation(self, key: str, lease: Lease) -> None:
         org, conversation = key.split("/", 1)
         self._teardown(org, conversation, lease)
@@ -316,6 +312,9 @@ class Services:
         deleted_files = self.files.delete_all(org, conversation)
         self.stores.idempotency.forget_conversation(conversation_key(org, conversation))
         self.stores.deletions.clear_deleted(conversation_key(org, conversation))
+        # An E2B sandbox is its conversation: deleted through /v1, it is gone for E2B too.
+        self.stores.e2b.delete_e2b(org, conversation)
+        self.e2b_processes.forget(org, conversation)
         return record, deleted_files, forgotten
 
     def close(self) -> None:

@@ -38,6 +38,8 @@ apt_packages_missing() {
     # Fixed-size workspaces: one ext4 file system per sandbox on a loop device.
     command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
     command -v losetup >/dev/null || missing+=(mount)
+    # The Node test of the E2B API runs the stock npm `e2b` SDK (tests/e2b/node).
+    command -v npm >/dev/null || missing+=(npm)
     if [ "${SIESTA_GVISOR:-0}" = 1 ]; then command -v runsc >/dev/null || missing+=(runsc); fi
     echo "${missing[@]:-}"
 }
@@ -128,6 +130,17 @@ setup_venv() {
     fi
 }
 
+install_node_packages() {
+    # The npm packages of the Node test of the E2B API, as package-lock.json pins them.
+    local dir=tests/e2b/node
+    if [ ! -d "$dir/node_modules/e2b" ] \
+        || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+        step "installing the npm packages of $dir"
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            || die "npm ci in $dir failed (output above)"
+    fi
+}
+
 build_images() {
     if [ "${FRESH_IMAGES:-0}" = 1 ]; then
         step "building the sandbox base images from scratch (FRESH_IMAGES=1; a few minutes)"
@@ -144,5 +157,6 @@ configure_docker
 raise_key_quotas
 start_docker
 setup_venv
+install_node_packages
 build_images
 step "setup complete"

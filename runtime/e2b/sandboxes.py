@@ -130,8 +130,8 @@ class E2bSandboxes:
         sandbox = self._store.get_e2b(org, sandbox_id)
         if sandbox is None:
             return False
-        self._delete(self.context(sandbox))
-        self._store.delete_e2b(org, sandbox_id)
+        self._delete(self.context(sandbox))  # the record goes with its conversation
+        self._store.delete_e2b(org, sandbox_id)  # (when the teardown was left pending)
         log.info("e2b sandbox %s of %s killed", sandbox_id, org)
         return True
 

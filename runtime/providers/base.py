@@ -32,9 +32,19 @@ IMAGE_LABEL = "siesta.image-id"
 
 WORKSPACE = "/mnt/work"
 
-PACKAGE_INSTALL_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
+PACKAGE_INSTALL_CAPABILITIES = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "SETUID",
+    "SETGID",
+    "KILL",
+]
 """What root keeps inside a sandbox (all else is dropped): what installing packages
-needs, changing file owners and modes (dpkg) and switching user (apt's _apt sandbox)."""
+needs, changing file owners and modes (dpkg) and switching user (apt's _apt sandbox,
+and the agent starting E2B processes as the sandbox's user); and signalling processes
+of another user (the agent ending such a process when asked to)."""
 STOP_GRACE_SECONDS = 5
 """How long a stopping sandbox gets: the agent ends every process group on SIGTERM
 and exits within 2 s."""

@@ -146,7 +146,7 @@ def test_pod_and_claim_carry_the_labels_limits_and_hardening(api: ApiServerDoubl
         "privileged": False,
         "capabilities": {
             "drop": ["ALL"],
-            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"],
+            "add": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"],
         },
     }
     assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}

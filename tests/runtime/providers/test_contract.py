@@ -228,7 +228,15 @@ def test_docker_sandbox_is_hardened(docker_client: docker.DockerClient) -> None:
     assert {k: container_labels.get(k) for k in expected_labels} == expected_labels
     assert volume.attrs["Labels"] == expected_labels
     assert host["CapDrop"] == ["ALL"]
-    assert set(host["CapAdd"]) <= {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"}
+    assert set(host["CapAdd"]) <= {
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "SETUID",
+        "SETGID",
+        "KILL",
+    }
     assert host["SecurityOpt"] == ["no-new-privileges"]
     assert host["PidsLimit"] == 64
     assert host["Memory"] == 256 * 1024 * 1024

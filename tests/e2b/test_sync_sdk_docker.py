@@ -1,0 +1,255 @@
+"""The stock ``e2b`` SDK (sync client), unmodified, against the service on Docker."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from e2b import (
+    AuthenticationException,
+    CommandExitException,
+    FileNotFoundException,
+    InvalidArgumentException,
+    NotFoundException,
+    Sandbox,
+    SandboxException,
+    SandboxNotFoundException,
+    SandboxQuery,
+    TimeoutException,
+)
+
+from tests.e2b.conftest import ORG_A, TOKEN_B, TOKEN_TOOLS, E2bService
+from tests.helpers import TOKEN
+
+pytestmark = [pytest.mark.docker]
+
+
+@pytest.fixture
+def sandbox(e2b: E2bService) -> Iterator[Sandbox]:
+    made = Sandbox.create(
+        "base", metadata={"test": "sync"}, envs={"GREETING": "hi"}, **e2b.options()
+    )
+    yield made
+    Sandbox.kill(made.sandbox_id, **e2b.options())
+
+
+def test_a_command_runs_as_the_user_in_its_home_with_the_sandboxes_environment(
+    sandbox: Sandbox,
+) -> None:
+    result = sandbox.commands.run("whoami; pwd; echo $GREETING $ONE", envs={"ONE": "1"})
+    assert result.stdout == "user\n/home/user\nhi 1\n"
+    assert result.exit_code == 0
+
+    as_root = sandbox.commands.run("whoami; pwd", user="root", cwd="/tmp")
+    assert as_root.stdout == "root\n/tmp\n"
+    sandbox.commands.run("mkdir work")
+    assert sandbox.commands.run("pwd", cwd="work").stdout == "/home/user/work\n"
+    assert sandbox.commands.run("pwd", cwd="~/work").stdout == "/home/user/work\n"
+
+
+def test_a_failing_command_raises_with_its_exit_code_and_output(sandbox: Sandbox) -> None:
+    with pytest.raises(CommandExitException) as failed:
+        sandbox.commands.run("echo out; echo err >&2; exit 3")
+    assert (failed.value.exit_code, failed.value.stdout, failed.value.stderr) == (
+        3,
+        "out\n",
+        "err\n",
+    )
+
+
+def test_files_are_written_and_read_back_as_text_and_bytes(sandbox: Sandbox) -> None:
+    info = sandbox.files.write("notes/a.txt", "héllo")
+    assert (info.name, info.path) == ("a.txt", "/home/user/notes/a.txt")
+    assert sandbox.files.read("notes/a.txt") == "héllo"
+    assert sandbox.files.read("/home/user/notes/a.txt") == "héllo"
+
+    payload = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    sandbox.files.write("/tmp/blob.bin", payload)
+    assert bytes(sandbox.files.read("/tmp/blob.bin", format="bytes")) == payload
+    # Written as the user: the user's own file, which its commands may change.
+    owner = sandbox.commands.run("stat -c %U /tmp/blob.bin notes/a.txt").stdout
+    assert owner == "user\nuser\n"
+
+    many = sandbox.files.write_files(
+        [{"path": "m/one.txt", "data": "1"}, {"path": "m/two.txt", "data": b"2"}]
+    )
+    assert [w.path for w in many] == ["/home/user/m/one.txt", "/home/user/m/two.txt"]
+    assert sandbox.commands.run("cat m/one.txt m/two.txt").stdout == "12"
+
+
+def test_file_errors_are_the_sdks_exceptions(sandbox: Sandbox) -> None:
+    with pytest.raises(FileNotFoundException):
+        sandbox.files.read("missing.txt")
+    with pytest.raises(InvalidArgumentException):
+        sandbox.files.read("/home/user")  # a folder
+    with pytest.raises(SandboxException):
+        sandbox.files.write("/etc/passwd", "x")  # not the user's to change
+    assert "root:" in sandbox.files.read("/etc/passwd", user="root")
+
+
+def test_a_background_process_outlives_its_call_and_takes_input(
+    sandbox: Sandbox, e2b: E2bService
+) -> None:
+    ticker = sandbox.commands.run(
+        "while :; do echo tick >> /tmp/ticks; sleep 0.1; done", background=True, timeout=0
+    )
+    ticker.disconnect()  # the call's stream ends; the process goes on
+    echo = sandbox.commands.run("cat", background=True, stdin=True)
+    assert {p.pid for p in sandbox.commands.list()} >= {ticker.pid, echo.pid}
+
+    # Another client (the same sandbox, connected again) talks to it by pid.
+    other = Sandbox.connect(sandbox.sandbox_id, **e2b.options())
+    sandbox.commands.send_stdin(echo.pid, "hello\n")
+    other.commands.close_stdin(echo.pid)
+    assert echo.wait().stdout == "hello\n"
+
+    first = int(sandbox.commands.run("wc -l < /tmp/ticks").stdout)
+    time.sleep(0.5)
+    assert int(sandbox.commands.run("wc -l < /tmp/ticks").stdout) > first
+    assert other.commands.kill(ticker.pid) is True
+    deadline = time.monotonic() + 10
+    while ticker.pid in {p.pid for p in sandbox.commands.list()}:
+        assert time.monotonic() < deadline, "a killed process is still listed"
+        time.sleep(0.05)
+    assert other.commands.kill(ticker.pid) is False  # gone: not found
+
+
+def test_a_connected_reader_gets_the_output_from_then_on(sandbox: Sandbox) -> None:
+    counter = sandbox.commands.run(
+        "for i in 1 2 3 4 5 6; do echo $i; sleep 0.3; done", background=True
+    )
+    time.sleep(0.5)
+    seen: list[str] = []
+    result = sandbox.commands.connect(counter.pid).wait(on_stdout=seen.append)
+    assert result.exit_code == 0
+    numbers = "".join(seen).split()
+    assert numbers and numbers[-1] == "6" and "1" not in numbers
+
+
+def test_a_process_ends_at_its_timeout(sandbox: Sandbox) -> None:
+    """The Start call's timeout bounds the process in the sandbox, not only the wait."""
+    started = time.monotonic()
+    with pytest.raises(TimeoutException):
+        sandbox.commands.run("sleep 300", timeout=2)
+    assert time.monotonic() - started < 10
+    deadline = time.monotonic() + 10
+    while sandbox.commands.list():
+        assert time.monotonic() < deadline, "the process outlived its timeout"
+        time.sleep(0.1)
+    assert sandbox.commands.run("pgrep -x sleep || echo none").stdout == "none\n"
+
+
+def test_info_list_timeout_and_kill(e2b: E2bService) -> None:
+    first = Sandbox.create(
+        "base", timeout=120, metadata={"kind": "list test", "n": "1"}, **e2b.options()
+    )
+    second = Sandbox.create("base", metadata={"kind": "list test", "n": "2"}, **e2b.options())
+    try:
+        info = first.get_info()
+        assert (info.sandbox_id, info.template_id, info.metadata) == (
+            first.sandbox_id,
+            "base",
+            {"kind": "list test", "n": "1"},
+        )
+        assert round((info.end_at - info.started_at).total_seconds()) == 120
+        assert info.state.value == "running"
+
+        query = SandboxQuery(metadata={"kind": "list test"})
+        paginator = Sandbox.list(query=query, limit=1, **e2b.options())
+        pages = [paginator.next_items(), paginator.next_items()]
+        assert not paginator.has_next
+        assert sorted(s.sandbox_id for page in pages for s in page) == sorted(
+            [first.sandbox_id, second.sandbox_id]
+        )
+        only = Sandbox.list(query=SandboxQuery(metadata={"n": "2"}), **e2b.options()).next_items()
+        assert [s.sandbox_id for s in only] == [second.sandbox_id]
+
+        first.set_timeout(600)
+        info = first.get_info()
+        assert 590 < (info.end_at - info.started_at).total_seconds() < 700
+    finally:
+        assert Sandbox.kill(second.sandbox_id, **e2b.options()) is True
+        first.kill()
+    assert Sandbox.kill(second.sandbox_id, **e2b.options()) is False
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(first.sandbox_id, **e2b.options())
+    assert first.is_running() is False
+    with pytest.raises(SandboxException, match="not running|was not found"):
+        first.commands.run("true")
+
+
+def test_a_sandbox_is_killed_when_its_timeout_passes(e2b: E2bService) -> None:
+    sandbox = Sandbox.create("base", timeout=2, **e2b.options())
+    deadline = time.monotonic() + 15
+    while sandbox.is_running():
+        assert time.monotonic() < deadline, "the sandbox outlived its timeout"
+        time.sleep(0.3)
+    assert Sandbox.kill(sandbox.sandbox_id, **e2b.options()) is False
+    conversation = httpx.get(
+        f"{e2b.service.base_url}/v1/conversations/{sandbox.sandbox_id}/sandbox",
+        headers={"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG_A, "X-Siesta-User": "x"},
+    )
+    assert conversation.status_code == 404  # its session went with it
+
+
+def test_an_e2b_sandbox_is_a_conversation_of_the_tokens_org(
+    sandbox: Sandbox, e2b: E2bService
+) -> None:
+    sandbox.files.write("from-e2b.txt", "written through E2B")
+    response = httpx.post(
+        f"{e2b.service.base_url}/v1/conversations/{sandbox.sandbox_id}/sandbox/runCommand",
+        headers={"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG_A, "X-Siesta-User": "x"},
+        json={"command": "cat /home/user/from-e2b.txt"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["stdout"] == "written through E2B"
+    assert response.json()["workspaceReset"] is False
+
+    # Another org's token neither sees nor reaches it.
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(sandbox.sandbox_id, **e2b.options(TOKEN_B))
+    assert Sandbox.kill(sandbox.sandbox_id, **e2b.options(TOKEN_B)) is False
+    listed = Sandbox.list(**e2b.options(TOKEN_B)).next_items()
+    assert sandbox.sandbox_id not in {s.sandbox_id for s in listed}
+    assert sandbox.is_running()
+
+    # Deleted as a conversation, it is gone for E2B too.
+    deleted = httpx.delete(
+        f"{e2b.service.base_url}/v1/conversations/{sandbox.sandbox_id}",
+        headers={"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG_A, "X-Siesta-User": "x"},
+    )
+    assert deleted.status_code == 200, deleted.text
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(sandbox.sandbox_id, **e2b.options())
+    assert sandbox.is_running() is False
+
+
+def test_refusals_are_the_sdks_exceptions(e2b: E2bService) -> None:
+    with pytest.raises(SandboxException, match="404.*template 'nope' not found"):
+        Sandbox.create("nope", **e2b.options())
+    with pytest.raises(AuthenticationException):
+        Sandbox.create("base", **e2b.options("e2b_" + "0" * 32))
+    with pytest.raises(SandboxException, match="403.*sandbox"):
+        Sandbox.create("base", **e2b.options(TOKEN_TOOLS))
+    with pytest.raises(NotFoundException):
+        Sandbox.connect("nosuchsandbox", **e2b.options())
+
+
+def test_envd_checks_the_access_token_and_answers_in_e2bs_shape(
+    sandbox: Sandbox, e2b: E2bService
+) -> None:
+    health = f"{e2b.sandbox_url}/health"
+    ours = {"E2b-Sandbox-Id": sandbox.sandbox_id}
+    good = httpx.get(health, headers={**ours, "X-Access-Token": sandbox._envd_access_token or ""})
+    assert good.status_code == 204
+    for token in ("", "wrong"):
+        refused = httpx.get(health, headers={**ours, "X-Access-Token": token})
+        assert refused.status_code == 401
+        assert refused.json()["code"] == 401
+    unknown = httpx.get(health, headers={"E2b-Sandbox-Id": "nosuchsandbox"})
+    assert (unknown.status_code, unknown.json()["code"]) == (502, 502)
+    assert "was not found" in unknown.json()["message"]
