@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -177,7 +176,7 @@ def test_info_list_timeout_and_kill(e2b: E2bService) -> None:
     with pytest.raises(SandboxNotFoundException):
         Sandbox.get_info(first.sandbox_id, **e2b.options())
     assert first.is_running() is False
-    with pytest.raises(SandboxException, match="not running|was not found"):
+    with pytest.raises(SandboxException, match=r"not running|was not found"):
         first.commands.run("true")
 
 
@@ -229,11 +228,11 @@ def test_an_e2b_sandbox_is_a_conversation_of_the_tokens_org(
 
 
 def test_refusals_are_the_sdks_exceptions(e2b: E2bService) -> None:
-    with pytest.raises(SandboxException, match="404.*template 'nope' not found"):
+    with pytest.raises(SandboxException, match=r"404.*template 'nope' not found"):
         Sandbox.create("nope", **e2b.options())
     with pytest.raises(AuthenticationException):
         Sandbox.create("base", **e2b.options("e2b_" + "0" * 32))
-    with pytest.raises(SandboxException, match="403.*sandbox"):
+    with pytest.raises(SandboxException, match=r"403.*sandbox"):
         Sandbox.create("base", **e2b.options(TOKEN_TOOLS))
     with pytest.raises(NotFoundException):
         Sandbox.connect("nosuchsandbox", **e2b.options())
