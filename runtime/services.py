@@ -19,6 +19,7 @@ from runtime.core.records import SessionRecord, SessionStatus, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
 from runtime.e2b.files import E2bFiles
+from runtime.e2b.filesystem import E2bFilesystem
 from runtime.e2b.processes import E2bProcesses
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.egress.service import (
@@ -132,6 +133,7 @@ class Services:
     e2b: E2bSandboxes = field(init=False)
     e2b_processes: E2bProcesses = field(init=False)
     e2b_files: E2bFiles = field(init=False)
+    e2b_filesystem: E2bFilesystem = field(init=False)
     _e2b_kept_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -213,6 +215,7 @@ class Services:
         services.e2b_files = E2bFiles(
             sessions, provider.inside, settings.command.kill_grace_seconds
         )
+        services.e2b_filesystem = E2bFilesystem(services.e2b_files)
         services.e2b = E2bSandboxes(
             stores.e2b,
             sessions,
@@ -293,6 +296,7 @@ class Services:
         """The E2B API's background work: sandboxes past their timeout killed (or
         paused), and sandboxes running processes kept out of the idle tiers."""
         self.e2b.sweep()
+        self.e2b_filesystem.sweep()
         now = time.monotonic()
         if now - self._e2b_kept_at >= self.settings.lifecycle.pause_after_seconds / 3:
             self._e2b_kept_at = now

@@ -1,17 +1,224 @@
-"""envd's ``filesystem.Filesystem`` over Connect.
+"""envd's ``filesystem.Filesystem`` over Connect: stat, list, make, move, remove, watch.
 
-Not served yet: every method answers UNIMPLEMENTED, which the SDKs raise as a
-``SandboxException`` (reads and writes work through ``/files``).
+The operations are ``runtime.e2b.filesystem``'s; this module maps their entries
+and errors to envd's messages and codes (the SDKs read NOT_FOUND as "does not
+exist" and ALREADY_EXISTS as "was there already"). The async and JS SDKs watch
+through the ``WatchDir`` stream, the sync one through the watcher trio.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Literal, TypeVar
 
+from anyio import to_thread
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from connectrpc.request import RequestContext
+from protobuf import Oneof
+from protobuf.wkt import Timestamp
+
+from api.e2b.envd import CALL
 from api.e2b.protocol.filesystem.filesystem_connect import Filesystem
+from api.e2b.protocol.filesystem.filesystem_pb import (
+    CreateWatcherRequest,
+    CreateWatcherResponse,
+    EntryInfo,
+    EventType,
+    FilesystemEvent,
+    FileType,
+    GetWatcherEventsRequest,
+    GetWatcherEventsResponse,
+    ListDirRequest,
+    ListDirResponse,
+    MakeDirRequest,
+    MakeDirResponse,
+    MoveRequest,
+    MoveResponse,
+    RemoveRequest,
+    RemoveResponse,
+    RemoveWatcherRequest,
+    RemoveWatcherResponse,
+    StatRequest,
+    StatResponse,
+    WatchDirRequest,
+    WatchDirResponse,
+)
+from runtime.core.errors import NotFound, SiestaError
+from runtime.e2b import filesystem
 from runtime.services import Services
+
+T = TypeVar("T")
+FILE_TYPES = {"file": FileType.FILE, "directory": FileType.DIRECTORY}
+EVENT_TYPES = {
+    "create": EventType.CREATE,
+    "write": EventType.WRITE,
+    "remove": EventType.REMOVE,
+    "rename": EventType.RENAME,
+    "chmod": EventType.CHMOD,
+}
+WATCH_KEEPALIVE_SECONDS = 50.0
+WATCH_POLL_SECONDS = 0.1
+"""How often a WatchDir stream hands on what its watcher collected."""
+
+
+def entry_info(entry: filesystem.Entry) -> EntryInfo:
+    return EntryInfo(
+        name=entry.name,
+        type=FILE_TYPES.get(entry.kind, FileType.UNSPECIFIED),
+        path=entry.path,
+        size=entry.size,
+        mode=entry.mode,
+        permissions=entry.permissions,
+        owner=entry.owner,
+        group=entry.group,
+        modified_time=Timestamp.from_seconds(entry.modified),
+        symlink_target=entry.symlink_target,
+        is_symlink=entry.is_symlink,
+    )
+
+
+def connect_error(exc: SiestaError) -> ConnectError:
+    code = exc.code
+    if isinstance(exc, NotFound) or code == "file_not_found":
+        return ConnectError(Code.NOT_FOUND, str(exc))
+    if code == "already_exists":
+        return ConnectError(Code.ALREADY_EXISTS, str(exc))
+    if code == "permission_denied":
+        return ConnectError(Code.PERMISSION_DENIED, str(exc))
+    if code == "unknown_user":
+        return ConnectError(Code.UNAUTHENTICATED, str(exc))
+    if code in ("sandbox_unavailable", "provider_unavailable", "capacity_unavailable"):
+        return ConnectError(Code.UNAVAILABLE, str(exc))
+    if code == "transfer_too_large":
+        return ConnectError(Code.RESOURCE_EXHAUSTED, str(exc))
+    return ConnectError(Code.INVALID_ARGUMENT, str(exc))
+
+
+def change_event(change: filesystem.Change) -> FilesystemEvent:
+    return FilesystemEvent(name=change.name, type=EVENT_TYPES[change.kind])
 
 
 class FilesystemService(Filesystem):
     def __init__(self, services: Callable[[], Services]) -> None:
         self._get_services = services
+
+    @property
+    def _fs(self) -> filesystem.E2bFilesystem:
+        return self._get_services().e2b_filesystem
+
+    async def _call(self, run: Callable[[], T]) -> T:
+        try:
+            return await to_thread.run_sync(run)
+        except SiestaError as exc:
+            raise connect_error(exc) from exc
+
+    async def stat(
+        self, request: StatRequest, ctx: RequestContext[StatRequest, StatResponse]
+    ) -> StatResponse:
+        call = CALL.get()
+        entry = await self._call(lambda: self._fs.stat(call.sandbox, call.user, request.path))
+        return StatResponse(entry=entry_info(entry))
+
+    async def list_dir(
+        self, request: ListDirRequest, ctx: RequestContext[ListDirRequest, ListDirResponse]
+    ) -> ListDirResponse:
+        call = CALL.get()
+        depth = request.depth or 1
+        entries = await self._call(
+            lambda: self._fs.list_dir(call.sandbox, call.user, request.path, depth)
+        )
+        return ListDirResponse(entries=[entry_info(entry) for entry in entries])
+
+    async def make_dir(
+        self, request: MakeDirRequest, ctx: RequestContext[MakeDirRequest, MakeDirResponse]
+    ) -> MakeDirResponse:
+        call = CALL.get()
+        entry = await self._call(lambda: self._fs.make_dir(call.sandbox, call.user, request.path))
+        return MakeDirResponse(entry=entry_info(entry))
+
+    async def move(
+        self, request: MoveRequest, ctx: RequestContext[MoveRequest, MoveResponse]
+    ) -> MoveResponse:
+        call = CALL.get()
+        entry = await self._call(
+            lambda: self._fs.move(call.sandbox, call.user, request.source, request.destination)
+        )
+        return MoveResponse(entry=entry_info(entry))
+
+    async def remove(
+        self, request: RemoveRequest, ctx: RequestContext[RemoveRequest, RemoveResponse]
+    ) -> RemoveResponse:
+        call = CALL.get()
+        await self._call(lambda: self._fs.remove(call.sandbox, call.user, request.path))
+        return RemoveResponse()
+
+    async def create_watcher(
+        self,
+        request: CreateWatcherRequest,
+        ctx: RequestContext[CreateWatcherRequest, CreateWatcherResponse],
+    ) -> CreateWatcherResponse:
+        call = CALL.get()
+        watcher = await self._call(
+            lambda: self._fs.create_watcher(
+                call.sandbox, call.user, request.path, request.recursive
+            )
+        )
+        return CreateWatcherResponse(watcher_id=watcher.id)
+
+    async def get_watcher_events(
+        self,
+        request: GetWatcherEventsRequest,
+        ctx: RequestContext[GetWatcherEventsRequest, GetWatcherEventsResponse],
+    ) -> GetWatcherEventsResponse:
+        call = CALL.get()
+        watcher = await self._call(lambda: self._fs.watcher(call.sandbox, request.watcher_id))
+        changes = watcher.take()
+        if not changes and watcher.failure:
+            raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
+        return GetWatcherEventsResponse(events=[change_event(c) for c in changes])
+
+    async def remove_watcher(
+        self,
+        request: RemoveWatcherRequest,
+        ctx: RequestContext[RemoveWatcherRequest, RemoveWatcherResponse],
+    ) -> RemoveWatcherResponse:
+        call = CALL.get()
+        await self._call(lambda: self._fs.remove_watcher(call.sandbox, request.watcher_id))
+        return RemoveWatcherResponse()
+
+    async def watch_dir(
+        self, request: WatchDirRequest, ctx: RequestContext[WatchDirRequest, WatchDirResponse]
+    ) -> AsyncIterator[WatchDirResponse]:
+        call = CALL.get()
+        watcher = await self._call(
+            lambda: self._fs.create_watcher(
+                call.sandbox, call.user, request.path, request.recursive
+            )
+        )
+        try:
+            start: Oneof[Literal["start"], WatchDirResponse.StartEvent] = Oneof(
+                "start", WatchDirResponse.StartEvent()
+            )
+            yield WatchDirResponse(event=start)
+            quiet = 0.0
+            while True:
+                await asyncio.sleep(WATCH_POLL_SECONDS)
+                changes = watcher.take()
+                for change in changes:
+                    event: Oneof[Literal["filesystem"], FilesystemEvent] = Oneof(
+                        "filesystem", change_event(change)
+                    )
+                    yield WatchDirResponse(event=event)
+                if watcher.failure and not changes:
+                    raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
+                quiet = 0.0 if changes else quiet + WATCH_POLL_SECONDS
+                if quiet >= WATCH_KEEPALIVE_SECONDS:
+                    quiet = 0.0
+                    keepalive: Oneof[Literal["keepalive"], WatchDirResponse.KeepAlive] = Oneof(
+                        "keepalive", WatchDirResponse.KeepAlive()
+                    )
+                    yield WatchDirResponse(event=keepalive)
+        finally:
+            await to_thread.run_sync(lambda: self._fs.remove_watcher(call.sandbox, watcher.id))

@@ -16,6 +16,14 @@
  *   siesta-fs list  PATH MAX_ENTRIES          "TYPE SIZE NAME\0" per entry,
  *                                             sorted by name (TYPE: d f l o)
  *   siesta-fs stat  PATH                      "TYPE SIZE" of the entry
+ *   siesta-fs watch ABSPATH RECURSIVE         "EVENT\tNAME\n" per change under the
+ *                                             folder, until killed (E2B's watchDir)
+ *
+ * watch is the one operation that is not confined to the workspace: it only
+ * reads names, and the service runs it as the sandbox's user (setpriv), so the
+ * kernel's permission checks decide what may be watched. EVENT is create,
+ * write, remove, rename (the old name; the new one is a create) or chmod; NAME
+ * is relative to the watched folder.
  *
  * The last line on stderr is "siesta-fs: ok key=value..." or
  * "siesta-fs: CODE detail"; the exit status says the same (see enum status).
@@ -25,11 +33,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -357,6 +367,73 @@ static int do_stat(int root, const char *path) {
     return finish(OK, "type=%c size=%lld", type_of(st.st_mode), (long long)st.st_size);
 }
 
+#define MAX_WATCHES 8192
+static char *watched[MAX_WATCHES];   /* by watch descriptor: the folder relative to the root */
+
+static void watch_tree(int fd, const char *root, const char *relative, int recursive) {
+    char full[PATH_MAX];
+    if (snprintf(full, sizeof full, "%s%s%s", root, *relative ? "/" : "", relative) >= (int)sizeof full)
+        return;
+    int wd = inotify_add_watch(fd, full, IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM |
+                                         IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_ONLYDIR);
+    if (wd < 0 || wd >= MAX_WATCHES) return;
+    free(watched[wd]);
+    watched[wd] = strdup(relative);
+    if (!recursive) return;
+    DIR *dir = opendir(full);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char child[PATH_MAX];
+        if (snprintf(child, sizeof child, "%s%s%s", relative, *relative ? "/" : "", e->d_name) <
+            (int)sizeof child)
+            watch_tree(fd, root, child, recursive);
+    }
+    closedir(dir);
+}
+
+static int do_watch(const char *root, int recursive) {
+    struct stat st;
+    if (stat(root, &st) < 0) return fail_errno("stat", root);
+    if (!S_ISDIR(st.st_mode)) return finish(NOT_A_DIRECTORY, "%s", root);
+    int fd = inotify_init1(IN_CLOEXEC);
+    if (fd < 0) return fail_errno("inotify_init1", root);
+    watch_tree(fd, root, "", recursive);
+    if (!watched[1]) return fail_errno("inotify_add_watch", root);
+    printf("ready\t\n");
+    fflush(stdout);
+    char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (;;) {
+        ssize_t got = read(fd, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return fail_errno("read", root);
+        for (char *p = buf; p < buf + got;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            p += sizeof *ev + ev->len;
+            const char *folder = ev->wd >= 0 && ev->wd < MAX_WATCHES ? watched[ev->wd] : NULL;
+            if (!folder) continue;
+            if (ev->mask & IN_DELETE_SELF) {
+                if (!*folder) return finish(NOT_FOUND, "%s was removed", root);
+                continue;
+            }
+            if (!ev->len) continue;
+            const char *kind = ev->mask & (IN_CREATE | IN_MOVED_TO) ? "create"
+                             : ev->mask & IN_MODIFY ? "write"
+                             : ev->mask & IN_DELETE ? "remove"
+                             : ev->mask & IN_MOVED_FROM ? "rename"
+                             : ev->mask & IN_ATTRIB ? "chmod" : NULL;
+            if (!kind) continue;
+            char name[PATH_MAX];
+            snprintf(name, sizeof name, "%s%s%s", folder, *folder ? "/" : "", ev->name);
+            printf("%s\t%s\n", kind, name);
+            if (recursive && (ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
+                watch_tree(fd, root, name, recursive);
+        }
+        fflush(stdout);
+    }
+}
+
 static long long parse_limit(const char *text) {
     char *end;
     long long value = strtoll(text, &end, 10);
@@ -364,8 +441,12 @@ static long long parse_limit(const char *text) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat PATH [LIMIT]");
+    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat|watch PATH [LIMIT]");
     const char *op = argv[1], *path = argv[2];
+    if (strcmp(op, "watch") == 0) {
+        if (path[0] != '/') return finish(USAGE, "watch takes an absolute path: %s", path);
+        return do_watch(path, argc > 3 && strcmp(argv[3], "1") == 0);
+    }
     if (!*path || path[0] == '/') return finish(OUTSIDE, "path must be relative: %s", path);
     int root = open(WORKSPACE, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
     if (root < 0) return fail_errno("open", WORKSPACE);

@@ -14,7 +14,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from runtime.core.errors import FileMissing, InvalidRequest, NotAFile, SiestaError
+from runtime.core.errors import (
+    FileMissing,
+    InvalidRequest,
+    NotAFile,
+    SiestaError,
+    TransferTooLarge,
+)
 from runtime.core.output import HeadTailBuffer
 from runtime.core.records import E2bSandbox
 from runtime.e2b.processes import as_user
@@ -57,9 +63,9 @@ class E2bFiles:
 
     @contextlib.contextmanager
     def _program(
-        self, sandbox: E2bSandbox, user: str, script: str, path: str, *, stdin: bool
+        self, sandbox: E2bSandbox, user: str, script: str, *args: str, stdin: bool = False
     ) -> Iterator[RunningProcess]:
-        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", path])
+        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", *args])
         spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
         with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
             process = self._inside.start_process(session.record.sandbox_id, spec)
@@ -69,12 +75,21 @@ class E2bFiles:
                 process.kill()
                 raise
 
+    def start_program(
+        self, sandbox: E2bSandbox, user: str, script: str, *args: str
+    ) -> RunningProcess:
+        """A long-running program (a watch): the lease is held only to start it."""
+        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", *args])
+        spec = ProcessSpec(argv, 0, 0, self._grace)
+        with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
+            return self._inside.start_process(session.record.sandbox_id, spec)
+
     def read(
         self, sandbox: E2bSandbox, user: str, path: str, on_chunk: Callable[[bytes], None]
     ) -> None:
         """The file's bytes to ``on_chunk`` as they are read."""
         stderr = HeadTailBuffer(STDERR_KEPT)
-        with self._program(sandbox, user, READ, path, stdin=False) as process:
+        with self._program(sandbox, user, READ, path) as process:
             result = process.wait(
                 lambda stream, data: on_chunk(data) if stream == "stdout" else stderr.write(data)
             )
@@ -103,6 +118,31 @@ class E2bFiles:
         folder = stdout.decode(errors="replace").strip()
         name = path.rstrip("/").rsplit("/", 1)[-1]
         return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
+
+    def run_script(
+        self, sandbox: E2bSandbox, user: str, script: str, *args: str, limit: int
+    ) -> tuple[int, bytes, str]:
+        """(exit code, stdout, stderr) of ``script`` with ``args``, as ``user`` in the
+        user's home; more than ``limit`` bytes of stdout is ``TransferTooLarge``."""
+        stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
+
+        def output(stream: str, data: bytes) -> None:
+            if stream != "stdout":
+                stderr.write(data)
+                return
+            stdout.extend(data)
+            if len(stdout) > limit:
+                msg = f"the listing is over {limit} bytes"
+                raise TransferTooLarge(msg, limit=limit, unit="bytes")
+
+        with self._program(sandbox, user, script, *args) as process:
+            result = process.wait(output)
+        return result.exit_code, bytes(stdout), stderr.result().text
+
+
+def check_exit(exit_code: int, stderr: str, path: str) -> None:
+    """The error an E2B file program's exit code (or its stderr) stands for."""
+    _check(exit_code, stderr, path)
 
 
 def _check(exit_code: int, stderr: str, path: str) -> None:

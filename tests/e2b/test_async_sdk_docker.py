@@ -61,6 +61,21 @@ async def _async_client_session() -> None:
             await sleeper.wait()
         assert time.monotonic() - started < 10
 
+        # Watching through the WatchDir stream (the sync client polls a watcher).
+        events: list[tuple[str, str]] = []
+        await sandbox.files.make_dir("inbox")
+        watch = await sandbox.files.watch_dir(
+            "inbox", lambda e: events.append((e.type.value, e.name)), recursive=True
+        )
+        await sandbox.files.write("inbox/letter.txt", "dear")
+        await sandbox.files.remove("inbox/letter.txt")
+        deadline = time.monotonic() + 10
+        while ("remove", "letter.txt") not in events:
+            assert time.monotonic() < deadline, f"saw only {events}"
+            await asyncio.sleep(0.1)
+        assert events[0] == ("create", "letter.txt")
+        await watch.stop()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
+
         info = await sandbox.get_info()
         assert (info.template_id, info.metadata) == ("base", {"test": "async"})
     finally:

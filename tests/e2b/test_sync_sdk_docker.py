@@ -252,3 +252,87 @@ def test_envd_checks_the_access_token_and_answers_in_e2bs_shape(
     unknown = httpx.get(health, headers={"E2b-Sandbox-Id": "nosuchsandbox"})
     assert (unknown.status_code, unknown.json()["code"]) == (502, 502)
     assert "was not found" in unknown.json()["message"]
+
+
+def test_folders_are_listed_made_moved_and_removed(sandbox: Sandbox) -> None:
+    files = sandbox.files
+    assert files.make_dir("project/src") is True
+    assert files.make_dir("project/src") is False  # there already
+    files.write("project/src/main.py", "print('hi')\n")
+    files.write("project/README", "read me")
+
+    top = files.list("project")
+    assert [(e.name, e.type.value if e.type else None, e.path) for e in top] == [
+        ("README", "file", "/home/user/project/README"),
+        ("src", "dir", "/home/user/project/src"),
+    ]
+    deep = files.list("/home/user/project", depth=2)
+    assert [e.path for e in deep] == [
+        "/home/user/project/README",
+        "/home/user/project/src",
+        "/home/user/project/src/main.py",
+    ]
+    info = files.get_info("project/src/main.py")
+    assert (info.size, info.owner, info.permissions) == (12, "user", "-rw-r--r--")
+    assert info.modified_time.year >= 2026
+
+    moved = files.rename("project/src/main.py", "project/app/main.py")
+    assert moved.path == "/home/user/project/app/main.py"
+    assert files.exists("project/app/main.py") and not files.exists("project/src/main.py")
+
+    files.remove("project")
+    assert files.exists("project") is False
+    with pytest.raises(FileNotFoundException):
+        files.list("project")
+    with pytest.raises(InvalidArgumentException):
+        files.make_dir("/etc/passwd/x")
+
+
+def test_a_watched_folder_reports_what_changes_in_it(sandbox: Sandbox) -> None:
+    sandbox.files.make_dir("watched")
+    handle = sandbox.files.watch_dir("watched", recursive=True)
+    try:
+        sandbox.files.write("watched/new.txt", "one")
+        sandbox.commands.run("echo more >> watched/new.txt; mkdir watched/fresh")
+        sandbox.commands.run("touch watched/fresh/x; chmod 600 watched/fresh/x")
+        sandbox.commands.run("mv watched/new.txt watched/old.txt; rm watched/old.txt")
+        seen: set[tuple[str, str]] = set()
+        deadline = time.monotonic() + 10
+        wanted = {
+            ("create", "new.txt"),
+            ("write", "new.txt"),
+            ("create", "fresh"),
+            ("create", "fresh/x"),  # in a folder made after the watch began
+            ("chmod", "fresh/x"),
+            ("rename", "new.txt"),
+            ("create", "old.txt"),
+            ("remove", "old.txt"),
+        }
+        while not wanted <= seen:
+            assert time.monotonic() < deadline, f"saw only {seen}"
+            seen |= {(e.type.value, e.name) for e in handle.get_new_events()}
+            time.sleep(0.2)
+    finally:
+        handle.stop()
+
+
+def test_a_sandbox_made_to_pause_is_paused_at_its_timeout_and_resumed_by_connect(
+    e2b: E2bService,
+) -> None:
+    sandbox = Sandbox.create("base", timeout=2, lifecycle={"on_timeout": "pause"}, **e2b.options())
+    try:
+        sandbox.files.write("kept.txt", "still here")
+        sandbox.commands.run("echo $$ > /tmp/pid; sleep 300", background=True, timeout=0)
+        deadline = time.monotonic() + 15
+        while Sandbox.get_info(sandbox.sandbox_id, **e2b.options()).state.value != "paused":
+            assert time.monotonic() < deadline, "the sandbox was not paused at its timeout"
+            time.sleep(0.3)
+        assert sandbox.is_running() is False  # envd: "not running" until connected again
+
+        resumed = Sandbox.connect(sandbox.sandbox_id, timeout=60, **e2b.options())
+        assert resumed.get_info().state.value == "running"
+        assert resumed.files.read("kept.txt") == "still here"
+        # Paused, not stopped: the process it ran is there still.
+        assert resumed.commands.run("kill -0 $(cat /tmp/pid) && echo alive").stdout == "alive\n"
+    finally:
+        Sandbox.kill(sandbox.sandbox_id, **e2b.options())

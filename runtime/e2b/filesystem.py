@@ -1,0 +1,283 @@
+"""E2B's filesystem operations (stat, list, make, move, remove, watch) in a sandbox.
+
+Like reads and writes (``files.py``), each is a small shell program run as the
+call's user, so the kernel decides what that user may touch; ``find -printf``
+describes entries in one line each. Paths are made absolute against the user's
+home without following symlinks (``realpath -s``), as envd shows them.
+
+Watching runs ``siesta-fs watch`` (inotify; in every catalog image) in the
+sandbox as the user, and keeps its events until a reader takes them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from runtime.core.errors import FileMissing, InvalidRequest, NotFound, SiestaError
+from runtime.core.output import HeadTailBuffer
+from runtime.core.records import E2bSandbox
+from runtime.e2b.files import E2bFiles, check_exit
+from runtime.providers.base import RunningProcess
+
+ENTRY_FORMAT = r"%y\t%Y\t%s\t%m\t%M\t%u\t%g\t%T@\t%l\t%p\0"
+"""type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path."""
+RESOLVE = 'p=$(realpath -s -m -- "$1")'
+STAT = RESOLVE + '; test -e "$p" || test -L "$p" || exit 3; exec find "$p" -maxdepth 0 -printf "$2"'
+LIST = (
+    RESOLVE + '; test -e "$p" || exit 3; test -d "$p" || exit 8; '
+    'exec find "$p" -mindepth 1 -maxdepth "$3" -printf "$2"'
+)
+MAKE_DIR = (
+    RESOLVE + '; if test -d "$p"; then exit 7; fi; if test -e "$p"; then exit 9; fi; '
+    'mkdir -p -- "$p" && exec find "$p" -maxdepth 0 -printf "$2"'
+)
+MOVE = (
+    's=$(realpath -s -m -- "$1"); d=$(realpath -s -m -- "$3"); '
+    'test -e "$s" || test -L "$s" || exit 3; mkdir -p -- "$(dirname -- "$d")" && '
+    'mv -T -- "$s" "$d" && exec find "$d" -maxdepth 0 -printf "$2"'
+)
+REMOVE = RESOLVE + '; exec rm -rf -- "$p"'
+LISTING_LIMIT = 64 * 1024 * 1024
+MAX_DEPTH = 64
+WATCH = 'p=$(realpath -s -m -- "$1"); exec /usr/local/lib/siesta/siesta-fs watch "$p" "$2"'
+"""inotify in the sandbox (``siesta-fs watch``), as the user: what it may read it may watch."""
+WATCH_START_SECONDS = 30.0
+WATCHER_IDLE_SECONDS = 300.0
+"""A watcher whose events nobody asked for this long is stopped."""
+MAX_KEPT_CHANGES = 100_000
+"""Events kept for a watcher nobody reads (the rest are dropped)."""
+EVENT_KINDS = frozenset({"create", "write", "remove", "rename", "chmod"})
+
+KINDS = {"f": "file", "d": "directory", "l": "symlink"}
+
+
+class AlreadyExists(InvalidRequest):
+    code = "already_exists"
+
+
+class NotADirectory(InvalidRequest):
+    code = "not_a_directory_e2b"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    kind: str
+    """``file``, ``directory`` or ``other`` (of what a symlink points to)."""
+    path: str
+    size: int
+    mode: int
+    permissions: str
+    owner: str
+    group: str
+    modified: float
+    symlink_target: str | None
+
+    @property
+    def is_symlink(self) -> bool:
+        return self.symlink_target is not None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One watch event: ``create``, ``write``, ``remove`` or ``chmod`` of ``name``
+    (relative to the watched folder)."""
+
+    kind: str
+    name: str
+
+
+def parse_entries(data: bytes) -> list[Entry]:
+    entries = []
+    for record in data.split(b"\0"):
+        if not record:
+            continue
+        fields = record.decode("utf-8", errors="surrogateescape").split("\t", 9)
+        if len(fields) != 10:
+            continue
+        own, followed, size, mode, permissions, owner, group, mtime, link, path = fields
+        kind = KINDS.get(followed if own == "l" else own, "other")
+        entries.append(
+            Entry(
+                name=path.rstrip("/").rsplit("/", 1)[-1] or "/",
+                kind="other" if kind == "symlink" else kind,
+                path=path,
+                size=int(size),
+                mode=int(mode, 8),
+                permissions=permissions,
+                owner=owner,
+                group=group,
+                modified=float(mtime),
+                symlink_target=link if own == "l" else None,
+            )
+        )
+    return entries
+
+
+class E2bFilesystem:
+    def __init__(self, files: E2bFiles) -> None:
+        self._files = files
+        self._watchers: dict[str, Watcher] = {}
+        self._lock = threading.Lock()
+
+    def _entries(self, sandbox: E2bSandbox, user: str, script: str, *args: str) -> list[Entry]:
+        code, stdout, stderr = self._files.run_script(
+            sandbox, user, script, *args, limit=LISTING_LIMIT
+        )
+        path = args[0]
+        if code == 7:
+            msg = f"{path!r} already exists"
+            raise AlreadyExists(msg, path=path)
+        if code == 8:
+            msg = f"{path!r} is not a directory"
+            raise NotADirectory(msg, path=path)
+        if code == 9:
+            msg = f"{path!r} exists and is not a directory"
+            raise InvalidRequest(msg, path=path)
+        check_exit(code, stderr, path)
+        return parse_entries(stdout)
+
+    def stat(self, sandbox: E2bSandbox, user: str, path: str) -> Entry:
+        return self._entries(sandbox, user, STAT, path, ENTRY_FORMAT)[0]
+
+    def list_dir(self, sandbox: E2bSandbox, user: str, path: str, depth: int) -> list[Entry]:
+        if depth < 1:
+            msg = "depth must be at least 1"
+            raise InvalidRequest(msg)
+        found = self._entries(sandbox, user, LIST, path, ENTRY_FORMAT, str(min(depth, MAX_DEPTH)))
+        return sorted(found, key=lambda entry: entry.path)
+
+    def make_dir(self, sandbox: E2bSandbox, user: str, path: str) -> Entry:
+        return self._entries(sandbox, user, MAKE_DIR, path, ENTRY_FORMAT)[0]
+
+    def move(self, sandbox: E2bSandbox, user: str, source: str, destination: str) -> Entry:
+        return self._entries(sandbox, user, MOVE, source, ENTRY_FORMAT, destination)[0]
+
+    def remove(self, sandbox: E2bSandbox, user: str, path: str) -> None:
+        self._entries(sandbox, user, REMOVE, path)
+
+    # -- watching ----------------------------------------------------------------------
+
+    def create_watcher(self, sandbox: E2bSandbox, user: str, path: str, recursive: bool) -> Watcher:
+        """Watching ``path`` when this returns (events from then on are kept)."""
+        process = self._files.start_program(sandbox, user, WATCH, path, "1" if recursive else "0")
+        watcher = Watcher(process, sandbox, path)
+        watcher.start()
+        with self._lock:
+            self._watchers[watcher.id] = watcher
+        return watcher
+
+    def watcher(self, sandbox: E2bSandbox, watcher_id: str) -> Watcher:
+        with self._lock:
+            watcher = self._watchers.get(watcher_id)
+        if watcher is None or watcher.sandbox.sandbox_id != sandbox.sandbox_id:
+            msg = f"watcher {watcher_id} not found"
+            raise NotFound(msg)
+        return watcher
+
+    def sweep(self, idle_seconds: float = WATCHER_IDLE_SECONDS) -> None:
+        """Stop the watchers nobody reads any more (a client that went away)."""
+        with self._lock:
+            gone = [w for w in self._watchers.values() if w.forgotten(idle_seconds)]
+            for watcher in gone:
+                del self._watchers[watcher.id]
+        for watcher in gone:
+            watcher.stop()
+
+    def remove_watcher(self, sandbox: E2bSandbox, watcher_id: str) -> None:
+        watcher = self.watcher(sandbox, watcher_id)
+        with self._lock:
+            self._watchers.pop(watcher_id, None)
+        watcher.stop()
+
+
+class Watcher:
+    """``siesta-fs watch`` running in the sandbox; its events kept until taken."""
+
+    def __init__(self, process: RunningProcess, sandbox: E2bSandbox, path: str) -> None:
+        self.id = uuid.uuid4().hex
+        self.sandbox = sandbox
+        self._path = path
+        self._process = process
+        self._changes: list[Change] = []
+        self._pending = b""
+        self._stderr = HeadTailBuffer(2048)
+        self._ready = threading.Event()
+        self._ended = threading.Event()
+        self._lock = threading.Lock()
+        self._taken_at = time.monotonic()
+        self.failure: str | None = None
+
+    def start(self) -> None:
+        """Returns once the folder is watched; raises what the watch failed with."""
+        threading.Thread(target=self._run, name=f"e2b-watch-{self.id[:8]}", daemon=True).start()
+        self._ready.wait(WATCH_START_SECONDS)
+        if self.failure is not None or not self._ready.is_set():
+            self.stop()
+            raise self._error()
+
+    def _error(self) -> SiestaError:
+        code = _status(self._stderr.result().text)
+        if code == "not_found":
+            msg = f"{self._path!r} does not exist"
+            return FileMissing(msg, path=self._path)
+        if code == "not_a_directory":
+            msg = f"{self._path!r} is not a directory"
+            return NotADirectory(msg, path=self._path)
+        msg = f"{self._path!r} cannot be watched: {self.failure or 'no answer'}"
+        return InvalidRequest(msg, path=self._path)
+
+    def _run(self) -> None:
+        try:
+            self._process.wait(self._output)
+        except SiestaError as exc:
+            self.failure = str(exc)
+        finally:
+            if self.failure is None:
+                self.failure = self._stderr.result().text.strip()[-300:] or "the watch ended"
+            self._ended.set()
+            self._ready.set()
+
+    def _output(self, stream: str, data: bytes) -> None:
+        if stream != "stdout":
+            self._stderr.write(data)
+            return
+        lines = (self._pending + data).split(b"\n")
+        self._pending = lines.pop()
+        found = []
+        for line in lines:
+            kind, _, name = line.decode("utf-8", errors="surrogateescape").partition("\t")
+            if kind == "ready":
+                self._ready.set()
+            elif kind in EVENT_KINDS:
+                found.append(Change(kind, name))
+        if found:
+            with self._lock:
+                self._changes.extend(found[: max(0, MAX_KEPT_CHANGES - len(self._changes))])
+
+    def stop(self) -> None:
+        if not self._ended.is_set():
+            self._process.kill()
+
+    def take(self) -> list[Change]:
+        with self._lock:
+            changes, self._changes = self._changes, []
+            self._taken_at = time.monotonic()
+        return changes
+
+    @property
+    def ended(self) -> bool:
+        return self._ended.is_set()
+
+    def forgotten(self, idle_seconds: float) -> bool:
+        """Nobody took its changes for ``idle_seconds`` (or it has ended)."""
+        return self.ended or time.monotonic() - self._taken_at > idle_seconds
+
+
+def _status(stderr: str) -> str:
+    """The code of ``siesta-fs``'s last status line (``siesta-fs: CODE detail``)."""
+    lines = [line for line in stderr.splitlines() if line.startswith("siesta-fs: ")]
+    return lines[-1].split()[1] if lines and len(lines[-1].split()) > 1 else "missing"
