@@ -44,6 +44,8 @@ from api.e2b.protocol.process.process_pb import (
     StartResponse,
     StreamInputRequest,
     StreamInputResponse,
+    UpdateRequest,
+    UpdateResponse,
 )
 from runtime.core.errors import NotFound, SiestaError
 from runtime.e2b import processes
@@ -64,6 +66,9 @@ def data_event(stream: str, data: bytes) -> ProcessEvent:
     if stream == "stderr":
         stderr: Oneof[Literal["stderr"], bytes] = Oneof("stderr", data)
         chunk = ProcessEvent.DataEvent(output=stderr)
+    elif stream == "pty":
+        pty: Oneof[Literal["pty"], bytes] = Oneof("pty", data)
+        chunk = ProcessEvent.DataEvent(output=pty)
     else:
         stdout: Oneof[Literal["stdout"], bytes] = Oneof("stdout", data)
         chunk = ProcessEvent.DataEvent(output=stdout)
@@ -159,8 +164,10 @@ class ProcessService(Process):
         self, request: StartRequest, ctx: RequestContext[StartRequest, StartResponse]
     ) -> AsyncIterator[StartResponse]:
         call = CALL.get()
-        if request.pty is not None:
-            raise ConnectError(Code.UNIMPLEMENTED, "terminals (pty) are not supported yet")
+        size = request.pty.size if request.pty is not None else None
+        pty = (size.cols or 80, size.rows or 24) if size is not None else None
+        if request.pty is not None and pty is None:
+            pty = (80, 24)
         given = request.process or ProcessConfig()
         if not given.cmd:
             raise ConnectError(Code.INVALID_ARGUMENT, "process.cmd is required")
@@ -181,6 +188,7 @@ class ProcessService(Process):
                     tag=request.tag if request.has_field("tag") else None,
                     # Missing means true: SDKs before envd 0.3.0 never sent it.
                     stdin=request.stdin if request.has_field("stdin") else True,
+                    pty=pty,
                     timeout_ms=int(timeout_ms) if timeout_ms else None,
                     first_reader=reader,
                 )
@@ -228,8 +236,10 @@ class ProcessService(Process):
         chosen = given.input if given is not None else None
         if chosen is None:
             return
-        if chosen.field == "pty":
-            raise ConnectError(Code.UNIMPLEMENTED, "terminals (pty) are not supported yet")
+        if (chosen.field == "pty") != process.terminal:
+            what = "a terminal's" if process.terminal else "stdin"
+            msg = f"this process takes {what} input only"
+            raise ConnectError(Code.INVALID_ARGUMENT, msg)
         if not process.stdin:
             raise ConnectError(
                 Code.FAILED_PRECONDITION, "stdin not enabled or closed for this process"
@@ -273,10 +283,28 @@ class ProcessService(Process):
             raise connect_error(exc) from exc
         return SendSignalResponse()
 
+    async def update(
+        self, request: UpdateRequest, ctx: RequestContext[UpdateRequest, UpdateResponse]
+    ) -> UpdateResponse:
+        process = self._find(request.process)
+        size = request.pty.size if request.pty is not None else None
+        if size is None:
+            return UpdateResponse()
+        if not process.terminal:
+            raise ConnectError(Code.INVALID_ARGUMENT, "this process has no terminal to resize")
+        try:
+            await to_thread.run_sync(lambda: process.handle.resize(size.cols, size.rows))
+        except SiestaError as exc:
+            raise connect_error(exc) from exc
+        return UpdateResponse()
+
     async def close_stdin(
         self, request: CloseStdinRequest, ctx: RequestContext[CloseStdinRequest, CloseStdinResponse]
     ) -> CloseStdinResponse:
         process = self._find(request.process)
+        if process.terminal:
+            msg = "a terminal's input cannot be closed: send Ctrl-D (0x04) instead"
+            raise ConnectError(Code.INVALID_ARGUMENT, msg)
         if process.stdin:
             process.stdin = False
             try:

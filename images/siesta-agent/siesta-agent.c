@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -91,15 +92,19 @@
 
 enum frame_type {
     T_SPAWN = 1, T_STDIN = 2, T_STDIN_EOF = 3, T_CANCEL = 4, T_PING = 5, T_RESULT = 6,
-    T_SIGNAL = 7,
+    T_SIGNAL = 7, T_RESIZE = 8,
     T_OUT = 10, T_EXIT = 11, T_PONG = 12, T_ERROR = 13, T_STARTED = 14,
 };
 
 /* DETACHED (protocol 2): a process of its own that outlives the call that started
  * it (E2B's processes); KILL_RUNNING and CANCEL 0 leave it alone, and STARTED
- * tells its pid. */
-enum spawn_flag { FLAG_STDIN = 1, FLAG_STREAM = 2, FLAG_KILL_RUNNING = 4, FLAG_DETACHED = 8 };
-#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING | FLAG_DETACHED)
+ * tells its pid. PTY (protocol 2): its stdin, stdout and stderr are a new
+ * terminal (its controlling one), whose output is stream 1 and whose size
+ * RESIZE sets. */
+enum spawn_flag {
+    FLAG_STDIN = 1, FLAG_STREAM = 2, FLAG_KILL_RUNNING = 4, FLAG_DETACHED = 8, FLAG_PTY = 16,
+};
+#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING | FLAG_DETACHED | FLAG_PTY)
 
 
 struct capture {                 /* one output stream of a request */
@@ -133,6 +138,7 @@ struct request {
     struct capture out[2];       /* stdout, stderr */
     unsigned char *buffer;       /* head + tail of both streams, 2 * cap bytes */
     int in_fd;                   /* write end of the command's stdin; -1: none or closed */
+    int pty_fd;                  /* the terminal's master side (PTY), for RESIZE; else -1 */
     int in_accept;               /* STDIN frames are still wanted */
     int in_eof;                  /* close in_fd once the queue is written */
     struct chunk *in_first, *in_last;
@@ -381,11 +387,12 @@ static void release(struct request *r) {
     for (int k = 0; k < 2; k++) close_fd(&r->out[k].fd);
     close_fd(&r->status_fd);
     drop_input(r);
+    close_fd(&r->pty_fd);
     free(r->buffer);
     unsigned gen = r->gen;
     memset(r, 0, sizeof *r);
     r->gen = gen + 1;
-    r->in_fd = r->status_fd = r->out[0].fd = r->out[1].fd = -1;
+    r->in_fd = r->status_fd = r->out[0].fd = r->out[1].fd = r->pty_fd = -1;
 }
 
 static void finish(struct request *r) {
@@ -564,12 +571,13 @@ static void fail_child(int fd, const char *what, const char *arg) {
  * that posix_spawn cannot all express, and vfork would make each of them a
  * hazard on the parent's memory; the agent is small, so the page tables fork
  * copies cost next to nothing. */
-static void child(int in, int out, int err, int status, char **argv) __attribute__((noreturn));
-static void child(int in, int out, int err, int status, char **argv) {
+static void child(int in, int out, int err, int status, int tty, char **argv) __attribute__((noreturn));
+static void child(int in, int out, int err, int status, int tty, char **argv) {
     struct sigaction dfl = { .sa_handler = SIG_DFL };
     for (int sig = 1; sig < NSIG; sig++)
         if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, NULL);
     setsid();
+    if (tty && ioctl(in, TIOCSCTTY, 0) < 0) fail_child(status, "ioctl", "TIOCSCTTY");
     if (chdir(workdir) < 0) fail_child(status, "chdir", workdir);
     if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) fail_child(status, "dup2", "stdio");
     /* The status pipe moves to 3 (close-on-exec) so everything above can go. */
@@ -589,19 +597,55 @@ static int make_pipe(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }
 
+/* A new terminal, 80x24 until RESIZE: fds[0] the master (the agent's side), fds[1]
+ * the slave (the command's stdin, stdout and stderr). */
+static int make_pty(int fds[2]) {
+    fds[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (fds[0] < 0) return -1;
+    char name[128];
+    struct winsize size = { .ws_row = 24, .ws_col = 80 };
+    if (grantpt(fds[0]) < 0 || unlockpt(fds[0]) < 0 || ptsname_r(fds[0], name, sizeof name) != 0 ||
+        (fds[1] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+        int e = errno;
+        close(fds[0]);
+        fds[0] = -1;
+        errno = e;
+        return -1;
+    }
+    ioctl(fds[0], TIOCSWINSZ, &size);
+    return 0;
+}
+
 /* The request runs from here on, but answers nothing until the status pipe
  * says whether exec worked: the loop never blocks on a child that is slow
  * to get there (a hung mount, or a sandbox process stopping it). */
 static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_ms,
                   uint32_t cap, uint32_t flags) {
     int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, statp[2] = { -1, -1 };
+    int ptyp[2] = { -1, -1 }, pty_master = -1;
     unsigned char *buffer = NULL;
     if (cap && !(buffer = malloc(2 * (size_t)cap))) {
         send_error(id, ENOMEM, "no memory for a %u byte cap", cap);
         return;
     }
-    if (make_pipe(outp) < 0 || make_pipe(errp) < 0 || make_pipe(statp) < 0 ||
-        ((flags & FLAG_STDIN) && make_pipe(inp) < 0)) {
+    if (flags & FLAG_PTY) {
+        /* One terminal for all three: the agent reads and writes its master through
+         * two descriptors (output, input) and keeps a third for RESIZE. */
+        if (make_pty(ptyp) < 0 || make_pipe(statp) < 0 ||
+            (outp[0] = fcntl(ptyp[0], F_DUPFD_CLOEXEC, 0)) < 0 ||
+            (inp[1] = fcntl(ptyp[0], F_DUPFD_CLOEXEC, 0)) < 0 ||
+            (outp[1] = fcntl(ptyp[1], F_DUPFD_CLOEXEC, 0)) < 0 ||
+            (inp[0] = fcntl(ptyp[1], F_DUPFD_CLOEXEC, 0)) < 0) {
+            int e = errno;
+            send_error(id, e, "terminal: %s", strerror(e));
+            goto cleanup;
+        }
+        errp[1] = ptyp[1];
+        ptyp[1] = -1;
+        pty_master = ptyp[0];
+        ptyp[0] = -1;
+    } else if (make_pipe(outp) < 0 || make_pipe(errp) < 0 || make_pipe(statp) < 0 ||
+               ((flags & FLAG_STDIN) && make_pipe(inp) < 0)) {
         int e = errno;
         send_error(id, e, "pipe: %s", strerror(e));
         goto cleanup;
@@ -615,7 +659,9 @@ static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t 
         keep_frame(id, send_error(id, e, "fork: %s", strerror(e)));
         goto cleanup;
     }
-    if (pid == 0) child((flags & FLAG_STDIN) ? inp[0] : devnull, outp[1], errp[1], statp[1], argv_ptrs);
+    if (pid == 0)
+        child((flags & (FLAG_STDIN | FLAG_PTY)) ? inp[0] : devnull, outp[1], errp[1], statp[1],
+              (flags & FLAG_PTY) != 0, argv_ptrs);
 
     close_fd(&outp[1]);
     close_fd(&errp[1]);
@@ -626,12 +672,12 @@ static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t 
         .cap = cap, .flags = flags, .grace_ms = grace_ms, .started = now,
         .term_at = timeout_ms ? now + timeout_ms : 0,
         .oom_kills_at_start = oom_at_spawn, .pids_refusals_at_start = pids_at_spawn,
-        .buffer = buffer, .in_fd = inp[1], .in_accept = inp[1] >= 0,
+        .buffer = buffer, .in_fd = inp[1], .in_accept = inp[1] >= 0, .pty_fd = pty_master,
     };
     set_nonblock(r->status_fd);
     for (int k = 0; k < 2; k++) {
         struct capture *c = &r->out[k];
-        c->fd = k ? errp[0] : outp[0];
+        c->fd = k ? errp[0] : outp[0];  /* a terminal has no stderr of its own: -1 */
         set_nonblock(c->fd);
         if (cap) {
             c->head = buffer + (size_t)k * cap;
@@ -645,6 +691,7 @@ static void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t 
 
 cleanup:
     free(buffer);
+    close_fd(&ptyp[0]); close_fd(&ptyp[1]); close_fd(&pty_master);
     close_fd(&outp[0]); close_fd(&outp[1]);
     close_fd(&errp[0]); close_fd(&errp[1]);
     close_fd(&inp[0]); close_fd(&inp[1]);
@@ -743,6 +790,15 @@ static void cancel(uint64_t id) {
             kill_request(&slots[i]);
 }
 
+/* RESIZE: a terminal's new size (u16 columns, u16 rows); its foreground group gets SIGWINCH. */
+static void resize(uint64_t id, const unsigned char *payload, size_t n) {
+    if (n != 4) { send_error(id, EINVAL, "RESIZE takes u16 columns and u16 rows, got %zu bytes", n); return; }
+    struct winsize size = { .ws_col = (unsigned short)(payload[0] | payload[1] << 8),
+                            .ws_row = (unsigned short)(payload[2] | payload[3] << 8) };
+    struct request *r = find_request(id);
+    if (r && r->pty_fd >= 0) ioctl(r->pty_fd, TIOCSWINSZ, &size);
+}
+
 /* SIGNAL: one signal to a request's process group (a terminal's ^C, a polite TERM). */
 static void send_signal(uint64_t id, const unsigned char *payload, size_t n) {
     if (n != 4) { send_error(id, EINVAL, "SIGNAL takes a u32 signal number, got %zu bytes", n); return; }
@@ -782,6 +838,7 @@ static void handle_frame(unsigned type, uint64_t id, const unsigned char *payloa
     case T_PING: if (!n) { pong(id); return; } empty_only = "PING"; break;
     case T_RESULT: if (!n) { send_result(id); return; } empty_only = "RESULT"; break;
     case T_SIGNAL: send_signal(id, payload, n); return;
+    case T_RESIZE: resize(id, payload, n); return;
     default:
         send_error(id, EINVAL, "unknown frame type %u", type);
         return;

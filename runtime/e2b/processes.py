@@ -70,7 +70,7 @@ class Started:
 @dataclass(frozen=True)
 class Output:
     stream: str
-    """``stdout`` or ``stderr``."""
+    """``stdout``, ``stderr`` or ``pty`` (a terminal's output)."""
     data: bytes
 
 
@@ -144,6 +144,8 @@ class Process:
         self.sandbox = sandbox
         self.stdin = stdin
         """Whether it still takes input (started with stdin, not closed since)."""
+        self.terminal = False
+        """Whether it runs in a terminal (its input and output are the terminal's)."""
         self.config = config
         self.tag = tag
         self.pid = handle.pid
@@ -223,12 +225,14 @@ class E2bProcesses:
         user: str,
         tag: str | None = None,
         stdin: bool = False,
+        pty: tuple[int, int] | None = None,
         timeout_ms: int | None = None,
         first_reader: Reader | None = None,
     ) -> Process:
         """Start ``config`` in the sandbox as ``user``; ``first_reader`` gets all of its
-        events. ``timeout_ms``: killed that long after it starts (``None``: never, so
-        it lasts as long as the sandbox)."""
+        events. ``pty``: in a terminal of (columns, rows), which takes its input.
+        ``timeout_ms``: killed that long after it starts (``None``: never, so it
+        lasts as long as the sandbox)."""
         key = (sandbox.org, sandbox.sandbox_id)
         limit = self._settings.max_processes_per_sandbox
         if len(self.running(sandbox)) >= limit:
@@ -244,11 +248,13 @@ class E2bProcesses:
             timeout_seconds=math.ceil(timeout_ms / 1000) if timeout_ms else 0,
             max_output_bytes=0,  # streamed, never held here beyond each reader's buffer
             kill_grace_seconds=self._commands.kill_grace_seconds,
-            stdin=stdin,
+            stdin=stdin and pty is None,
+            pty=pty,
         )
         with self._sessions.operation(ctx) as session:
             handle = self._inside.start_process(session.record.sandbox_id, spec)
-        process = Process(sandbox, config, tag, handle, stdin=stdin)
+        process = Process(sandbox, config, tag, handle, stdin=stdin or pty is not None)
+        process.terminal = pty is not None
         if first_reader is not None:
             process.subscribe(first_reader)
         with self._lock:

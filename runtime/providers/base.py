@@ -147,6 +147,9 @@ class ProcessSpec:
     kill_grace_seconds: int
     stdin: bool = False
     """Whether it reads what ``RunningProcess.write`` sends (else stdin is /dev/null)."""
+    pty: tuple[int, int] | None = None
+    """A terminal of (columns, rows) for stdin, stdout and stderr: its output comes as
+    ``pty``, what ``write`` sends is typed into it."""
 
 
 class RunningProcess(Protocol):
@@ -165,6 +168,9 @@ class RunningProcess(Protocol):
 
     def kill(self) -> None:
         """SIGKILL to its process group."""
+
+    def resize(self, columns: int, rows: int) -> None:
+        """Its terminal's new size (a process without one: nothing happens)."""
 
     def wait(self, on_output: OutputListener) -> ExecResult:
         """Output to ``on_output`` as it comes, until it ends; then how it ended."""

@@ -13,6 +13,7 @@ from e2b import (
     FileNotFoundException,
     InvalidArgumentException,
     NotFoundException,
+    PtySize,
     Sandbox,
     SandboxException,
     SandboxNotFoundException,
@@ -336,3 +337,24 @@ def test_a_sandbox_made_to_pause_is_paused_at_its_timeout_and_resumed_by_connect
         assert resumed.commands.run("kill -0 $(cat /tmp/pid) && echo alive").stdout == "alive\n"
     finally:
         Sandbox.kill(sandbox.sandbox_id, **e2b.options())
+
+
+def test_a_terminal_is_typed_into_resized_and_ended(sandbox: Sandbox) -> None:
+    terminal = sandbox.pty.create(PtySize(rows=24, cols=80), timeout=0)
+    output = bytearray()
+
+    def until(text: bytes) -> None:
+        deadline = time.monotonic() + 15
+        for event in terminal:  # (stdout, stderr, pty) chunks as they come
+            output.extend(event[2] or b"")
+            if text in output or time.monotonic() > deadline:
+                break
+        assert text in output, output.decode(errors="replace")
+
+    sandbox.pty.send_stdin(terminal.pid, b"tty; stty size; echo typed-$((6*7))\n")
+    until(b"typed-42")
+    assert b"/dev/pts/" in output and b"24 80" in output
+    sandbox.pty.resize(terminal.pid, PtySize(rows=50, cols=132))
+    sandbox.pty.send_stdin(terminal.pid, b"stty size\n")
+    until(b"50 132")
+    assert sandbox.pty.kill(terminal.pid) is True

@@ -25,6 +25,7 @@ import errno
 import logging
 import queue
 import secrets
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -204,6 +205,7 @@ class AgentChannel:
         grace_ms: int = 0,
         cap_bytes: int = 0,
         stdin: bool = False,
+        pty: tuple[int, int] | None = None,
     ) -> StartedRequest:
         """Start ``argv`` as a detached process (protocol 2) and return at once: its
         input, signals and end go through the handle, from any thread; one thread
@@ -211,6 +213,8 @@ class AgentChannel:
         flags = SpawnFlag.DETACHED | SpawnFlag.STREAM
         if stdin:
             flags |= SpawnFlag.STDIN
+        if pty is not None:
+            flags |= SpawnFlag.PTY
         payload = spawn_payload(
             argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
         )
@@ -224,6 +228,8 @@ class AgentChannel:
             raise
         if first.type is FrameType.STARTED:
             pid = int.from_bytes(first.payload, "little")
+            if pty is not None:
+                self._send(encode(FrameType.RESIZE, chosen, resize_payload(*pty)))
             return StartedRequest(
                 self, chosen, pid, frames, _OutputBudget(cap_bytes, flags), request
             )
@@ -450,9 +456,18 @@ class StartedRequest:
     def kill(self) -> None:
         self._channel.cancel(self.request_id)
 
+    def resize(self, columns: int, rows: int) -> None:
+        self._channel._send(
+            encode(FrameType.RESIZE, self.request_id, resize_payload(columns, rows))
+        )
+
     def wait(self, on_output: OutputSink) -> Exit:
         """Output to ``on_output`` until the process ends; then its EXIT."""
         try:
             return self._channel._outcome(self._frames, None, on_output, self._budget)
         finally:
             self._registration.__exit__(None, None, None)
+
+
+def resize_payload(columns: int, rows: int) -> bytes:
+    return struct.pack("<HH", min(max(columns, 1), 65535), min(max(rows, 1), 65535))

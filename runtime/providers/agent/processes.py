@@ -32,6 +32,7 @@ def start(channel: AgentChannel, spec: ProcessSpec) -> AgentProcess:
             grace_ms=spec.kill_grace_seconds * 1000,
             cap_bytes=spec.max_output_bytes,
             stdin=spec.stdin,
+            pty=spec.pty,
         )
     except SpawnFailed as exc:
         if exc.errno == errno.EINVAL and "flags" in str(exc):
@@ -45,14 +46,15 @@ def start(channel: AgentChannel, spec: ProcessSpec) -> AgentProcess:
     except ChannelClosed as exc:
         msg = f"the connection to the sandbox ended while starting a process; try again ({exc})"
         raise SandboxUnavailable(msg) from exc
-    return AgentProcess(started)
+    return AgentProcess(started, terminal=spec.pty is not None)
 
 
 class AgentProcess:
     """``RunningProcess`` over a detached agent request."""
 
-    def __init__(self, started: StartedRequest) -> None:
+    def __init__(self, started: StartedRequest, *, terminal: bool = False) -> None:
         self._started = started
+        self._streams = {1: "pty", 2: "pty"} if terminal else STREAMS
 
     @property
     def pid(self) -> int:
@@ -73,9 +75,13 @@ class AgentProcess:
     def kill(self) -> None:
         self._started.kill()  # a closed channel: the process ends with its sandbox
 
+    def resize(self, columns: int, rows: int) -> None:
+        with _unavailable("resizing a terminal"):
+            self._started.resize(columns, rows)
+
     def wait(self, on_output: OutputListener) -> ExecResult:
         def output(stream: int, chunk: bytes) -> None:
-            on_output(STREAMS[stream], chunk)
+            on_output(self._streams[stream], chunk)
 
         with _unavailable("the process"):
             return ops.exit_result(self._started.wait(output))

@@ -27,6 +27,7 @@ class FrameType(enum.IntEnum):
     PING = 5
     RESULT = 6
     SIGNAL = 7
+    RESIZE = 8
     OUT = 10
     EXIT = 11
     PONG = 12
@@ -40,6 +41,8 @@ class SpawnFlag(enum.IntFlag):
     KILL_RUNNING = 4
     DETACHED = 8
     """Protocol 2: a process of its own (outlives its call; ``STARTED`` tells its pid)."""
+    PTY = 16
+    """Protocol 2: stdin, stdout and stderr are a new terminal (output as stream 1)."""
 
 
 AGENT_FRAMES = frozenset(
