@@ -34,6 +34,11 @@ class CatalogImage(BaseModel):
     workspace_size_mb: int | None = Field(None, ge=0)
     """This image's ``/mnt/work`` size, instead of ``SIESTA_SANDBOX__WORKSPACE_SIZE_MB``
     (0: no limit)."""
+    allow_setuid: bool = False
+    """Let setuid programs raise a sandbox user's privileges (``sudo``): sandboxes of this
+    image run without ``no-new-privileges``. For images whose user is meant to become
+    root (E2B's ``base``): root is the API's to give already (``user="root"``), and the
+    sandbox's capabilities stay the same seven. gVisor keeps the flag set whatever."""
 
 
 class _CatalogFile(BaseModel):

@@ -70,6 +70,8 @@ class SandboxSpec:
     """The catalog image's workspace size, over the deployment's (``None``: that one)."""
     runtime: str | None = None
     """The catalog image's OCI runtime (``runsc``: gVisor); ``None``: the engine's."""
+    allow_setuid: bool = False
+    """The catalog image's ``allow_setuid``: no ``no-new-privileges`` (sudo works)."""
 
 
 @dataclass(frozen=True)

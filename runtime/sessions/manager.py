@@ -246,7 +246,14 @@ class SessionManager:
         session_id = uuid.uuid4().hex
         labels = sandbox_labels(ctx, session_id, image)
         return session_id, self._create_within_limit(
-            SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
+            SandboxSpec(
+                session_id,
+                image.image,
+                labels,
+                image.workspace_size_mb,
+                image.runtime,
+                image.allow_setuid,
+            )
         )
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:

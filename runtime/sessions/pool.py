@@ -253,7 +253,14 @@ class WarmPool:
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
             self._provider.lifecycle.create(
-                SandboxSpec(session_id, image.image, labels, image.workspace_size_mb, image.runtime)
+                SandboxSpec(
+                    session_id,
+                    image.image,
+                    labels,
+                    image.workspace_size_mb,
+                    image.runtime,
+                    image.allow_setuid,
+                )
             )
             self._provider.inside.warm(sandbox_id)
             self._provider.lifecycle.pause(sandbox_id)

@@ -144,7 +144,9 @@ class Restorer:
         # Missing, or broken: the same sandbox again around the same workspace.
         image = replacement_image(self._catalog, ctx, record)
         labels = sandbox_labels(ctx, record.session_id, image)
-        spec = SandboxSpec(record.session_id, image.image, labels, None, image.runtime)
+        spec = SandboxSpec(
+            record.session_id, image.image, labels, None, image.runtime, image.allow_setuid
+        )
         within_limit(
             sandboxes.recreate, spec, self._settings.provision_timeout_seconds, provision_timeout
         )

@@ -45,6 +45,8 @@ def test_a_command_runs_as_the_user_in_its_home_with_the_sandboxes_environment(
 
     as_root = sandbox.commands.run("whoami; pwd", user="root", cwd="/tmp")
     assert as_root.stdout == "root\n/tmp\n"
+    # base lets its user become root as E2B's does (its catalog entry: allow_setuid).
+    assert sandbox.commands.run("sudo -n id -u").stdout == "0\n"
     sandbox.commands.run("mkdir work")
     assert sandbox.commands.run("pwd", cwd="work").stdout == "/home/user/work\n"
     assert sandbox.commands.run("pwd", cwd="~/work").stdout == "/home/user/work\n"

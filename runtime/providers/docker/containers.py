@@ -31,9 +31,11 @@ def container_config(
     name: str,
     labels: dict[str, str],
     runtime: str | None = None,
+    allow_setuid: bool = False,
 ) -> dict[str, Any]:
     """The engine's create request for the sandbox ``name`` (its workspace volume of the
-    same name at ``/mnt/work``); ``runtime``: the OCI runtime (``None``: the engine's)."""
+    same name at ``/mnt/work``); ``runtime``: the OCI runtime (``None``: the engine's);
+    ``allow_setuid``: without ``no-new-privileges``."""
     s = settings
     host_config = api.create_host_config(
         binds={name: {"bind": WORKSPACE, "mode": "rw"}},
@@ -43,7 +45,7 @@ def container_config(
         pids_limit=s.pids_limit,
         cap_drop=["ALL"],
         cap_add=PACKAGE_INSTALL_CAPABILITIES,
-        security_opt=["no-new-privileges"],
+        security_opt=[] if allow_setuid else ["no-new-privileges"],
         network_mode=network,
         # The image's agent is PID 1 (it reaps orphans); Docker's --init would
         # put another init above it, out of the agent's reach.

@@ -177,7 +177,14 @@ class DockerLifecycle:
 
     def _create_container(self, name: str, spec: SandboxSpec, labels: dict[str, str]) -> None:
         config = container_config(
-            self.api, self._settings, self._network, spec.image, name, labels, spec.runtime
+            self.api,
+            self._settings,
+            self._network,
+            spec.image,
+            name,
+            labels,
+            spec.runtime,
+            spec.allow_setuid,
         )
         with metrics.create_phase("container"):
             self.api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]

@@ -43,6 +43,7 @@ from runtime.providers.kubernetes.errors import (
 )
 from runtime.providers.kubernetes.objects import (
     IMAGE_ANNOTATION,
+    SETUID_ANNOTATION,
     SUSPENDED_ANNOTATION,
     SandboxObjects,
     created_at,
@@ -113,7 +114,7 @@ class KubernetesLifecycle:
     def create(self, spec: SandboxSpec) -> str:
         name = self.sandbox_id_for(spec.session_id)
         labels, annotations = self._objects.metadata(spec.labels)
-        claim = self._objects.claim(name, labels, {**annotations, IMAGE_ANNOTATION: spec.image})
+        claim = self._objects.claim(name, labels, {**annotations, **_image_annotations(spec)})
         try:
             with kubernetes_errors(), provisioning_errors():
                 self._core.create_namespaced_persistent_volume_claim(
@@ -121,7 +122,7 @@ class KubernetesLifecycle:
                 )
                 self._core.create_namespaced_pod(
                     self._namespace,
-                    self._objects.pod(name, spec.image, labels, annotations),
+                    self._objects.pod(name, spec.image, labels, annotations, spec.allow_setuid),
                     _request_timeout=self._timeout,
                 )
             limit = self._sandbox.provision_timeout_seconds
@@ -144,7 +145,7 @@ class KubernetesLifecycle:
         name = self.sandbox_id_for(spec.session_id)
         self.channels.drop(name)
         self._delete_pod(name, 0)
-        patch = {"metadata": {"annotations": {IMAGE_ANNOTATION: spec.image}}}
+        patch = {"metadata": {"annotations": _image_annotations(spec)}}
         with kubernetes_errors():
             self._core.patch_namespaced_persistent_volume_claim(
                 name,
@@ -169,7 +170,9 @@ class KubernetesLifecycle:
         if claim is None:
             msg = f"the sandbox {name} has no workspace claim any more; try again"
             raise SandboxUnavailable(msg)
-        image = (meta(claim).annotations or {}).get(IMAGE_ANNOTATION)
+        claimed = meta(claim).annotations or {}
+        image = claimed.get(IMAGE_ANNOTATION)
+        allow_setuid = claimed.get(SETUID_ANNOTATION) == "true"
         if not image:
             msg = f"the workspace claim of {name} does not name its image"
             raise SandboxUnavailable(msg)
@@ -181,7 +184,7 @@ class KubernetesLifecycle:
             try:
                 self._core.create_namespaced_pod(
                     self._namespace,
-                    self._objects.pod(name, image, labels, annotations),
+                    self._objects.pod(name, image, labels, annotations, allow_setuid),
                     _request_timeout=self._timeout,
                 )
             except ApiException as exc:
@@ -322,3 +325,8 @@ class KubernetesLifecycle:
                 name, self._namespace, _request_timeout=self._timeout
             )
         return None
+
+
+def _image_annotations(spec: SandboxSpec) -> dict[str, str]:
+    """What a claim says of the image its pods run (a resume makes the pod from it)."""
+    return {IMAGE_ANNOTATION: spec.image, SETUID_ANNOTATION: str(spec.allow_setuid).lower()}

@@ -32,6 +32,8 @@ SUSPENDED_ANNOTATION = "siesta.io/suspended"
 """On the claim while no pod runs: ``paused`` or ``stopped`` (which tier the
 session manager suspended it to)."""
 IMAGE_ANNOTATION = "siesta.io/image"
+SETUID_ANNOTATION = "siesta.io/allow-setuid"
+"""On the workspace claim, "true": the image's pods allow privilege escalation (sudo)."""
 """On the claim: the image the pod is made from when the sandbox resumes."""
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -86,12 +88,17 @@ class SandboxObjects:
         )
 
     def pod(
-        self, name: str, image: str, labels: dict[str, str], annotations: dict[str, str]
+        self,
+        name: str,
+        image: str,
+        labels: dict[str, str],
+        annotations: dict[str, str],
+        allow_setuid: bool = False,
     ) -> V1Pod:
         s, k = self._sandbox, self._settings
         limits = {"memory": f"{s.memory_limit_mb}Mi", "cpu": f"{round(s.cpu_limit * 1000)}m"}
         security: Body = {
-            "allowPrivilegeEscalation": False,
+            "allowPrivilegeEscalation": allow_setuid,
             "privileged": False,
             "capabilities": {"drop": ["ALL"], "add": PACKAGE_INSTALL_CAPABILITIES},
         }
