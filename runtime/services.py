@@ -20,7 +20,6 @@ from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
 from runtime.e2b.files import E2bFiles
 from runtime.e2b.filesystem import E2bFilesystem
-from runtime.e2b.processes import E2bProcesses
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.egress.service import (
     Egress,
@@ -38,6 +37,7 @@ from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.providers.settings import DockerProviderSettings
 from runtime.sandbox.operations import Sandbox
+from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
 from runtime.sessions.gate import MakeGate
@@ -131,7 +131,7 @@ class Services:
     stop_tracing: Shutdown | None = field(init=False, default=None)
     lifecycle: Lifecycle = field(init=False)
     e2b: E2bSandboxes = field(init=False)
-    e2b_processes: E2bProcesses = field(init=False)
+    processes: SandboxProcesses = field(init=False)
     e2b_files: E2bFiles = field(init=False)
     e2b_filesystem: E2bFilesystem = field(init=False)
     _e2b_kept_at: float = field(init=False, default=0.0)
@@ -209,8 +209,15 @@ class Services:
         )
         services.tools = services._tool_executor(gateway)
         services.lifecycle = lifecycle
-        services.e2b_processes = E2bProcesses(
-            sessions, provider.inside, egress, settings.e2b, settings.command
+        services.processes = SandboxProcesses(
+            sessions,
+            provider.inside,
+            egress,
+            ProcessLimits(
+                settings.processes.max_per_sandbox,
+                settings.processes.reader_buffer_bytes,
+                settings.command.kill_grace_seconds,
+            ),
         )
         services.e2b_files = E2bFiles(
             sessions, provider.inside, settings.command.kill_grace_seconds
@@ -300,7 +307,7 @@ class Services:
         now = time.monotonic()
         if now - self._e2b_kept_at >= self.settings.lifecycle.pause_after_seconds / 3:
             self._e2b_kept_at = now
-            self.e2b_processes.keep_running()
+            self.processes.keep_running()
 
     def teardown_conversation(self, key: str, lease: Lease) -> None:
         org, conversation = key.split("/", 1)
@@ -318,7 +325,7 @@ class Services:
         self.stores.deletions.clear_deleted(conversation_key(org, conversation))
         # An E2B sandbox is its conversation: deleted through /v1, it is gone for E2B too.
         self.stores.e2b.delete_e2b(org, conversation)
-        self.e2b_processes.forget(org, conversation)
+        self.processes.forget(conversation_key(org, conversation))
         return record, deleted_files, forgotten
 
     def close(self) -> None:

@@ -27,7 +27,7 @@ from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
 from runtime.jsexec.settings import JsSettings
 from runtime.providers.settings import DockerProviderSettings, ProviderSettings, SandboxSettings
-from runtime.sandbox.settings import CommandSettings
+from runtime.sandbox.settings import CommandSettings, ProcessSettings
 from runtime.sessions.settings import (
     CapacitySettings,
     LeaseSettings,
@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     egress: EgressSettings = Field(default_factory=EgressSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
+    processes: ProcessSettings = Field(default_factory=ProcessSettings)
     files: FileSettings = Field(default_factory=FileSettings)
     store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
         default_factory=SqliteStoreSettings

@@ -1,6 +1,6 @@
 """envd's ``process.Process`` over Connect: start, connect, list, input, signals.
 
-The processes themselves are ``runtime.e2b.processes``; this module turns their
+The processes themselves are ``runtime.sandbox.processes``; this module turns their
 events into envd's messages. A stream sends ``start`` at once (the SDKs wait for
 it before anything else), then output, then ``end``; a quiet stream sends a
 keepalive every ``Keepalive-Ping-Interval`` seconds (so proxies keep it open and
@@ -48,7 +48,8 @@ from api.e2b.protocol.process.process_pb import (
     UpdateResponse,
 )
 from runtime.core.errors import NotFound, SiestaError
-from runtime.e2b import processes
+from runtime.e2b.sandboxes import E2bSandboxes
+from runtime.sandbox import processes
 from runtime.services import Services
 
 SIGNALS = {Signal.SIGKILL: signal.SIGKILL, Signal.SIGTERM: signal.SIGTERM}
@@ -113,8 +114,8 @@ class ProcessService(Process):
         return self._get_services()
 
     @property
-    def _table(self) -> processes.E2bProcesses:
-        return self._services.e2b_processes
+    def _table(self) -> processes.SandboxProcesses:
+        return self._services.processes
 
     def _keepalive(self, headers: Headers) -> float:
         given = headers.get("keepalive-ping-interval", "")
@@ -124,7 +125,7 @@ class ProcessService(Process):
             return self._services.settings.e2b.keepalive_seconds
 
     def _reader(self) -> processes.Reader:
-        limit = self._services.settings.e2b.reader_buffer_bytes
+        limit = self._services.settings.processes.reader_buffer_bytes
         return processes.Reader(asyncio.get_running_loop(), limit)
 
     def _find(self, selector: ProcessSelector | None) -> processes.Process:
@@ -132,9 +133,9 @@ class ProcessService(Process):
         chosen = selector.selector if selector is not None else None
         try:
             if chosen is not None and chosen.field == "pid":
-                return self._table.find(call.sandbox, pid=int(chosen.value))
+                return self._table.find(E2bSandboxes.context(call.sandbox), pid=int(chosen.value))
             if chosen is not None and chosen.field == "tag":
-                return self._table.find(call.sandbox, tag=str(chosen.value))
+                return self._table.find(E2bSandboxes.context(call.sandbox), tag=str(chosen.value))
         except SiestaError as exc:
             raise connect_error(exc) from exc
         raise ConnectError(Code.INVALID_ARGUMENT, "name the process by pid or tag")
@@ -182,9 +183,10 @@ class ProcessService(Process):
         try:
             process = await to_thread.run_sync(
                 lambda: self._table.start(
-                    call.sandbox,
+                    E2bSandboxes.context(call.sandbox),
                     config,
                     user=call.user,
+                    env_vars=call.sandbox.env_vars,
                     tag=request.tag if request.has_field("tag") else None,
                     # Missing means true: SDKs before envd 0.3.0 never sent it.
                     stdin=request.stdin if request.has_field("stdin") else True,
@@ -209,7 +211,7 @@ class ProcessService(Process):
     async def list(
         self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse]
     ) -> ListResponse:
-        running = self._table.running(CALL.get().sandbox)
+        running = self._table.running(E2bSandboxes.context(CALL.get().sandbox))
         return ListResponse(
             processes=[
                 ProcessInfo(

@@ -23,9 +23,9 @@ from runtime.core.errors import (
 )
 from runtime.core.output import HeadTailBuffer
 from runtime.core.records import E2bSandbox
-from runtime.e2b.processes import as_user
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
+from runtime.sandbox.processes import as_user
 from runtime.sessions.manager import SessionManager
 
 READ = 'test -e "$1" || exit 3; test -d "$1" && exit 4; exec cat -- "$1"'

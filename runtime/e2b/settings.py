@@ -25,11 +25,6 @@ class E2bSettings(BaseModel):
     envd_version: str = "0.5.8"
     """The envd version sandboxes report: the SDKs enable features by it (0.5.8: octet
     stream uploads and close_stdin on; file metadata and watch entries off)."""
-    max_processes_per_sandbox: int = Field(48, ge=1, le=60)
-    """Processes running at once in one sandbox (the agent runs at most 64 requests)."""
-    reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
-    """Output kept for one reader of a process that does not read it; past it that
-    reader's stream ends with an error (the process and other readers go on)."""
     keepalive_seconds: float = Field(50.0, gt=0)
     """A process stream that sent nothing this long sends a keepalive (the SDK's
     Keepalive-Ping-Interval header, when given, wins)."""

@@ -21,3 +21,15 @@ class CommandSettings(BaseModel):
     """Longest accepted command text, in UTF-8 bytes."""
     kill_grace_seconds: int = Field(2, ge=1)
     """After the timeout's SIGTERM, how long before SIGKILL."""
+
+
+class ProcessSettings(BaseModel):
+    """Processes that outlive their call (``/v1/.../processes``, terminals, E2B's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_per_sandbox: int = Field(48, ge=1, le=60)
+    """Processes running at once in one sandbox (the agent runs at most 64 requests)."""
+    reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """Output kept for one reader of a process that does not read it; past it that
+    reader's stream ends with an error (the process and other readers go on)."""

@@ -1,11 +1,13 @@
-"""Processes that keep running after the call that started them (E2B's commands).
+"""Processes that keep running after the call that started them: a conversation's
+background processes and terminals (``/v1``) and E2B's commands (``/e2b/envd``).
 
 Each runs in its sandbox as a detached agent request (``SandboxInside.start_process``)
-under the sandbox's user, with one thread here waiting for it and handing every
+as a user of the sandbox, with one thread here waiting for it and handing every
 event to its readers: the stream of the call that started it, and any that
 connect later by pid or tag. A reader that does not read is cut off past
 ``reader_buffer_bytes`` (its stream ends with an error); the process and the
-other readers go on. Nothing of the output is kept once every reader has it.
+other readers go on. Besides, the last ``TAIL_BYTES`` of each stream are kept for
+whoever asks what a process printed lately.
 
 The table of processes lives in this service instance: a process started through
 one instance is connected to, listed and signalled through the same one (what the
@@ -21,17 +23,13 @@ import logging
 import math
 import signal
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from runtime.core.context import CallContext
-from runtime.core.errors import InvalidRequest, NotFound, SandboxUnavailable, SiestaError
-from runtime.core.records import E2bSandbox
-from runtime.e2b.sandboxes import E2bSandboxes
-from runtime.e2b.settings import E2bSettings
+from runtime.core.errors import InvalidRequest, NotFound, SiestaError
+from runtime.core.output import HeadTailBuffer
 from runtime.egress.service import Egress
 from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
-from runtime.sandbox.settings import CommandSettings
 from runtime.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -114,7 +112,8 @@ class Reader:
                     self.dropped = True
                     event = Dropped(
                         f"this reader left more than {self._limit} bytes of output unread "
-                        "(SIESTA_E2B__READER_BUFFER_BYTES); the process goes on: connect again"
+                        "(SIESTA_PROCESSES__READER_BUFFER_BYTES); the process goes on: "
+                        "connect again"
                     )
         with contextlib.suppress(RuntimeError):  # the consumer's loop is closed: gone
             self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
@@ -131,17 +130,28 @@ class Reader:
         return event
 
 
+TAIL_BYTES = 64 * 1024
+"""Of each stream, what a process printed last, kept for ``Process.recent``."""
+
+
+@dataclass(frozen=True)
+class ProcessLimits:
+    max_per_sandbox: int
+    reader_buffer_bytes: int
+    kill_grace_seconds: int
+
+
 class Process:
     def __init__(
         self,
-        sandbox: E2bSandbox,
+        ctx: CallContext,
         config: ProcessConfig,
         tag: str | None,
         handle: RunningProcess,
         *,
         stdin: bool = False,
     ) -> None:
-        self.sandbox = sandbox
+        self.ctx = ctx
         self.stdin = stdin
         """Whether it still takes input (started with stdin, not closed since)."""
         self.terminal = False
@@ -152,7 +162,17 @@ class Process:
         self.handle = handle
         self.ended: Ended | None = None
         self._readers: list[Reader] = []
+        self._tails = {name: HeadTailBuffer(TAIL_BYTES) for name in ("stdout", "stderr", "pty")}
         self._lock = threading.Lock()
+
+    def recent(self) -> dict[str, str]:
+        """The last ``TAIL_BYTES`` each stream printed (only streams that printed)."""
+        with self._lock:
+            return {
+                name: tail.result().text
+                for name, tail in self._tails.items()
+                if tail.result().total_bytes
+            }
 
     def subscribe(self, reader: Reader) -> Reader:
         """``reader`` gets ``Started`` and everything from here on (only ``Ended`` when
@@ -171,6 +191,8 @@ class Process:
 
     def _emit(self, event: ProcessEvent) -> None:
         with self._lock:
+            if isinstance(event, Output):
+                self._tails[event.stream].write(event.data)
             readers = list(self._readers)
         for reader in readers:
             reader.push(event)
@@ -200,74 +222,72 @@ class Process:
         return ended
 
 
-class E2bProcesses:
+class SandboxProcesses:
     def __init__(
         self,
         sessions: SessionManager,
         inside: SandboxInside,
         egress: Egress,
-        settings: E2bSettings,
-        commands: CommandSettings,
+        limits: ProcessLimits,
     ) -> None:
         self._sessions = sessions
         self._inside = inside
         self._egress = egress
-        self._settings = settings
-        self._commands = commands
-        self._table: dict[tuple[str, str], dict[int, Process]] = {}
+        self.limits = limits
+        self._table: dict[str, dict[int, Process]] = {}
         self._lock = threading.Lock()
 
     def start(
         self,
-        sandbox: E2bSandbox,
+        ctx: CallContext,
         config: ProcessConfig,
         *,
         user: str,
+        env_vars: dict[str, str] | None = None,
         tag: str | None = None,
         stdin: bool = False,
         pty: tuple[int, int] | None = None,
         timeout_ms: int | None = None,
         first_reader: Reader | None = None,
     ) -> Process:
-        """Start ``config`` in the sandbox as ``user``; ``first_reader`` gets all of its
-        events. ``pty``: in a terminal of (columns, rows), which takes its input.
-        ``timeout_ms``: killed that long after it starts (``None``: never, so it
-        lasts as long as the sandbox)."""
-        key = (sandbox.org, sandbox.sandbox_id)
-        limit = self._settings.max_processes_per_sandbox
-        if len(self.running(sandbox)) >= limit:
+        """Start ``config`` in the conversation's sandbox as ``user``, with ``env_vars``
+        under the call's own; ``first_reader`` gets all of its events. ``pty``: in a
+        terminal of (columns, rows), which takes its input. ``timeout_ms``: killed that
+        long after it starts (``None``: never, so it lasts as long as the sandbox)."""
+        key = ctx.key
+        limit = self.limits.max_per_sandbox
+        if len(self.running(ctx)) >= limit:
             msg = (
                 f"{limit} processes already run in this sandbox, the limit "
-                "(SIESTA_E2B__MAX_PROCESSES_PER_SANDBOX); wait for or kill one"
+                "(SIESTA_PROCESSES__MAX_PER_SANDBOX); wait for or kill one"
             )
             raise TooManyProcesses(msg, limit=limit)
-        ctx = E2bSandboxes.context(sandbox)
-        environment = {**sandbox.env_vars, **self._egress.environment(ctx), **config.envs}
+        environment = {**(env_vars or {}), **self._egress.environment(ctx), **config.envs}
         spec = ProcessSpec(
             argv=as_user(user, config.cwd, environment, [config.cmd, *config.args]),
             timeout_seconds=math.ceil(timeout_ms / 1000) if timeout_ms else 0,
             max_output_bytes=0,  # streamed, never held here beyond each reader's buffer
-            kill_grace_seconds=self._commands.kill_grace_seconds,
+            kill_grace_seconds=self.limits.kill_grace_seconds,
             stdin=stdin and pty is None,
             pty=pty,
         )
         with self._sessions.operation(ctx) as session:
             handle = self._inside.start_process(session.record.sandbox_id, spec)
-        process = Process(sandbox, config, tag, handle, stdin=stdin or pty is not None)
+        process = Process(ctx, config, tag, handle, stdin=stdin or pty is not None)
         process.terminal = pty is not None
         if first_reader is not None:
             process.subscribe(first_reader)
         with self._lock:
             self._table.setdefault(key, {})[process.pid] = process
         thread = threading.Thread(
-            target=self._wait, args=(key, process), name=f"e2b-process-{process.pid}", daemon=True
+            target=self._wait, args=(key, process), name=f"process-{process.pid}", daemon=True
         )
         thread.start()
         return process
 
-    def _wait(self, key: tuple[str, str], process: Process) -> None:
+    def _wait(self, key: str, process: Process) -> None:
         ended = process.run()
-        log.debug("e2b process %s in %s/%s ended: %s", process.pid, *key, ended.status)
+        log.debug("process %s in %s ended: %s", process.pid, key, ended.status)
         with self._lock:
             table = self._table.get(key, {})
             if table.get(process.pid) is process:
@@ -275,15 +295,13 @@ class E2bProcesses:
             if not table:
                 self._table.pop(key, None)
 
-    def running(self, sandbox: E2bSandbox) -> list[Process]:
+    def running(self, ctx: CallContext) -> list[Process]:
         with self._lock:
-            table = self._table.get((sandbox.org, sandbox.sandbox_id), {})
+            table = self._table.get(ctx.key, {})
             return [p for p in table.values() if p.ended is None]
 
-    def find(
-        self, sandbox: E2bSandbox, *, pid: int | None = None, tag: str | None = None
-    ) -> Process:
-        for process in self.running(sandbox):
+    def find(self, ctx: CallContext, *, pid: int | None = None, tag: str | None = None) -> Process:
+        for process in self.running(ctx):
             if (pid is not None and process.pid == pid) or (tag is not None and process.tag == tag):
                 return process
         what = f"pid {pid}" if pid is not None else f"tag {tag!r}"
@@ -296,18 +314,15 @@ class E2bProcesses:
         else:
             process.handle.signal(signo)
 
-    def forget(self, org: str, sandbox_id: str) -> None:
-        """The sandbox is gone: its processes with it."""
+    def forget(self, key: str) -> None:
+        """The conversation's sandbox is gone: its processes with it."""
         with self._lock:
-            self._table.pop((org, sandbox_id), None)
+            self._table.pop(key, None)
 
     def busy_sandboxes(self) -> list[CallContext]:
         """Conversations with processes running (kept out of the idle tiers)."""
         with self._lock:
-            sandboxes = [
-                next(iter(table.values())).sandbox for table in self._table.values() if table
-            ]
-        return [E2bSandboxes.context(sandbox) for sandbox in sandboxes]
+            return [next(iter(table.values())).ctx for table in self._table.values() if table]
 
     def keep_running(self) -> None:
         """Mark every sandbox with a running process as used now, so the idle tiers do
@@ -336,13 +351,3 @@ def as_user(user: str, cwd: str | None, environment: dict[str, str], argv: list[
         *(f"{name}={value}" for name, value in environment.items()),
         *argv,
     ]
-
-
-@contextlib.contextmanager
-def unavailable_as_not_found(sandbox_id: str) -> Iterator[None]:
-    """A sandbox that cannot run processes any more reads as E2B's "not running"."""
-    try:
-        yield
-    except SandboxUnavailable as exc:
-        msg = f"The sandbox {sandbox_id} was not found ({exc})"
-        raise SandboxUnavailable(msg) from exc
