@@ -230,6 +230,7 @@ class Services:
             settings.e2b,
             delete=services.delete_conversation,
             suspend=services.suspend_conversation,
+            hold=leases.hold,
         )
         services.stop_tracing = start_tracing(settings.tracing)
         return services

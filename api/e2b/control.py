@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +31,8 @@ from runtime.core.records import E2bSandbox
 from runtime.services import Services
 
 CLIENT_ID = "siesta"
+IDEMPOTENCY_KEY = re.compile(r"[A-Za-z0-9-]{1,255}")
+"""What the SDKs send (``[a-z0-9-]{1,255}``); upper case is accepted too."""
 MAX_PAGE = 100
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -137,8 +140,11 @@ async def create(request: Request) -> Response:
     env_vars = _string_map(body, "envVars")
     timeout = _optional_int(body, "timeout")
     auto_pause = body.get("autoPause") is True
+    key = request.headers.get("idempotency-key") or None
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise refuse(400, "Idempotency-Key must be 1 to 255 characters of a-z 0-9 -")
     services = services_of(request)
-    sandbox = await to_thread.run_sync(
+    sandbox, _ = await to_thread.run_sync(
         lambda: services.e2b.create(
             org,
             caller.name,
@@ -147,8 +153,10 @@ async def create(request: Request) -> Response:
             metadata=metadata,
             env_vars=env_vars,
             auto_pause=auto_pause,
+            idempotency_key=key,
         )
     )
+    # A retry gets the same answer as the first call: the same sandbox, made once.
     return JSONResponse(sandbox_json(sandbox, services), status_code=201)
 
 

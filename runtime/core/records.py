@@ -276,6 +276,8 @@ class E2bSandbox:
     """``running`` or ``paused`` as E2B shows it (a Siesta tier is not a pause)."""
     metadata: dict[str, str] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    """The create call's ``Idempotency-Key``: a retry of it gets this sandbox back."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

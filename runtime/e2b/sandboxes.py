@@ -11,6 +11,7 @@ sandbox is killed (or paused, when created with auto-pause).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import string
@@ -51,16 +52,19 @@ class E2bSandboxes:
         *,
         delete: Callable[[CallContext], object],
         suspend: Callable[[CallContext], object],
+        hold: Callable[[str], contextlib.AbstractContextManager[object]],
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``delete`` tears a conversation down (sandbox, workspace, files, log);
-        ``suspend`` pauses its sandbox now (memory kept)."""
+        ``suspend`` pauses its sandbox now (memory kept); ``hold`` holds a lease (one
+        create per ``Idempotency-Key`` at a time, across instances)."""
         self._store = store
         self._sessions = sessions
         self._catalog = catalog
         self._settings = settings
         self._delete = delete
         self._suspend = suspend
+        self._hold = hold
         self._clock = clock
 
     @staticmethod
@@ -83,8 +87,41 @@ class E2bSandboxes:
         metadata: dict[str, str] | None = None,
         env_vars: dict[str, str] | None = None,
         auto_pause: bool = False,
+        idempotency_key: str | None = None,
+    ) -> tuple[E2bSandbox, bool]:
+        """A new sandbox of ``template``, running when this returns, and True; with an
+        ``idempotency_key`` an earlier create used (a retry), that sandbox and False."""
+        if idempotency_key is None:
+            return self._create(
+                org, owner, template, timeout_seconds, metadata, env_vars, auto_pause, None
+            ), True
+        with self._hold(f"e2b-create/{org}/{idempotency_key}"):
+            for sandbox in self._store.list_e2b(org):
+                if sandbox.idempotency_key == idempotency_key:
+                    return sandbox, False
+            created = self._create(
+                org,
+                owner,
+                template,
+                timeout_seconds,
+                metadata,
+                env_vars,
+                auto_pause,
+                idempotency_key,
+            )
+            return created, True
+
+    def _create(
+        self,
+        org: str,
+        owner: str,
+        template: str,
+        timeout_seconds: int | None,
+        metadata: dict[str, str] | None,
+        env_vars: dict[str, str] | None,
+        auto_pause: bool,
+        idempotency_key: str | None,
     ) -> E2bSandbox:
-        """A new sandbox of ``template``, running when this returns."""
         image = self._catalog.find(template)
         if image is None or not image.enabled:
             enabled = ", ".join(i.id for i in self._catalog.enabled())
@@ -102,6 +139,7 @@ class E2bSandboxes:
             on_timeout="pause" if auto_pause else "kill",
             metadata=dict(metadata or {}),
             env_vars=dict(env_vars or {}),
+            idempotency_key=idempotency_key,
         )
         # Recorded first: whatever provisioning leaves behind, the timeout removes.
         self._store.put_e2b(sandbox)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -360,3 +362,22 @@ def test_a_terminal_is_typed_into_resized_and_ended(sandbox: Sandbox) -> None:
     sandbox.pty.send_stdin(terminal.pid, b"stty size\n")
     until(b"50 132")
     assert sandbox.pty.kill(terminal.pid) is True
+
+
+def test_a_create_retried_with_its_idempotency_key_makes_one_sandbox(e2b: E2bService) -> None:
+    key = f"retry-{uuid.uuid4().hex}"
+    with ThreadPoolExecutor(3) as pool:  # the first call and two retries, at once
+        made = list(
+            pool.map(
+                lambda _: Sandbox.create("base", idempotency_key=key, **e2b.options()), range(3)
+            )
+        )
+    try:
+        assert len({sandbox.sandbox_id for sandbox in made}) == 1
+        made[0].files.write("once.txt", "1")
+        assert made[2].files.read("once.txt") == "1"
+        other = Sandbox.create("base", idempotency_key=f"{key}-2", **e2b.options())
+        assert other.sandbox_id != made[0].sandbox_id
+        other.kill()
+    finally:
+        made[0].kill()
