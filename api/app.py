@@ -26,6 +26,7 @@ from api.routes import (
     health,
     images,
     js,
+    processes,
     sandbox,
     tools,
 )
@@ -103,7 +104,18 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(TraceContext)
     errors.install(app)
     openapi.install(app)
-    for module in (health, images, sandbox, files, js, conversations, tools, approvals, admin):
+    for module in (
+        health,
+        images,
+        sandbox,
+        processes,
+        files,
+        js,
+        conversations,
+        tools,
+        approvals,
+        admin,
+    ):
         app.include_router(module.router)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     if settings.e2b.enabled:

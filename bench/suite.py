@@ -5,11 +5,12 @@
 Starts a real service (Docker provider, SQLite, warm pool on), a plain container
 of the same image for the Docker baselines, and measures in turn: warm
 runCommand, throughput, first operations with the pool warm, resume, files,
-listFiles, JavaScript, and idle density; then, on services of their own, a new
-conversation's first call under arrival patterns (``bench/arrivals.py``). Prints
-the table and writes ``bench/results.md`` with the machine, the date and the
-commit. Everything it makes carries ``siesta.bench=<run id>`` and is removed at
-the end.
+listFiles, JavaScript, idle density, and the E2B SDK's ``commands.run("true")``
+and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then,
+on services of their own, a new conversation's first call under arrival patterns
+(``bench/arrivals.py``). Prints the table and writes ``bench/results.md`` with the
+machine, the date and the commit. Everything it makes carries
+``siesta.bench=<run id>`` and is removed at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, measures
+from bench import arrivals, e2b, measures
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -77,6 +78,8 @@ def main() -> int:
                 "idle density",
                 lambda: measures.idle_density(bench, service, client, 10 if args.quick else 30),
             ),
+            # Last on this service: its sandbox is another image (E2B's "base").
+            ("E2B beside /v1", lambda: e2b.measure(bench, service, n)),
         ]
         try:
             for name, step in steps:

@@ -1,8 +1,10 @@
 """envd's plain HTTP routes: ``GET /health``, ``GET /files`` and ``POST /files``.
 
 Files move through ``runtime.e2b.files`` (``cat`` as the user, in the sandbox) in
-chunks: a download is streamed to the client as the sandbox reads it, an upload
-into the sandbox as it arrives, so neither is held whole here. Errors are envd's
+chunks: a download is streamed to the client as the sandbox reads it (a few
+chunks ahead of a slow client at most), an octet-stream upload into the sandbox as
+it arrives; a multipart upload is spooled to a temporary file first (the form
+parser's way), then streamed in. Errors are envd's
 ``{"code", "message"}`` with the statuses its SDKs map (404 missing, 400 a folder,
 401 no such user, 507 a full disk).
 """
@@ -130,9 +132,9 @@ async def _upload(request: Request) -> list[Written]:
     call, services = CALL.get(), _services(request)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        form = await request.form(
-            max_files=1000, max_part_size=services.settings.e2b.max_upload_bytes
-        )
+        # File parts are spooled to disk whole (their size is the body's, which the
+        # service's body limit caps); other fields are held in memory: 1 MiB at most.
+        form = await request.form(max_files=1000, max_part_size=1024 * 1024)
         try:
             files = [part for name, part in form.multi_items() if name == "file"]
             return await _write_parts(request, files, user)
@@ -145,13 +147,28 @@ async def _upload(request: Request) -> list[Written]:
         stream = request.stream().__aiter__()
         gzip = request.headers.get("content-encoding", "").lower() == "gzip"
         inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
+        limit = services.settings.e2b.max_upload_bytes
+        total = 0
 
-        async def next_chunk() -> bytes | None:
+        async def next_piece() -> bytes | None:
+            """The next piece of the file: at most ``CHUNK`` inflated at a time, so a
+            small gzip body that inflates to gigabytes is refused at the limit."""
+            if inflate is not None and inflate.unconsumed_tail:
+                return inflate.decompress(inflate.unconsumed_tail, CHUNK)
             try:
                 chunk = await stream.__anext__()
             except StopAsyncIteration:
-                return inflate.flush() if inflate is not None and not inflate.eof else None
-            return inflate.decompress(chunk) if inflate is not None else chunk
+                return inflate.flush() or None if inflate is not None else None
+            return inflate.decompress(chunk, CHUNK) if inflate is not None else chunk
+
+        async def next_chunk() -> bytes | None:
+            nonlocal total
+            piece = await next_piece()
+            total += len(piece or b"")
+            if total > limit:
+                msg = f"the file is over the upload limit of {limit} bytes"
+                raise refuse(413, msg + " (SIESTA_E2B__MAX_UPLOAD_BYTES)")
+            return piece
 
         def chunks() -> bytes | None:
             return from_thread.run(next_chunk)

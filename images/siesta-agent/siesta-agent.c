@@ -1017,7 +1017,8 @@ static void setup(void) {
         if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);
     self_pid = getpid();
     for (int i = 0; i < MAX_SLOTS; i++)
-        slots[i].in_fd = slots[i].status_fd = slots[i].out[0].fd = slots[i].out[1].fd = -1;
+        slots[i].in_fd = slots[i].status_fd = slots[i].out[0].fd = slots[i].out[1].fd =
+            slots[i].pty_fd = -1;
     const char *dir = getenv("SIESTA_AGENT_WORKDIR");
     if (dir && *dir) workdir = dir;
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) note("subreaper: %s", strerror(errno));
@@ -1113,6 +1114,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < MAX_SLOTS; i++) {
             struct request *r = &slots[i];
             if (!r->used) continue;
+            /* The status pipe first: a command's output can only be ready once it has
+             * exec'd, and then its STARTED (a detached request's) must go out before
+             * any OUT of it, whatever else this pass finds ready. */
+            if (r->status_fd >= 0) {
+                pfds[n] = (struct pollfd){ .fd = r->status_fd, .events = POLLIN };
+                refs[n++] = (struct ref){ i, r->gen, REF_STATUS };
+            }
             for (int k = 0; k < 2; k++)
                 if (r->out[k].fd >= 0) {
                     pfds[n] = (struct pollfd){ .fd = r->out[k].fd, .events = POLLIN };
@@ -1121,10 +1129,6 @@ int main(int argc, char **argv) {
             if (r->in_fd >= 0 && r->in_first) {
                 pfds[n] = (struct pollfd){ .fd = r->in_fd, .events = POLLOUT };
                 refs[n++] = (struct ref){ i, r->gen, REF_IN };
-            }
-            if (r->status_fd >= 0) {
-                pfds[n] = (struct pollfd){ .fd = r->status_fd, .events = POLLIN };
-                refs[n++] = (struct ref){ i, r->gen, REF_STATUS };
             }
         }
         int ready = poll(pfds, (nfds_t)n, poll_timeout());

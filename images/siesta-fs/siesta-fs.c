@@ -16,14 +16,14 @@
  *   siesta-fs list  PATH MAX_ENTRIES          "TYPE SIZE NAME\0" per entry,
  *                                             sorted by name (TYPE: d f l o)
  *   siesta-fs stat  PATH                      "TYPE SIZE" of the entry
- *   siesta-fs watch ABSPATH RECURSIVE         "EVENT\tNAME\n" per change under the
+ *   siesta-fs watch ABSPATH RECURSIVE         "EVENT\tNAME\0" per change under the
  *                                             folder, until killed (E2B's watchDir)
  *
  * watch is the one operation that is not confined to the workspace: it only
  * reads names, and the service runs it as the sandbox's user (setpriv), so the
  * kernel's permission checks decide what may be watched. EVENT is create,
  * write, remove, rename (the old name; the new one is a create) or chmod; NAME
- * is relative to the watched folder.
+ * is relative to the watched folder ("overflow\t\0": the kernel dropped events).
  *
  * The last line on stderr is "siesta-fs: ok key=value..." or
  * "siesta-fs: CODE detail"; the exit status says the same (see enum status).
@@ -369,6 +369,7 @@ static int do_stat(int root, const char *path) {
 
 #define MAX_WATCHES 8192
 static char *watched[MAX_WATCHES];   /* by watch descriptor: the folder relative to the root */
+static int watching;                 /* folders watched now */
 
 static void watch_tree(int fd, const char *root, const char *relative, int recursive) {
     char full[PATH_MAX];
@@ -376,7 +377,12 @@ static void watch_tree(int fd, const char *root, const char *relative, int recur
         return;
     int wd = inotify_add_watch(fd, full, IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM |
                                          IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_ONLYDIR);
-    if (wd < 0 || wd >= MAX_WATCHES) return;
+    if (wd < 0) return;
+    if (wd >= MAX_WATCHES) {     /* descriptors only grow: past the table, no more folders */
+        inotify_rm_watch(fd, wd);
+        return;
+    }
+    if (!watched[wd]) watching++;
     free(watched[wd]);
     watched[wd] = strdup(relative);
     if (!recursive) return;
@@ -400,8 +406,8 @@ static int do_watch(const char *root, int recursive) {
     int fd = inotify_init1(IN_CLOEXEC);
     if (fd < 0) return fail_errno("inotify_init1", root);
     watch_tree(fd, root, "", recursive);
-    if (!watched[1]) return fail_errno("inotify_add_watch", root);
-    printf("ready\t\n");
+    if (!watching) return fail_errno("inotify_add_watch", root);
+    printf("ready\t%c", 0);
     fflush(stdout);
     char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
     for (;;) {
@@ -411,10 +417,20 @@ static int do_watch(const char *root, int recursive) {
         for (char *p = buf; p < buf + got;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof *ev + ev->len;
+            if (ev->mask & IN_Q_OVERFLOW) {
+                printf("overflow\t%c", 0);
+                continue;
+            }
             const char *folder = ev->wd >= 0 && ev->wd < MAX_WATCHES ? watched[ev->wd] : NULL;
             if (!folder) continue;
             if (ev->mask & IN_DELETE_SELF) {
                 if (!*folder) return finish(NOT_FOUND, "%s was removed", root);
+                continue;
+            }
+            if (ev->mask & IN_IGNORED) {   /* the folder is gone: its descriptor too */
+                free(watched[ev->wd]);
+                watched[ev->wd] = NULL;
+                watching--;
                 continue;
             }
             if (!ev->len) continue;
@@ -426,7 +442,7 @@ static int do_watch(const char *root, int recursive) {
             if (!kind) continue;
             char name[PATH_MAX];
             snprintf(name, sizeof name, "%s%s%s", folder, *folder ? "/" : "", ev->name);
-            printf("%s\t%s\n", kind, name);
+            printf("%s\t%s%c", kind, name, 0);
             if (recursive && (ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
                 watch_tree(fd, root, name, recursive);
         }

@@ -65,22 +65,23 @@ class E2bFiles:
     def _program(
         self, sandbox: E2bSandbox, user: str, script: str, *args: str, stdin: bool = False
     ) -> Iterator[RunningProcess]:
-        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", *args])
-        spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
-        with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
-            process = self._inside.start_process(session.record.sandbox_id, spec)
-            try:
-                yield process
-            except BaseException:
-                process.kill()
-                raise
+        """``start_program`` for the block; a block that fails ends the program."""
+        process = self.start_program(sandbox, user, script, *args, stdin=stdin)
+        try:
+            yield process
+        except BaseException:
+            process.kill()
+            process.close()
+            raise
 
     def start_program(
-        self, sandbox: E2bSandbox, user: str, script: str, *args: str
+        self, sandbox: E2bSandbox, user: str, script: str, *args: str, stdin: bool = False
     ) -> RunningProcess:
-        """A long-running program (a watch): the lease is held only to start it."""
+        """``script`` with ``args`` as ``user`` in the user's home. The conversation's
+        lease is held only to start it: a long transfer or a watch never keeps the
+        sandbox's other calls waiting."""
         argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", *args])
-        spec = ProcessSpec(argv, 0, 0, self._grace)
+        spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
         with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
             return self._inside.start_process(session.record.sandbox_id, spec)
 

@@ -49,6 +49,8 @@ WATCHER_IDLE_SECONDS = 300.0
 """A watcher whose events nobody asked for this long is stopped."""
 MAX_KEPT_CHANGES = 100_000
 """Events kept for a watcher nobody reads (the rest are dropped)."""
+PENDING_LIMIT = 8192
+"""The most of one event record kept until its end comes (``siesta-fs`` caps at PATH_MAX)."""
 EVENT_KINDS = frozenset({"create", "write", "remove", "rename", "chmod"})
 
 KINDS = {"f": "file", "d": "directory", "l": "symlink"}
@@ -245,10 +247,10 @@ class Watcher:
         if stream != "stdout":
             self._stderr.write(data)
             return
-        lines = (self._pending + data).split(b"\n")
-        self._pending = lines.pop()
+        records = (self._pending + data).split(b"\0")
+        self._pending = records.pop()[-PENDING_LIMIT:]  # a name is at most PATH_MAX
         found = []
-        for line in lines:
+        for line in records:
             kind, _, name = line.decode("utf-8", errors="surrogateescape").partition("\t")
             if kind == "ready":
                 self._ready.set()
@@ -260,7 +262,7 @@ class Watcher:
 
     def stop(self) -> None:
         if not self._ended.is_set():
-            self._process.kill()
+            self._process.kill()  # its wait thread then ends and lets go of it
 
     def take(self) -> list[Change]:
         with self._lock:

@@ -177,6 +177,9 @@ class RunningProcess(Protocol):
     def wait(self, on_output: OutputListener) -> ExecResult:
         """Output to ``on_output`` as it comes, until it ends; then how it ended."""
 
+    def close(self) -> None:
+        """Stop following it without waiting (``wait`` does this itself)."""
+
 
 @dataclass(frozen=True)
 class DirEntry:

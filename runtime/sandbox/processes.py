@@ -18,6 +18,7 @@ conversation's lease, not the sandbox: they end with it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -130,6 +131,8 @@ class Reader:
         return event
 
 
+KEPT_ENDED = 16
+"""Ended processes kept per conversation (newest), for whoever asks how one ended."""
 TAIL_BYTES = 64 * 1024
 """Of each stream, what a process printed last, kept for ``Process.recent``."""
 
@@ -201,7 +204,8 @@ class Process:
         """Wait for the process (on its own thread), handing out its events."""
         try:
             result = self.handle.wait(lambda stream, data: self._emit(Output(stream, data)))
-        except SiestaError as exc:
+        except Exception as exc:
+            log.warning("process %s: its wait ended with %s", self.pid, exc)
             ended = Ended(-1, exited=False, status="unknown", error=str(exc))
         else:
             if result.timed_out:
@@ -235,6 +239,7 @@ class SandboxProcesses:
         self._egress = egress
         self.limits = limits
         self._table: dict[str, dict[int, Process]] = {}
+        self._ended: dict[str, collections.deque[Process]] = {}
         self._lock = threading.Lock()
 
     def start(
@@ -262,16 +267,17 @@ class SandboxProcesses:
                 "(SIESTA_PROCESSES__MAX_PER_SANDBOX); wait for or kill one"
             )
             raise TooManyProcesses(msg, limit=limit)
-        environment = {**(env_vars or {}), **self._egress.environment(ctx), **config.envs}
-        spec = ProcessSpec(
-            argv=as_user(user, config.cwd, environment, [config.cmd, *config.args]),
-            timeout_seconds=math.ceil(timeout_ms / 1000) if timeout_ms else 0,
-            max_output_bytes=0,  # streamed, never held here beyond each reader's buffer
-            kill_grace_seconds=self.limits.kill_grace_seconds,
-            stdin=stdin and pty is None,
-            pty=pty,
-        )
         with self._sessions.operation(ctx) as session:
+            # Under the lease: a deletion, which holds it, revokes every earlier credential.
+            environment = {**(env_vars or {}), **self._egress.environment(ctx), **config.envs}
+            spec = ProcessSpec(
+                argv=as_user(user, config.cwd, environment, [config.cmd, *config.args]),
+                timeout_seconds=math.ceil(timeout_ms / 1000) if timeout_ms else 0,
+                max_output_bytes=0,  # streamed, never held here beyond each reader's buffer
+                kill_grace_seconds=self.limits.kill_grace_seconds,
+                stdin=stdin and pty is None,
+                pty=pty,
+            )
             handle = self._inside.start_process(session.record.sandbox_id, spec)
         process = Process(ctx, config, tag, handle, stdin=stdin or pty is not None)
         process.terminal = pty is not None
@@ -292,6 +298,7 @@ class SandboxProcesses:
             table = self._table.get(key, {})
             if table.get(process.pid) is process:
                 del table[process.pid]
+                self._ended.setdefault(key, collections.deque(maxlen=KEPT_ENDED)).append(process)
             if not table:
                 self._table.pop(key, None)
 
@@ -299,6 +306,22 @@ class SandboxProcesses:
         with self._lock:
             table = self._table.get(ctx.key, {})
             return [p for p in table.values() if p.ended is None]
+
+    def listed(self, ctx: CallContext) -> list[Process]:
+        """Running processes, then the last ones that ended (oldest first)."""
+        with self._lock:
+            current = list(self._table.get(ctx.key, {}).values())
+            ended = list(self._ended.get(ctx.key, ()))
+        just_ended = [p for p in current if p.ended is not None]  # not yet moved over
+        return [*(p for p in current if p.ended is None), *ended, *just_ended]
+
+    def get(self, ctx: CallContext, pid: int) -> Process:
+        """The process ``pid``, running or among the last that ended."""
+        for process in reversed(self.listed(ctx)):
+            if process.pid == pid:
+                return process
+        msg = f"no process with pid {pid} in this conversation's sandbox"
+        raise ProcessNotFound(msg, pid=pid)
 
     def find(self, ctx: CallContext, *, pid: int | None = None, tag: str | None = None) -> Process:
         for process in self.running(ctx):
@@ -318,6 +341,7 @@ class SandboxProcesses:
         """The conversation's sandbox is gone: its processes with it."""
         with self._lock:
             self._table.pop(key, None)
+            self._ended.pop(key, None)
 
     def busy_sandboxes(self) -> list[CallContext]:
         """Conversations with processes running (kept out of the idle tiers)."""
@@ -325,11 +349,12 @@ class SandboxProcesses:
             return [next(iter(table.values())).ctx for table in self._table.values() if table]
 
     def keep_running(self) -> None:
-        """Mark every sandbox with a running process as used now, so the idle tiers do
-        not freeze a server that an agent left running."""
+        """Mark every running sandbox with a running process as used now, so the idle
+        tiers do not freeze a server an agent left running. Never resumes one: a
+        sandbox paused on purpose (E2B's auto-pause) stays paused."""
         for ctx in self.busy_sandboxes():
-            with contextlib.suppress(SiestaError), self._sessions.operation(ctx):
-                pass
+            with contextlib.suppress(SiestaError):
+                self._sessions.note_used(ctx)
 
 
 def as_user(user: str, cwd: str | None, environment: dict[str, str], argv: list[str]) -> list[str]:

@@ -110,6 +110,17 @@ class SessionManager:
             ):
                 raise lease_expired(lease)
 
+    def note_used(self, ctx: CallContext) -> bool:
+        """Mark the conversation's running sandbox as used now (its idle tiers start
+        over), without the lease and without resuming anything: False when it has no
+        running session (paused, stopped, gone)."""
+        record = self._store.get_session(ctx.org, ctx.conversation)
+        if record is None or record.status is not SessionStatus.ACTIVE:
+            return False
+        return self._store.touch_session(
+            ctx.org, ctx.conversation, record.session_id, self._clock(), record.fence
+        )
+
     def describe(self, ctx: CallContext) -> SessionRecord | None:
         return self._store.get_session(ctx.org, ctx.conversation)
 

@@ -72,9 +72,9 @@ up on, at most a few megabytes in transit. A rate limit would instead cut an idl
 channel off from a busy neighbour, and count that as an error."""
 STRAY_FRAME_MIN = 512
 LOGGED_BYTES = 200
+"""How much of a line the agent wrote on its stderr goes to the log."""
 START_WAIT_SECONDS = 30.0
 """How long a detached SPAWN may take to exec (the agent answers STARTED or ERROR)."""
-"""How much of a line the agent wrote on its stderr goes to the log."""
 
 
 class ChannelClosed(Exception):
@@ -121,6 +121,9 @@ class AgentChannel:
         self._transport = transport
         self._send_lock = threading.Lock()
         self._waiters: dict[int, Inbox] = {}
+        self._detached: set[int] = set()
+        """Waiters of detached processes: they wait for as long as the process runs,
+        so they do not make frames of others count against ``STRAY_BUDGET``."""
         self._waiters_lock = threading.Lock()
         self._stray_bytes = 0
         self._closed = threading.Event()
@@ -223,16 +226,23 @@ class AgentChannel:
         try:
             self._send(encode(FrameType.SPAWN, chosen, payload))
             first = self._next(frames, time.monotonic() + START_WAIT_SECONDS)
+            if first.type is FrameType.STARTED:
+                pid = int.from_bytes(first.payload, "little")
+                if pty is not None:
+                    self._send(encode(FrameType.RESIZE, chosen, resize_payload(*pty)))
+                with self._waiters_lock:
+                    self._detached.add(chosen)
+                budget = _OutputBudget(cap_bytes, flags)
+                return StartedRequest(self, chosen, pid, frames, budget, request)
+        except TimeoutError:
+            self.cancel(chosen)  # should it exec after all, it ends at once
+            request.__exit__(None, None, None)
+            msg = f"the process did not start within {START_WAIT_SECONDS:g} seconds"
+            raise SpawnFailed(errno.ETIMEDOUT, msg) from None
         except BaseException:
+            self.cancel(chosen)
             request.__exit__(None, None, None)
             raise
-        if first.type is FrameType.STARTED:
-            pid = int.from_bytes(first.payload, "little")
-            if pty is not None:
-                self._send(encode(FrameType.RESIZE, chosen, resize_payload(*pty)))
-            return StartedRequest(
-                self, chosen, pid, frames, _OutputBudget(cap_bytes, flags), request
-            )
         request.__exit__(None, None, None)
         if first.type is FrameType.ERROR:
             raise SpawnFailed(*parse_error(first.payload))
@@ -393,7 +403,7 @@ class AgentChannel:
         flooded = False
         with self._waiters_lock:
             inbox = self._waiters.get(frame.id)
-            if inbox is None and self._waiters:  # see STRAY_BUDGET
+            if inbox is None and len(self._waiters) > len(self._detached):  # STRAY_BUDGET
                 self._stray_bytes += max(HEADER.size + len(frame.payload), STRAY_FRAME_MIN)
                 flooded = self._stray_bytes > STRAY_BUDGET
         if flooded:
@@ -441,6 +451,7 @@ class StartedRequest:
         self._frames = frames
         self._budget = budget
         self._registration = registration
+        self._closed = False
 
     def write(self, data: bytes) -> None:
         for start in range(0, len(data), STDIN_CHUNK):
@@ -466,7 +477,17 @@ class StartedRequest:
         try:
             return self._channel._outcome(self._frames, None, on_output, self._budget)
         finally:
-            self._registration.__exit__(None, None, None)
+            self.close()
+
+    def close(self) -> None:
+        """Stop waiting for it here (its frames are dropped from now on); twice is fine.
+        ``wait`` does it; a caller that gives up without waiting must."""
+        with self._channel._waiters_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._channel._detached.discard(self.request_id)
+        self._registration.__exit__(None, None, None)
 
 
 def resize_payload(columns: int, rows: int) -> bytes:

@@ -75,6 +75,9 @@ class AgentProcess:
     def kill(self) -> None:
         self._started.kill()  # a closed channel: the process ends with its sandbox
 
+    def close(self) -> None:
+        self._started.close()
+
     def resize(self, columns: int, rows: int) -> None:
         with _unavailable("resizing a terminal"):
             self._started.resize(columns, rows)

@@ -32,9 +32,9 @@ SUSPENDED_ANNOTATION = "siesta.io/suspended"
 """On the claim while no pod runs: ``paused`` or ``stopped`` (which tier the
 session manager suspended it to)."""
 IMAGE_ANNOTATION = "siesta.io/image"
+"""On the claim: the image the pod is made from when the sandbox resumes."""
 SETUID_ANNOTATION = "siesta.io/allow-setuid"
 """On the workspace claim, "true": the image's pods allow privilege escalation (sudo)."""
-"""On the claim: the image the pod is made from when the sandbox resumes."""
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 Body = dict[str, Any]
