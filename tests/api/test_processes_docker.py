@@ -4,13 +4,15 @@ beside them leaves them alone."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.helpers import ServiceProcess, headers, new_conversation, run_command
+from siesta_client import AsyncSiestaClient, SiestaClient
+from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation, run_command
 
 pytestmark = [pytest.mark.docker]
 
@@ -98,3 +100,31 @@ def test_a_process_takes_input_and_streams_its_output(docker_service: ServicePro
     assert ended["recent"]["stdout"] == "got one\ngot two\n"
     closed = docker_service.client.post(f"{url}/input", json={"data": "x"}, headers=headers())
     assert closed.status_code == 404  # ended: no running process of that pid takes input
+
+
+def test_the_python_clients_run_background_processes(docker_service: ServiceProcess) -> None:
+    with SiestaClient(docker_service.base_url, TOKEN) as siesta:
+        conv = siesta.conversation(
+            new_conversation(), org="org-a", user="user-1", base_image="debian-base"
+        )
+        server = conv.start_process("echo listening; exec sleep 300", tag="server")
+        until(lambda: conv.process(server.pid).recent.get("stdout") == "listening\n")
+        assert [p.tag for p in conv.processes().processes] == ["server"]
+        conv.signal_process(server.pid, "SIGKILL")
+        until(lambda: not conv.process(server.pid).running)
+        assert conv.process(server.pid).status == "exit status 137"
+
+    async def from_async_client() -> None:
+        async with AsyncSiestaClient(docker_service.base_url, TOKEN) as client:
+            conv = client.conversation(
+                new_conversation(), org="org-a", user="user-1", base_image="debian-base"
+            )
+            upper = await conv.start_process("tr a-z A-Z", stdin=True)
+            await conv.send_input(upper.pid, "shout\n", eof=True)
+            for _ in range(150):
+                if not (await conv.process(upper.pid)).running:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await conv.process(upper.pid)).recent == {"stdout": "SHOUT\n"}
+
+    asyncio.run(from_async_client())

@@ -20,6 +20,14 @@ from siesta_contract.functions.sandbox import (
     WriteFileArgs,
     WriteFileResult,
 )
+from siesta_contract.processes import (
+    ProcessInputArgs,
+    ProcessList,
+    ProcessPublic,
+    ProcessSignalArgs,
+    Signal,
+    StartProcessArgs,
+)
 from siesta_contract.tools import (
     CatalogPublic,
     CatalogRequest,
@@ -29,7 +37,7 @@ from siesta_contract.tools import (
     ExecutionsPublic,
 )
 
-from siesta_client._ops import Context, Op, args, model, raw_bytes
+from siesta_client._ops import Context, Op, args, model, no_content, raw_bytes
 
 
 def _conv(conversation: str, rest: str = "") -> str:
@@ -145,3 +153,30 @@ def executions(org: str, **filters: Any) -> Op[ExecutionsPublic]:
     params = {name: value for name, value in filters.items() if value is not None}
     headers = {"X-Siesta-Org": org}
     return Op("GET", "/v1/tools/executions", model(ExecutionsPublic), headers, params=params)
+
+
+def start_process(ctx: Context, conversation: str, **fields: Any) -> Op[ProcessPublic]:
+    body = args(StartProcessArgs, **fields)
+    path = _conv(conversation, "/sandbox/processes")
+    return Op("POST", path, model(ProcessPublic), ctx.headers(), body, body=StartProcessArgs)
+
+
+def processes(ctx: Context, conversation: str) -> Op[ProcessList]:
+    return Op("GET", _conv(conversation, "/sandbox/processes"), model(ProcessList), ctx.headers())
+
+
+def process(ctx: Context, conversation: str, pid: int) -> Op[ProcessPublic]:
+    path = _conv(conversation, f"/sandbox/processes/{pid}")
+    return Op("GET", path, model(ProcessPublic), ctx.headers())
+
+
+def process_input(ctx: Context, conversation: str, pid: int, data: str, eof: bool) -> Op[None]:
+    body = args(ProcessInputArgs, data=data, eof=eof)
+    path = _conv(conversation, f"/sandbox/processes/{pid}/input")
+    return Op("POST", path, no_content, ctx.headers(), body, body=ProcessInputArgs)
+
+
+def signal_process(ctx: Context, conversation: str, pid: int, signal: Signal) -> Op[None]:
+    body = args(ProcessSignalArgs, signal=signal)
+    path = _conv(conversation, f"/sandbox/processes/{pid}/signal")
+    return Op("POST", path, no_content, ctx.headers(), body, body=ProcessSignalArgs)

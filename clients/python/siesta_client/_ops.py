@@ -71,6 +71,10 @@ def raw_bytes(response: httpx.Response) -> bytes:
     return response.content
 
 
+def no_content(response: httpx.Response) -> None:
+    """An answer with nothing to read (204)."""
+
+
 def raise_for_error(response: httpx.Response) -> None:
     """An error answer (4xx/5xx, or 202 holding the call for approval) as an exception."""
     if response.status_code < 400 and response.status_code != 202:

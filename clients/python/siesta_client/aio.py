@@ -19,6 +19,7 @@ from siesta_contract.functions.sandbox import (
     RunCommandResult,
     WriteFileResult,
 )
+from siesta_contract.processes import ProcessList, ProcessPublic, Signal
 from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
 
 from siesta_client import _calls
@@ -174,6 +175,47 @@ class AsyncConversation:
 
     async def sandbox(self) -> SandboxPublic:
         return await self.client.call(_calls.sandbox(self.context, self.id))
+
+    async def start_process(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        timeout_seconds: int | None = None,
+        tag: str | None = None,
+        stdin: bool = False,
+    ) -> ProcessPublic:
+        """Start ``bash -lc command``; it keeps running after this call (a server, a
+        watcher): read it with ``process``, feed it with ``send_input``, end it with
+        ``signal_process``."""
+        return await self.client.call(
+            _calls.start_process(
+                self.context,
+                self.id,
+                command=command,
+                cwd=cwd,
+                env=env,
+                user=user,
+                timeoutSeconds=timeout_seconds,
+                tag=tag,
+                stdin=stdin,
+            )
+        )
+
+    async def processes(self) -> ProcessList:
+        return await self.client.call(_calls.processes(self.context, self.id))
+
+    async def process(self, pid: int) -> ProcessPublic:
+        """Whether it runs, how it ended, and the last of what it printed."""
+        return await self.client.call(_calls.process(self.context, self.id, pid))
+
+    async def send_input(self, pid: int, data: str = "", *, eof: bool = False) -> None:
+        await self.client.call(_calls.process_input(self.context, self.id, pid, data, eof))
+
+    async def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
+        await self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
 
     async def delete(self) -> ConversationDeleted:
         """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""

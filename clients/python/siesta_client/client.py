@@ -19,6 +19,7 @@ from siesta_contract.functions.sandbox import (
     RunCommandResult,
     WriteFileResult,
 )
+from siesta_contract.processes import ProcessList, ProcessPublic, Signal
 from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
 
 from siesta_client import _calls
@@ -168,6 +169,47 @@ class Conversation:
 
     def sandbox(self) -> SandboxPublic:
         return self.client.call(_calls.sandbox(self.context, self.id))
+
+    def start_process(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        timeout_seconds: int | None = None,
+        tag: str | None = None,
+        stdin: bool = False,
+    ) -> ProcessPublic:
+        """Start ``bash -lc command``; it keeps running after this call (a server, a
+        watcher): read it with ``process``, feed it with ``send_input``, end it with
+        ``signal_process``."""
+        return self.client.call(
+            _calls.start_process(
+                self.context,
+                self.id,
+                command=command,
+                cwd=cwd,
+                env=env,
+                user=user,
+                timeoutSeconds=timeout_seconds,
+                tag=tag,
+                stdin=stdin,
+            )
+        )
+
+    def processes(self) -> ProcessList:
+        return self.client.call(_calls.processes(self.context, self.id))
+
+    def process(self, pid: int) -> ProcessPublic:
+        """Whether it runs, how it ended, and the last of what it printed."""
+        return self.client.call(_calls.process(self.context, self.id, pid))
+
+    def send_input(self, pid: int, data: str = "", *, eof: bool = False) -> None:
+        self.client.call(_calls.process_input(self.context, self.id, pid, data, eof))
+
+    def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
+        self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
 
     def delete(self) -> ConversationDeleted:
         """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""
