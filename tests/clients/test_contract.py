@@ -28,7 +28,7 @@ import siesta_contract
 from api.openapi import deployment_limits
 from runtime.settings import Settings
 from siesta_client import _calls
-from siesta_client._ops import Context, Model, Op, raw_bytes
+from siesta_client._ops import Context, Model, Op, no_content, raw_bytes
 from tests.inprocess import in_process_service
 
 REF = "#/components/schemas/"
@@ -50,6 +50,13 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "list_conversation_files": lambda: _calls.list_conversation_files(CTX, "conv-1"),
     "download_file": lambda: _calls.download_file(CTX, "conv-1", "file-1"),
     "sandbox": lambda: _calls.sandbox(CTX, "conv-1"),
+    "start_process": lambda: _calls.start_process(
+        CTX, "conv-1", command="npm run dev", cwd="app", env={"PORT": "3000"}, tag="dev"
+    ),
+    "processes": lambda: _calls.processes(CTX, "conv-1"),
+    "process": lambda: _calls.process(CTX, "conv-1", 42),
+    "process_input": lambda: _calls.process_input(CTX, "conv-1", 42, "y\n", True),
+    "signal_process": lambda: _calls.signal_process(CTX, "conv-1", 42, "SIGINT"),
     "delete": lambda: _calls.delete(CTX, "conv-1"),
     "catalog": lambda: _calls.catalog(AGENT, USER),
     "execute": lambda: _calls.execute("org-a", "conv-1", AGENT, USER, "runCommand", {}),
@@ -178,7 +185,7 @@ def _check_answer(where: str, op: Op[Any], operation: dict[str, Any]) -> None:
         schema = content.get("application/json", {}).get("schema", {})
         assert _base(_ref_name(schema) or "") == op.read.cls.__name__, f"{where}: answer"
     else:
-        assert op.read is raw_bytes and "application/json" not in content, where
+        assert op.read in (raw_bytes, no_content) and "application/json" not in content, where
 
 
 def _operation_for(document: dict[str, Any], op: Op[Any]) -> tuple[str, dict[str, Any]]:
