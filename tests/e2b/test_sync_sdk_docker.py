@@ -122,15 +122,22 @@ def test_a_background_process_outlives_its_call_and_takes_input(
 
 
 def test_a_connected_reader_gets_the_output_from_then_on(sandbox: Sandbox) -> None:
-    counter = sandbox.commands.run(
-        "for i in 1 2 3 4 5 6; do echo $i; sleep 0.3; done", background=True
+    script = (
+        "echo before; touch /tmp/printed; "
+        "while [ ! -f /tmp/go ]; do sleep 0.05; done; echo after; echo done"
     )
-    time.sleep(0.5)
+    started = sandbox.commands.run(script, background=True)
+    deadline = time.monotonic() + 15
+    while not sandbox.files.exists("/tmp/printed"):
+        assert time.monotonic() < deadline, "the process did not start printing"
+        time.sleep(0.05)
+    connected = sandbox.commands.connect(started.pid)
+    sandbox.files.write("/tmp/go", "")
     seen: list[str] = []
-    result = sandbox.commands.connect(counter.pid).wait(on_stdout=seen.append)
+    result = connected.wait(on_stdout=seen.append)
     assert result.exit_code == 0
-    numbers = "".join(seen).split()
-    assert numbers and numbers[-1] == "6" and "1" not in numbers
+    assert "".join(seen) == "after\ndone\n"  # nothing from before it connected
+    assert started.wait().stdout == "before\nafter\ndone\n"  # the first reader got it all
 
 
 def test_a_process_ends_at_its_timeout(sandbox: Sandbox) -> None:
@@ -344,7 +351,8 @@ def test_a_sandbox_made_to_pause_is_paused_at_its_timeout_and_resumed_by_connect
 
 
 def test_a_terminal_is_typed_into_resized_and_ended(sandbox: Sandbox) -> None:
-    terminal = sandbox.pty.create(PtySize(rows=24, cols=80), timeout=0)
+    # A 30 s stream deadline: a terminal that stays silent fails the test, not hangs it.
+    terminal = sandbox.pty.create(PtySize(rows=24, cols=80), timeout=30)
     output = bytearray()
 
     def until(text: bytes) -> None:
