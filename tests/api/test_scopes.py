@@ -36,6 +36,11 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", f"{CONVERSATION}/files"): "sandbox",
     ("GET", f"{CONVERSATION}/files/{{file_id}}/content"): "sandbox",
     ("POST", f"{CONVERSATION}/js"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/processes"): "sandbox",
+    ("GET", f"{CONVERSATION}/sandbox/processes"): "sandbox",
+    ("GET", f"{CONVERSATION}/sandbox/processes/{{pid}}"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/input"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): "sandbox",
     ("GET", "/v1/tools/system"): "tools",
     ("POST", "/v1/tools/catalog"): "tools",
     ("POST", "/v1/tools/execute"): "tools",
@@ -60,7 +65,7 @@ def call(
 ) -> tuple[int, dict[str, Any]]:
     method, path = route
     url = path.replace("{conversation_id}", "c").replace("{file_id}", "f")
-    url = url.replace("{approval_id}", "a")
+    url = url.replace("{approval_id}", "a").replace("{pid}", "1")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # No body and no context headers: authorisation is decided before either is read.
     response = service.client.request(method, url, headers=headers)

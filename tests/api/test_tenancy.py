@@ -99,6 +99,9 @@ def org_a(service: InProcessService) -> OrgA:
 
 Probe = Callable[[httpx.Client, OrgA], httpx.Response]
 NOT_FOUND, OWN_EMPTY, NO_ORG_DATA = "404", "B's own empty conversation", "holds no org data"
+OWN_NO_PROCESSES = "B's own conversation, where the fake provider runs no process (503)"
+"""Starting a process: in B's own conversation, which the in-process service's fake
+provider cannot run processes in (tests/api/test_processes_docker.py runs them)."""
 
 
 def conv(a: OrgA, tail: str = "") -> str:
@@ -174,6 +177,26 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
             },
         ),
     ),
+    ("GET", f"{CONVERSATION}/sandbox/processes"): (
+        OWN_EMPTY,
+        lambda c, a: c.get(conv(a, "/sandbox/processes"), headers=B),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/processes"): (
+        OWN_NO_PROCESSES,
+        lambda c, a: c.post(conv(a, "/sandbox/processes"), headers=B, json={"command": "ls"}),
+    ),
+    ("GET", f"{CONVERSATION}/sandbox/processes/{{pid}}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(conv(a, "/sandbox/processes/1"), headers=B),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/input"): (
+        NOT_FOUND,
+        lambda c, a: c.post(conv(a, "/sandbox/processes/1/input"), headers=B, json={"data": "x"}),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): (
+        NOT_FOUND,
+        lambda c, a: c.post(conv(a, "/sandbox/processes/1/signal"), headers=B, json={}),
+    ),
     ("GET", "/v1/tools/executions"): (
         OWN_EMPTY,
         lambda c, a: c.get(
@@ -218,6 +241,9 @@ def test_org_b_never_sees_org_a(
         assert secret not in response.text
     if expected == NOT_FOUND:
         assert response.status_code == 404, response.text
+    elif expected == OWN_NO_PROCESSES:
+        assert response.status_code == 503, response.text
+        assert response.json()["error"]["code"] == "sandbox_unavailable"
     elif expected == OWN_EMPTY:
         assert response.status_code in (200, 201), response.text
         # Ids B itself sent may be echoed in a message; A's others never appear.
