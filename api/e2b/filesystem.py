@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Literal, TypeVar
+from typing import Literal
 
 from anyio import to_thread
 from connectrpc.code import Code
@@ -45,11 +45,10 @@ from api.e2b.protocol.filesystem.filesystem_pb import (
     WatchDirRequest,
     WatchDirResponse,
 )
-from runtime.core.errors import NotFound, SiestaError
+from api.e2b.rpc import in_thread
 from runtime.e2b import filesystem
 from runtime.services import Services
 
-T = TypeVar("T")
 FILE_TYPES = {"file": FileType.FILE, "directory": FileType.DIRECTORY}
 EVENT_TYPES = {
     "create": EventType.CREATE,
@@ -79,23 +78,6 @@ def entry_info(entry: filesystem.Entry) -> EntryInfo:
     )
 
 
-def connect_error(exc: SiestaError) -> ConnectError:
-    code = exc.code
-    if isinstance(exc, NotFound) or code == "file_not_found":
-        return ConnectError(Code.NOT_FOUND, str(exc))
-    if code == "already_exists":
-        return ConnectError(Code.ALREADY_EXISTS, str(exc))
-    if code == "permission_denied":
-        return ConnectError(Code.PERMISSION_DENIED, str(exc))
-    if code == "unknown_user":
-        return ConnectError(Code.UNAUTHENTICATED, str(exc))
-    if code in ("sandbox_unavailable", "provider_unavailable", "capacity_unavailable"):
-        return ConnectError(Code.UNAVAILABLE, str(exc))
-    if code == "transfer_too_large":
-        return ConnectError(Code.RESOURCE_EXHAUSTED, str(exc))
-    return ConnectError(Code.INVALID_ARGUMENT, str(exc))
-
-
 def change_event(change: filesystem.Change) -> FilesystemEvent:
     return FilesystemEvent(name=change.name, type=EVENT_TYPES[change.kind])
 
@@ -108,17 +90,11 @@ class FilesystemService(Filesystem):
     def _fs(self) -> filesystem.E2bFilesystem:
         return self._get_services().e2b_filesystem
 
-    async def _call(self, run: Callable[[], T]) -> T:
-        try:
-            return await to_thread.run_sync(run)
-        except SiestaError as exc:
-            raise connect_error(exc) from exc
-
     async def stat(
         self, request: StatRequest, ctx: RequestContext[StatRequest, StatResponse]
     ) -> StatResponse:
         call = CALL.get()
-        entry = await self._call(lambda: self._fs.stat(call.sandbox, call.user, request.path))
+        entry = await in_thread(lambda: self._fs.stat(call.sandbox, call.user, request.path))
         return StatResponse(entry=entry_info(entry))
 
     async def list_dir(
@@ -126,7 +102,7 @@ class FilesystemService(Filesystem):
     ) -> ListDirResponse:
         call = CALL.get()
         depth = request.depth or 1
-        entries = await self._call(
+        entries = await in_thread(
             lambda: self._fs.list_dir(call.sandbox, call.user, request.path, depth)
         )
         return ListDirResponse(entries=[entry_info(entry) for entry in entries])
@@ -135,14 +111,14 @@ class FilesystemService(Filesystem):
         self, request: MakeDirRequest, ctx: RequestContext[MakeDirRequest, MakeDirResponse]
     ) -> MakeDirResponse:
         call = CALL.get()
-        entry = await self._call(lambda: self._fs.make_dir(call.sandbox, call.user, request.path))
+        entry = await in_thread(lambda: self._fs.make_dir(call.sandbox, call.user, request.path))
         return MakeDirResponse(entry=entry_info(entry))
 
     async def move(
         self, request: MoveRequest, ctx: RequestContext[MoveRequest, MoveResponse]
     ) -> MoveResponse:
         call = CALL.get()
-        entry = await self._call(
+        entry = await in_thread(
             lambda: self._fs.move(call.sandbox, call.user, request.source, request.destination)
         )
         return MoveResponse(entry=entry_info(entry))
@@ -151,7 +127,7 @@ class FilesystemService(Filesystem):
         self, request: RemoveRequest, ctx: RequestContext[RemoveRequest, RemoveResponse]
     ) -> RemoveResponse:
         call = CALL.get()
-        await self._call(lambda: self._fs.remove(call.sandbox, call.user, request.path))
+        await in_thread(lambda: self._fs.remove(call.sandbox, call.user, request.path))
         return RemoveResponse()
 
     async def create_watcher(
@@ -160,7 +136,7 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[CreateWatcherRequest, CreateWatcherResponse],
     ) -> CreateWatcherResponse:
         call = CALL.get()
-        watcher = await self._call(
+        watcher = await in_thread(
             lambda: self._fs.create_watcher(
                 call.sandbox, call.user, request.path, request.recursive
             )
@@ -173,7 +149,7 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[GetWatcherEventsRequest, GetWatcherEventsResponse],
     ) -> GetWatcherEventsResponse:
         call = CALL.get()
-        watcher = await self._call(lambda: self._fs.watcher(call.sandbox, request.watcher_id))
+        watcher = await in_thread(lambda: self._fs.watcher(call.sandbox, request.watcher_id))
         changes = watcher.take()
         if not changes and watcher.failure:
             raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
@@ -185,14 +161,14 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[RemoveWatcherRequest, RemoveWatcherResponse],
     ) -> RemoveWatcherResponse:
         call = CALL.get()
-        await self._call(lambda: self._fs.remove_watcher(call.sandbox, request.watcher_id))
+        await in_thread(lambda: self._fs.remove_watcher(call.sandbox, request.watcher_id))
         return RemoveWatcherResponse()
 
     async def watch_dir(
         self, request: WatchDirRequest, ctx: RequestContext[WatchDirRequest, WatchDirResponse]
     ) -> AsyncIterator[WatchDirResponse]:
         call = CALL.get()
-        watcher = await self._call(
+        watcher = await in_thread(
             lambda: self._fs.create_watcher(
                 call.sandbox, call.user, request.path, request.recursive
             )

@@ -15,7 +15,6 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
-from anyio import to_thread
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import Headers, RequestContext
@@ -47,7 +46,8 @@ from api.e2b.protocol.process.process_pb import (
     UpdateRequest,
     UpdateResponse,
 )
-from runtime.core.errors import NotFound, SiestaError
+from api.e2b.rpc import connect_error, in_thread
+from runtime.core.errors import SiestaError
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.sandbox import processes
 from runtime.services import Services
@@ -90,18 +90,6 @@ def keepalive_event() -> ProcessEvent:
         "keepalive", ProcessEvent.KeepAlive()
     )
     return ProcessEvent(event=event)
-
-
-def connect_error(exc: SiestaError) -> ConnectError:
-    if isinstance(exc, NotFound):
-        return ConnectError(Code.NOT_FOUND, str(exc))
-    if exc.code == "too_many_processes":
-        return ConnectError(Code.RESOURCE_EXHAUSTED, str(exc))
-    if exc.code in ("capacity_unavailable", "sandbox_unavailable", "provider_unavailable"):
-        return ConnectError(Code.UNAVAILABLE, str(exc))
-    if exc.code in ("session_busy", "lease_expired"):
-        return ConnectError(Code.ABORTED, str(exc))
-    return ConnectError(Code.INVALID_ARGUMENT, str(exc))
 
 
 class ProcessService(Process):
@@ -180,23 +168,20 @@ class ProcessService(Process):
         )
         reader = self._reader()
         timeout_ms = ctx.timeout_ms
-        try:
-            process = await to_thread.run_sync(
-                lambda: self._table.start(
-                    E2bSandboxes.context(call.sandbox),
-                    config,
-                    user=call.user,
-                    env_vars=call.sandbox.env_vars,
-                    tag=request.tag if request.has_field("tag") else None,
-                    # Missing means true: SDKs before envd 0.3.0 never sent it.
-                    stdin=request.stdin if request.has_field("stdin") else True,
-                    pty=pty,
-                    timeout_ms=int(timeout_ms) if timeout_ms else None,
-                    first_reader=reader,
-                )
+        process = await in_thread(
+            lambda: self._table.start(
+                E2bSandboxes.context(call.sandbox),
+                config,
+                user=call.user,
+                env_vars=call.sandbox.env_vars,
+                tag=request.tag if request.has_field("tag") else None,
+                # Missing means true: SDKs before envd 0.3.0 never sent it.
+                stdin=request.stdin if request.has_field("stdin") else True,
+                pty=pty,
+                timeout_ms=int(timeout_ms) if timeout_ms else None,
+                first_reader=reader,
             )
-        except SiestaError as exc:
-            raise connect_error(exc) from exc
+        )
         async for event in self._events(process, reader, self._keepalive(ctx.request_headers)):
             yield StartResponse(event=event)
 
@@ -247,10 +232,7 @@ class ProcessService(Process):
                 Code.FAILED_PRECONDITION, "stdin not enabled or closed for this process"
             )
         data = bytes(chosen.value)
-        try:
-            await to_thread.run_sync(lambda: process.handle.write(data))
-        except SiestaError as exc:
-            raise connect_error(exc) from exc
+        await in_thread(lambda: process.handle.write(data))
 
     async def stream_input(
         self,
@@ -279,10 +261,7 @@ class ProcessService(Process):
         signo = SIGNALS.get(request.signal)
         if signo is None:
             raise ConnectError(Code.INVALID_ARGUMENT, f"unknown signal {request.signal}")
-        try:
-            await to_thread.run_sync(lambda: self._table.signal(process, signo))
-        except SiestaError as exc:
-            raise connect_error(exc) from exc
+        await in_thread(lambda: self._table.signal(process, signo))
         return SendSignalResponse()
 
     async def update(
@@ -294,10 +273,7 @@ class ProcessService(Process):
             return UpdateResponse()
         if not process.terminal:
             raise ConnectError(Code.INVALID_ARGUMENT, "this process has no terminal to resize")
-        try:
-            await to_thread.run_sync(lambda: process.handle.resize(size.cols, size.rows))
-        except SiestaError as exc:
-            raise connect_error(exc) from exc
+        await in_thread(lambda: process.handle.resize(size.cols, size.rows))
         return UpdateResponse()
 
     async def close_stdin(
@@ -309,8 +285,5 @@ class ProcessService(Process):
             raise ConnectError(Code.INVALID_ARGUMENT, msg)
         if process.stdin:
             process.stdin = False
-            try:
-                await to_thread.run_sync(process.handle.close_input)
-            except SiestaError as exc:
-                raise connect_error(exc) from exc
+            await in_thread(process.handle.close_input)
         return CloseStdinResponse()

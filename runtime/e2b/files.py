@@ -94,7 +94,7 @@ class E2bFiles:
             result = process.wait(
                 lambda stream, data: on_chunk(data) if stream == "stdout" else stderr.write(data)
             )
-        _check(result.exit_code, stderr.result().text, path)
+        check_exit(result.exit_code, stderr.result().text, path)
 
     def write(
         self, sandbox: E2bSandbox, user: str, path: str, chunks: Callable[[], bytes | None]
@@ -115,7 +115,7 @@ class E2bFiles:
                     process.write(chunk)
             process.close_input()
             result = process.wait(output)
-        _check(result.exit_code, stderr.result().text, path)
+        check_exit(result.exit_code, stderr.result().text, path)
         folder = stdout.decode(errors="replace").strip()
         name = path.rstrip("/").rsplit("/", 1)[-1]
         return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
@@ -143,10 +143,6 @@ class E2bFiles:
 
 def check_exit(exit_code: int, stderr: str, path: str) -> None:
     """The error an E2B file program's exit code (or its stderr) stands for."""
-    _check(exit_code, stderr, path)
-
-
-def _check(exit_code: int, stderr: str, path: str) -> None:
     if exit_code == 0:
         return
     if stderr.startswith("setpriv:"):

@@ -31,7 +31,7 @@ from runtime.sessions.capacity import Quotas
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.leases import Lease, Leases, lease_expired
 from runtime.sessions.pool import WarmPool
-from runtime.sessions.restore import Restorer, replacement_image, sandbox_labels
+from runtime.sessions.restore import Restorer, image_spec, replacement_image, sandbox_labels
 from runtime.sessions.settings import LifecycleSettings
 from runtime.sessions.timeouts import provision_timeout, resume_timeout, within_limit
 from runtime.store.base import SessionStore
@@ -256,16 +256,7 @@ class SessionManager:
     def _create(self, ctx: CallContext, image: CatalogImage) -> tuple[str, str]:
         session_id = uuid.uuid4().hex
         labels = sandbox_labels(ctx, session_id, image)
-        return session_id, self._create_within_limit(
-            SandboxSpec(
-                session_id,
-                image.image,
-                labels,
-                image.workspace_size_mb,
-                image.runtime,
-                image.allow_setuid,
-            )
-        )
+        return session_id, self._create_within_limit(image_spec(session_id, image, labels))
 
     def _create_within_limit(self, spec: SandboxSpec) -> str:
         sandbox_id = self._provider.lifecycle.sandbox_id_for(spec.session_id)

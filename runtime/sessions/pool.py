@@ -41,12 +41,12 @@ from runtime.providers.base import (
     POOL_LABEL,
     SESSION_LABEL,
     SandboxProvider,
-    SandboxSpec,
     SandboxState,
 )
 from runtime.sessions import demand
 from runtime.sessions.capacity import POOL_SLOT_PREFIX
 from runtime.sessions.gate import MakeGate
+from runtime.sessions.restore import image_spec
 from runtime.sessions.settings import CapacitySettings, PoolSettings
 from runtime.store.base import CapacityStore, PoolStore
 
@@ -252,16 +252,7 @@ class WarmPool:
     def _make(self, image: CatalogImage, session_id: str, sandbox_id: str) -> None:
         labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
         try:
-            self._provider.lifecycle.create(
-                SandboxSpec(
-                    session_id,
-                    image.image,
-                    labels,
-                    image.workspace_size_mb,
-                    image.runtime,
-                    image.allow_setuid,
-                )
-            )
+            self._provider.lifecycle.create(image_spec(session_id, image, labels))
             self._provider.inside.warm(sandbox_id)
             self._provider.lifecycle.pause(sandbox_id)
         except SiestaError as error:

@@ -144,9 +144,8 @@ class Restorer:
         # Missing, or broken: the same sandbox again around the same workspace.
         image = replacement_image(self._catalog, ctx, record)
         labels = sandbox_labels(ctx, record.session_id, image)
-        spec = SandboxSpec(
-            record.session_id, image.image, labels, None, image.runtime, image.allow_setuid
-        )
+        # The workspace is there already: its size is the one it was made with.
+        spec = image_spec(record.session_id, image, labels, workspace_size=False)
         within_limit(
             sandboxes.recreate, spec, self._settings.provision_timeout_seconds, provision_timeout
         )
@@ -178,6 +177,21 @@ def replacement_image(
     if pinned is not None and pinned.enabled:
         return pinned
     return catalog.select(ctx.base_image)
+
+
+def image_spec(
+    session_id: str, image: CatalogImage, labels: dict[str, str], *, workspace_size: bool = True
+) -> SandboxSpec:
+    """What to create for a sandbox of the catalog ``image`` (``workspace_size``: give its
+    workspace the image's own size, else the deployment's)."""
+    return SandboxSpec(
+        session_id,
+        image.image,
+        labels,
+        image.workspace_size_mb if workspace_size else None,
+        image.runtime,
+        image.allow_setuid,
+    )
 
 
 def sandbox_labels(ctx: CallContext, session_id: str, image: CatalogImage) -> dict[str, str]:
