@@ -54,6 +54,7 @@ from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.platform import platform_adapters
+from runtime.tools.adapters.processes import process_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
 from runtime.tools.adapters.web import web_fetch_adapter
@@ -207,7 +208,6 @@ class Services:
         services.js = JsExecutor(
             WorkerPool(settings.js), files, gateway, settings.js, settings.agents
         )
-        services.tools = services._tool_executor(gateway)
         services.lifecycle = lifecycle
         services.processes = SandboxProcesses(
             sessions,
@@ -219,6 +219,7 @@ class Services:
                 settings.command.kill_grace_seconds,
             ),
         )
+        services.tools = services._tool_executor(gateway)  # its adapters use the processes
         services.e2b_files = E2bFiles(
             sessions, provider.inside, settings.command.kill_grace_seconds
         )
@@ -249,6 +250,7 @@ class Services:
         tools, upstreams = self.settings.tools, self.upstreams
         adapters = {
             **sandbox_adapters(self.sandbox),
+            **process_adapters(self.processes),
             **firecrawl_adapters(tools, upstreams),
             **platform_adapters(tools, upstreams),
             **content_adapters(ContentReader(self.files, self.settings.files.content)),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -30,8 +29,8 @@ from siesta_contract.processes import (
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
-from runtime.core.errors import InvalidRequest
 from runtime.sandbox import processes
+from runtime.sandbox.background import SIGNALS, WORKSPACE, StdinClosed, public
 from runtime.services import Services
 
 router = APIRouter(
@@ -40,32 +39,7 @@ router = APIRouter(
     dependencies=requires("sandbox"),
     responses=error_responses(*SANDBOX),
 )
-WORKSPACE = "/mnt/work"
-SIGNALS = {
-    "SIGTERM": signal.SIGTERM,
-    "SIGKILL": signal.SIGKILL,
-    "SIGINT": signal.SIGINT,
-    "SIGHUP": signal.SIGHUP,
-}
 Pid = Annotated[int, Path(ge=1, le=2**31 - 1)]
-
-
-class StdinClosed(InvalidRequest):
-    code = "stdin_closed"
-
-
-def public(process: processes.Process) -> ProcessPublic:
-    ended = process.ended
-    return ProcessPublic(
-        pid=process.pid,
-        tag=process.tag,
-        command=process.config.args[-1] if process.config.args else process.config.cmd,
-        cwd=process.config.cwd,
-        running=ended is None,
-        exitCode=ended.exit_code if ended is not None and ended.exited else None,
-        status=ended.status if ended is not None else None,
-        recent=process.recent(),
-    )
 
 
 @router.post("", status_code=201, response_model=ProcessPublic)

@@ -6,6 +6,7 @@ from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SI
 from runtime.functions.base import FunctionSpec
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.platform import CREATE_TASK, PLATFORM
+from runtime.functions.processes import PROCESSES
 from runtime.functions.sandbox import SANDBOX
 from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
 
@@ -13,6 +14,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
     spec.name: spec
     for spec in [
         *SANDBOX,
+        *PROCESSES,
         JS_EXECUTOR,
         RUN_FUNCTION_BATCH,
         SIESTA_HELP,

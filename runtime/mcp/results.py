@@ -130,6 +130,13 @@ def _publish_files(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _process(r: dict[str, Any]) -> str:
+    name = f"process {r['pid']}" + (f" ({r['tag']})" if r.get("tag") else "")
+    lines = [f"{name}: running" if r["running"] else f"{name}: ended, {r['status']}"]
+    lines += [f"--- {stream} ---\n{text.rstrip()}" for stream, text in r["recent"].items()]
+    return "\n".join(lines)
+
+
 def _js(r: dict[str, Any]) -> str:
     lines = [f"status: {s}" for s in r.get("statuses") or ()]
     lines += [f"log: {entry}" for entry in r.get("logs") or ()]
@@ -145,4 +152,5 @@ _SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "listFiles": _list_files,
     "publishFiles": _publish_files,
     "JsExecutorAgent": _js,
+    **dict.fromkeys(["startProcess", "readProcess", "writeProcessInput", "stopProcess"], _process),
 }

@@ -30,6 +30,7 @@ from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError, ToolFailed
 from runtime.functions.base import FunctionSpec, tool_schema
 from runtime.functions.js import JS_EXECUTOR
+from runtime.functions.processes import PROCESSES
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp import resources, results
 from runtime.services import Services
@@ -38,12 +39,12 @@ from runtime.tools.call import CallEvents, FailedWithResult
 log = logging.getLogger(__name__)
 
 TOOLS: dict[str, tuple[FunctionSpec, str]] = {
-    **{spec.name: (spec, "sandbox") for spec in SANDBOX},
+    **{spec.name: (spec, "sandbox") for spec in [*SANDBOX, *PROCESSES]},
     JS_EXECUTOR.name: (JS_EXECUTOR, "js_executor"),
 }
 """Each tool's function and the System Tool it belongs to (as on the direct routes)."""
 
-READ_ONLY = frozenset({"readFile", "listFiles"})
+READ_ONLY = frozenset({"readFile", "listFiles", "readProcess"})
 PROGRESS_QUEUE = 256
 """Notifications waiting for a slow client; more are dropped (the result has all)."""
 
@@ -125,7 +126,8 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
         "siesta-runtime",
         version="0.1.0",
         instructions="A Linux workspace (/mnt/work) and a JavaScript executor for one "
-        "conversation. Files and installed packages persist between calls.",
+        "conversation. Files and installed packages persist between calls; processes "
+        "started with startProcess keep running.",
         get_tool_input_schema=schemas.get,  # else each call lists the tools to check headers
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -26,6 +26,7 @@ from openpyxl import load_workbook
 from runtime.core.settings import LEGACY_TOKEN_NAME
 from runtime.functions.base import tool_schema
 from runtime.functions.js import JS_EXECUTOR
+from runtime.functions.processes import PROCESSES
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp.stdio import REQUESTED_BY
 from tests.helpers import (
@@ -142,7 +143,9 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-def test_the_tools_are_the_catalogs_functions(connect: Connect, service: ServiceProcess) -> None:
+def test_the_tools_are_the_catalogs_functions_and_the_process_tools(
+    connect: Connect, service: ServiceProcess
+) -> None:
     async def work() -> list[types.Tool]:
         async with connect(service, new_conversation()) as client:
             return (await client.list_tools()).tools
@@ -150,10 +153,12 @@ def test_the_tools_are_the_catalogs_functions(connect: Connect, service: Service
     tools = {tool.name: tool for tool in run(work)}
 
     assert {name: tool.input_schema for name, tool in tools.items()} == {
-        spec.name: spec.parameters() for spec in [*SANDBOX, JS_EXECUTOR]
+        spec.name: spec.parameters() for spec in [*SANDBOX, *PROCESSES, JS_EXECUTOR]
     }
     assert {name: tool.output_schema for name, tool in tools.items()} == {
-        spec.name: tool_schema(spec.result) for spec in [*SANDBOX, JS_EXECUTOR] if spec.result
+        spec.name: tool_schema(spec.result)
+        for spec in [*SANDBOX, *PROCESSES, JS_EXECUTOR]
+        if spec.result
     }
     assert tools["runCommand"].description == SANDBOX[0].description
 
