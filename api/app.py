@@ -13,8 +13,9 @@ from fastapi import FastAPI
 from starlette.routing import Mount, Route
 
 from api import errors, openapi
+from api.background import every
 from api.context import RequestContext
-from api.e2b.app import create_e2b_app, sweep_forever
+from api.e2b.app import create_e2b_app
 from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
@@ -23,11 +24,13 @@ from api.routes import (
     approvals,
     conversations,
     files,
+    filesystem,
     health,
     images,
     js,
     processes,
     sandbox,
+    terminal,
     tools,
 )
 from api.tracing import TraceContext
@@ -64,8 +67,11 @@ def create_app(settings: Settings) -> FastAPI:
                     settings.reconcile.interval_seconds,
                 )
             )
-        if settings.e2b.enabled:
-            loops.append(sweep_forever(services))
+        if settings.e2b.enabled:  # sandboxes past their timeout killed or paused
+            interval = settings.e2b.sweep_interval_seconds
+            loops.append(every(interval, services.e2b_tick, "the E2B sweep"))
+        interval = settings.processes.upkeep_interval_seconds
+        loops.append(every(interval, services.processes_tick, "process upkeep"))
         services.provider.lifecycle.prepare_ahead()
         refiller = (
             PoolRefiller(
@@ -109,6 +115,8 @@ def create_app(settings: Settings) -> FastAPI:
         images,
         sandbox,
         processes,
+        filesystem,
+        terminal,
         files,
         js,
         conversations,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Header, Path, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from siesta_contract.text import EGRESS_HEADER
@@ -12,7 +13,7 @@ from siesta_contract.text import EGRESS_HEADER
 from api.idempotency import RETRY_STATE
 from runtime.core import logs
 from runtime.core.auth import Caller
-from runtime.core.context import CallContext
+from runtime.core.context import CallContext, RetryKey
 from runtime.core.errors import ForbiddenScope, MissingContext, Unauthorized
 from runtime.core.settings import Scope
 from runtime.services import Services
@@ -37,10 +38,14 @@ async def authenticate(
     """The caller whose token this is (401 when none is). ``async`` so that the
     caller's name set for the logs reaches the handler's context."""
     services: Services = request.app.state.services
+    return _identify(services, credentials.credentials if credentials else "")
+
+
+def _identify(services: Services, token: str) -> Caller:
     if not services.tokens:  # serve refuses to start so; this guards other embeddings
         msg = "this service has no API token configured"
         raise Unauthorized(msg)
-    caller = services.tokens.identify(credentials.credentials if credentials else "")
+    caller = services.tokens.identify(token)
     if caller is None:
         msg = "a valid bearer token is required (Authorization: Bearer <token>)"
         raise Unauthorized(msg)
@@ -55,11 +60,15 @@ def requires(scope: Scope) -> list[Any]:
     """Router dependencies: a valid token that has ``scope`` (else 403 naming it)."""
 
     async def check(caller: CallerDep) -> None:
-        if not caller.may(scope):
-            msg = f"this route needs a token with the {scope!r} scope; {caller.name!r} lacks it"
-            raise ForbiddenScope(msg, scope=scope, token=caller.name)
+        _check_scope(caller, scope)
 
     return [Depends(check)]
+
+
+def _check_scope(caller: Caller, scope: Scope) -> None:
+    if not caller.may(scope):
+        msg = f"this route needs a token with the {scope!r} scope; {caller.name!r} lacks it"
+        raise ForbiddenScope(msg, scope=scope, token=caller.name)
 
 
 def call_context(
@@ -85,25 +94,51 @@ def call_context(
         ),
     ] = None,
 ) -> CallContext:
+    return _context(
+        conversation_id,
+        {
+            "x-siesta-org": x_siesta_org,
+            "x-siesta-user": x_siesta_user,
+            "x-siesta-agent": x_siesta_agent,
+            "x-siesta-base-image": x_siesta_base_image,
+            "x-siesta-egress-allow": x_siesta_egress_allow,
+            "x-siesta-sub-agents": x_siesta_sub_agents,
+        },
+        retry=request.scope.get("state", {}).get(RETRY_STATE),
+    )
+
+
+def _context(
+    conversation_id: str, headers: Mapping[str, str | None], retry: RetryKey | None = None
+) -> CallContext:
+    org, user = headers.get("x-siesta-org"), headers.get("x-siesta-user")
     missing = [
-        name
-        for name, value in (("X-Siesta-Org", x_siesta_org), ("X-Siesta-User", x_siesta_user))
-        if not value
+        name for name, value in (("X-Siesta-Org", org), ("X-Siesta-User", user)) if not value
     ]
     if missing:
         msg = f"conversation routes need the {' and '.join(missing)} header(s)"
         raise MissingContext(msg, headers=missing)
-    assert x_siesta_org is not None and x_siesta_user is not None
+    assert org is not None and user is not None
     return CallContext(
-        org=x_siesta_org,
-        user=x_siesta_user,
+        org=org,
+        user=user,
         conversation=conversation_id,
-        agent=x_siesta_agent or None,
-        base_image=x_siesta_base_image or None,
-        egress_allow=_host_list(x_siesta_egress_allow),
-        sub_agents=_host_list(x_siesta_sub_agents) or (),
-        retry=request.scope.get("state", {}).get(RETRY_STATE),
+        agent=headers.get("x-siesta-agent") or None,
+        base_image=headers.get("x-siesta-base-image") or None,
+        egress_allow=_host_list(headers.get("x-siesta-egress-allow")),
+        sub_agents=_host_list(headers.get("x-siesta-sub-agents")) or (),
+        retry=retry,
     )
+
+
+def websocket_context(websocket: WebSocket, conversation_id: str, scope: Scope) -> CallContext:
+    """A WebSocket route's caller checked as ``requires(scope)`` and ``ContextDep``
+    check an HTTP route's: the same bearer token and context headers."""
+    services: Services = websocket.app.state.services
+    scheme, _, token = websocket.headers.get("authorization", "").partition(" ")
+    caller = _identify(services, token.strip() if scheme.lower() == "bearer" else "")
+    _check_scope(caller, scope)
+    return _context(conversation_id, websocket.headers)
 
 
 def _host_list(header: str | None) -> tuple[str, ...] | None:

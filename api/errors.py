@@ -60,6 +60,11 @@ STATUS_BY_CODE: dict[str, int] = {
     "file_not_found": 404,
     "not_a_file": 404,  # no file at the path (a folder is), as file_not_found
     "not_a_directory": 404,
+    "already_exists": 409,  # a folder to make is there
+    "permission_denied": 403,  # the sandbox's user may not touch the path
+    "unknown_user": 404,  # no such user in the sandbox's image
+    "not_enough_space": 507,
+    "file_operation_failed": 409,  # the sandbox's state refused it (e.g. a mount point)
     "transfer_too_large": 413,
     "missing_input": 404,  # a conversation file the call names does not exist
     "session_busy": 409,

@@ -17,8 +17,8 @@ REASONS = {
     "`POST /v1/approvals/{id}`; the result is in the decision's answer and the executions log)",
     400: "Bad context headers or JSON",
     401: "Missing or wrong bearer token",
-    403: "Not allowed: the token lacks the route's scope (`scope` names it), or the "
-    "deployment does not allow it",
+    403: "Not allowed: the token lacks the route's scope (`scope` names it), the "
+    "deployment does not allow it, or the sandbox's user may not touch the path",
     404: "No such resource (or another org's)",
     405: "Method not allowed (the Allow header lists the methods)",
     409: "The conversation or the approval is busy or decided, what is at a path is not "
@@ -30,6 +30,7 @@ REASONS = {
     500: "Internal error (a bug; the body never carries a traceback)",
     503: "A dependency is unavailable or a capacity limit is reached; try again",
     504: "Provisioning or resuming took longer than its limit",
+    507: "The sandbox's disk is full",
 }
 
 

@@ -56,6 +56,19 @@ Work = Callable[[CallEvents], tuple[str, Any]]
 kind (``result`` or ``error``) and data."""
 
 
+SSE_CONTENT = {
+    "text/event-stream": {
+        "schema": {
+            "description": "One server-sent event: its name and its data (JSON text); "
+            "keepalive comments are not events",
+            "type": "object",
+            "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+            "required": ["data"],
+        }
+    }
+}
+"""A streamed answer's media type in the OpenAPI document, described event by event
+(what SSE-aware tools validate each event against)."""
 KEEPALIVE = ": keepalive\n\n"
 """An SSE comment: it keeps a silent stream's connection open; clients skip it."""
 

@@ -18,8 +18,6 @@ from runtime.core.errors import SessionBusy
 from runtime.core.records import SessionRecord, SessionStatus, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
-from runtime.e2b.files import E2bFiles
-from runtime.e2b.filesystem import E2bFilesystem
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.egress.service import (
     Egress,
@@ -36,8 +34,10 @@ from runtime.jsexec.pool import WorkerPool
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.providers.settings import DockerProviderSettings
+from runtime.sandbox.filesystem import SandboxFilesystem
 from runtime.sandbox.operations import Sandbox
 from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
+from runtime.sandbox.user_files import UserFiles
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
 from runtime.sessions.gate import MakeGate
@@ -133,9 +133,9 @@ class Services:
     lifecycle: Lifecycle = field(init=False)
     e2b: E2bSandboxes = field(init=False)
     processes: SandboxProcesses = field(init=False)
-    e2b_files: E2bFiles = field(init=False)
-    e2b_filesystem: E2bFilesystem = field(init=False)
-    _e2b_kept_at: float = field(init=False, default=0.0)
+    user_files: UserFiles = field(init=False)
+    filesystem: SandboxFilesystem = field(init=False)
+    _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
     def build(
@@ -220,10 +220,12 @@ class Services:
             ),
         )
         services.tools = services._tool_executor(gateway)  # its adapters use the processes
-        services.e2b_files = E2bFiles(
+        services.user_files = UserFiles(
             sessions, provider.inside, settings.command.kill_grace_seconds
         )
-        services.e2b_filesystem = E2bFilesystem(services.e2b_files)
+        services.filesystem = SandboxFilesystem(
+            services.user_files, settings.processes.max_watchers_per_sandbox
+        )
         services.e2b = E2bSandboxes(
             stores.e2b,
             sessions,
@@ -304,12 +306,16 @@ class Services:
 
     def e2b_tick(self) -> None:
         """The E2B API's background work: sandboxes past their timeout killed (or
-        paused), and sandboxes running processes kept out of the idle tiers."""
+        paused on request)."""
         self.e2b.sweep()
-        self.e2b_filesystem.sweep()
+
+    def processes_tick(self) -> None:
+        """Upkeep of what runs on in sandboxes: watchers nobody reads stopped, and
+        sandboxes running processes kept out of the idle tiers."""
+        self.filesystem.sweep()
         now = time.monotonic()
-        if now - self._e2b_kept_at >= self.settings.lifecycle.pause_after_seconds / 3:
-            self._e2b_kept_at = now
+        if now - self._kept_running_at >= self.settings.lifecycle.pause_after_seconds / 3:
+            self._kept_running_at = now
             self.processes.keep_running()
 
     def teardown_conversation(self, key: str, lease: Lease) -> None:

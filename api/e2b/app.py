@@ -7,10 +7,6 @@ its callers authenticate as E2B's SDKs do (``X-API-Key``; envd's access token).
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
-from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.datastructures import State
 from starlette.routing import Mount, Router
@@ -22,8 +18,6 @@ from api.e2b.process import ProcessService
 from api.e2b.protocol.filesystem.filesystem_connect import FilesystemASGIApplication
 from api.e2b.protocol.process.process_connect import ProcessASGIApplication
 from runtime.services import Services
-
-log = logging.getLogger(__name__)
 
 
 def create_e2b_app(state: State) -> Starlette:
@@ -41,16 +35,3 @@ def create_e2b_app(state: State) -> Starlette:
     app = Starlette(routes=[Mount("/envd", app=envd), *control.ROUTES])
     app.state = state
     return app
-
-
-async def sweep_forever(services: Services) -> None:
-    """Sandboxes past their timeout killed (or paused), busy ones kept from the idle
-    tiers: every ``SIESTA_E2B__SWEEP_INTERVAL_SECONDS``, whatever the last pass did."""
-    while True:
-        await asyncio.sleep(services.settings.e2b.sweep_interval_seconds)
-        try:
-            await to_thread.run_sync(services.e2b_tick)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            log.warning("e2b sweep failed: %s", error, exc_info=error)

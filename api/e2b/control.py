@@ -164,7 +164,8 @@ async def create(request: Request) -> Response:
 async def get_info(request: Request) -> Response:
     _, org = caller_of(request)
     services = services_of(request)
-    sandbox = services.e2b.get(org, request.path_params["sandbox_id"])
+    sandbox_id = request.path_params["sandbox_id"]
+    sandbox = await to_thread.run_sync(lambda: services.e2b.get(org, sandbox_id))
     return JSONResponse(detail_json(sandbox, services))
 
 
@@ -184,9 +185,10 @@ async def list_sandboxes(request: Request) -> Response:
         start = int(query.get("nextToken") or 0)
     except ValueError as exc:
         raise refuse(400, "limit and nextToken must be whole numbers") from exc
+    listed = await to_thread.run_sync(lambda: services.e2b.list(org))  # the store: off the loop
     found = [
         sandbox
-        for sandbox in services.e2b.list(org)
+        for sandbox in listed
         if sandbox.state in states
         and (template is None or sandbox.template == template)
         and all(sandbox.metadata.get(k) == v for k, v in wanted.items())
@@ -216,7 +218,8 @@ async def set_timeout(request: Request) -> Response:
     if timeout is None:
         raise refuse(400, "timeout (seconds) is required")
     services = services_of(request)
-    services.e2b.set_timeout(org, request.path_params["sandbox_id"], timeout)
+    sandbox_id = request.path_params["sandbox_id"]
+    await to_thread.run_sync(lambda: services.e2b.set_timeout(org, sandbox_id, timeout))
     return Response(status_code=204)
 
 

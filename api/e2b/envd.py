@@ -18,10 +18,13 @@ import re
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.e2b.errors import e2b_error, refuse
 from runtime.core.records import E2bSandbox
+from runtime.e2b.sandboxes import E2bSandboxes
+from runtime.sandbox.user_files import AsUser
 from runtime.services import Services
 
 
@@ -31,6 +34,12 @@ class EnvdCall:
 
     sandbox: E2bSandbox
     user: str
+
+    @property
+    def who(self) -> AsUser:
+        """File operations of this call: in the sandbox's conversation, as its user,
+        relative paths from the user's home."""
+        return AsUser(E2bSandboxes.context(self.sandbox), self.user)
 
 
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
@@ -49,8 +58,8 @@ class EnvdDispatcher:
             return
         services: Services = scope["app"].state.services
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        try:
-            call = authorize(services, headers)
+        try:  # the sandbox's record is in the store: looked up off the event loop
+            call = await to_thread.run_sync(authorize, services, headers)
         except Exception as exc:
             await e2b_error(exc)(scope, receive, send)
             return

@@ -1,6 +1,6 @@
 """envd's plain HTTP routes: ``GET /health``, ``GET /files`` and ``POST /files``.
 
-Files move through ``runtime.e2b.files`` (``cat`` as the user, in the sandbox) in
+Files move through ``runtime.sandbox.user_files`` (``cat`` as the user, in the sandbox) in
 chunks: a download is streamed to the client as the sandbox reads it (a few
 chunks ahead of a slow client at most), an octet-stream upload into the sandbox as
 it arrives; a multipart upload is spooled to a temporary file first (the form
@@ -27,8 +27,7 @@ from starlette.routing import Route
 from api.e2b.envd import CALL, checked_user
 from api.e2b.errors import e2b_error, refuse
 from runtime.core.errors import Cancelled
-from runtime.core.records import E2bSandbox
-from runtime.e2b.files import Written
+from runtime.sandbox.user_files import AsUser, Written
 from runtime.services import Services
 
 CHUNK = 256 * 1024
@@ -69,8 +68,11 @@ def _services(request: Request) -> Services:
     return services
 
 
-def _user(request: Request) -> str:
-    return checked_user(request.query_params.get("username", "")) or CALL.get().user
+def _who(request: Request) -> AsUser:
+    """The call's sandbox, as the query's ``username`` (else the call's user)."""
+    call = CALL.get()
+    user = checked_user(request.query_params.get("username", "")) or call.user
+    return AsUser(call.who.ctx, user)
 
 
 async def health(request: Request) -> Response:
@@ -82,15 +84,15 @@ async def download(request: Request) -> Response:
     if not path:
         return e2b_error(refuse(400, "the path query parameter is required"))
     try:
-        user = _user(request)
+        who = _who(request)
     except Exception as exc:
         return e2b_error(exc)
-    call, services = CALL.get(), _services(request)
+    services = _services(request)
     handoff = _Handoff()
 
     def read() -> None:
         try:
-            services.e2b_files.read(call.sandbox, user, path, handoff.put)
+            services.user_files.read(who, path, handoff.put)
         except Cancelled:
             return
         except Exception as exc:
@@ -128,8 +130,8 @@ async def upload(request: Request) -> Response:
 
 
 async def _upload(request: Request) -> list[Written]:
-    user = _user(request)
-    call, services = CALL.get(), _services(request)
+    who = _who(request)
+    services = _services(request)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
         # File parts are spooled to disk whole (their size is the body's, which the
@@ -137,7 +139,7 @@ async def _upload(request: Request) -> list[Written]:
         form = await request.form(max_files=1000, max_part_size=1024 * 1024)
         try:
             files = [part for name, part in form.multi_items() if name == "file"]
-            return await _write_parts(request, files, user)
+            return await _write_parts(request, files, who)
         finally:
             await form.close()
     if content_type.startswith("application/octet-stream"):
@@ -174,7 +176,7 @@ async def _upload(request: Request) -> list[Written]:
             return from_thread.run(next_chunk)
 
         written = await to_thread.run_sync(
-            lambda: services.e2b_files.write(call.sandbox, user, path, _once_none(chunks))
+            lambda: services.user_files.write(who, path, _once_none(chunks))
         )
         return [written]
     raise refuse(
@@ -182,8 +184,8 @@ async def _upload(request: Request) -> list[Written]:
     )
 
 
-async def _write_parts(request: Request, parts: list[Any], user: str) -> list[Written]:
-    call, services = CALL.get(), _services(request)
+async def _write_parts(request: Request, parts: list[Any], who: AsUser) -> list[Written]:
+    services = _services(request)
     single_path = request.query_params.get("path")
     uploads = [part for part in parts if isinstance(part, UploadFile)]
     if not uploads:
@@ -198,20 +200,16 @@ async def _write_parts(request: Request, parts: list[Any], user: str) -> list[Wr
     written = []
     for part, path in zip(uploads, paths, strict=True):
         assert path is not None
-        written.append(
-            await to_thread.run_sync(_write_part, services, call.sandbox, user, path, part.file)
-        )
+        written.append(await to_thread.run_sync(_write_part, services, who, path, part.file))
     return written
 
 
-def _write_part(
-    services: Services, sandbox: E2bSandbox, user: str, path: str, source: Any
-) -> Written:
+def _write_part(services: Services, who: AsUser, path: str, source: Any) -> Written:
     def chunks() -> bytes | None:
         data: bytes = source.read(CHUNK)
         return data or None
 
-    return services.e2b_files.write(sandbox, user, path, chunks)
+    return services.user_files.write(who, path, chunks)
 
 
 def _once_none(chunks: Callable[[], bytes | None]) -> Callable[[], bytes | None]:

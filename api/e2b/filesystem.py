@@ -1,6 +1,6 @@
 """envd's ``filesystem.Filesystem`` over Connect: stat, list, make, move, remove, watch.
 
-The operations are ``runtime.e2b.filesystem``'s; this module maps their entries
+The operations are ``runtime.sandbox.filesystem``'s; this module maps their entries
 and errors to envd's messages and codes (the SDKs read NOT_FOUND as "does not
 exist" and ALREADY_EXISTS as "was there already"). The async and JS SDKs watch
 through the ``WatchDir`` stream, the sync one through the watcher trio.
@@ -46,7 +46,7 @@ from api.e2b.protocol.filesystem.filesystem_pb import (
     WatchDirResponse,
 )
 from api.e2b.rpc import in_thread
-from runtime.e2b import filesystem
+from runtime.sandbox import filesystem
 from runtime.services import Services
 
 FILE_TYPES = {"file": FileType.FILE, "directory": FileType.DIRECTORY}
@@ -87,14 +87,14 @@ class FilesystemService(Filesystem):
         self._get_services = services
 
     @property
-    def _fs(self) -> filesystem.E2bFilesystem:
-        return self._get_services().e2b_filesystem
+    def _fs(self) -> filesystem.SandboxFilesystem:
+        return self._get_services().filesystem
 
     async def stat(
         self, request: StatRequest, ctx: RequestContext[StatRequest, StatResponse]
     ) -> StatResponse:
         call = CALL.get()
-        entry = await in_thread(lambda: self._fs.stat(call.sandbox, call.user, request.path))
+        entry = await in_thread(lambda: self._fs.stat(call.who, request.path))
         return StatResponse(entry=entry_info(entry))
 
     async def list_dir(
@@ -102,16 +102,14 @@ class FilesystemService(Filesystem):
     ) -> ListDirResponse:
         call = CALL.get()
         depth = request.depth or 1
-        entries = await in_thread(
-            lambda: self._fs.list_dir(call.sandbox, call.user, request.path, depth)
-        )
+        entries = await in_thread(lambda: self._fs.list_dir(call.who, request.path, depth))
         return ListDirResponse(entries=[entry_info(entry) for entry in entries])
 
     async def make_dir(
         self, request: MakeDirRequest, ctx: RequestContext[MakeDirRequest, MakeDirResponse]
     ) -> MakeDirResponse:
         call = CALL.get()
-        entry = await in_thread(lambda: self._fs.make_dir(call.sandbox, call.user, request.path))
+        entry = await in_thread(lambda: self._fs.make_dir(call.who, request.path))
         return MakeDirResponse(entry=entry_info(entry))
 
     async def move(
@@ -119,7 +117,7 @@ class FilesystemService(Filesystem):
     ) -> MoveResponse:
         call = CALL.get()
         entry = await in_thread(
-            lambda: self._fs.move(call.sandbox, call.user, request.source, request.destination)
+            lambda: self._fs.move(call.who, request.source, request.destination)
         )
         return MoveResponse(entry=entry_info(entry))
 
@@ -127,7 +125,7 @@ class FilesystemService(Filesystem):
         self, request: RemoveRequest, ctx: RequestContext[RemoveRequest, RemoveResponse]
     ) -> RemoveResponse:
         call = CALL.get()
-        await in_thread(lambda: self._fs.remove(call.sandbox, call.user, request.path))
+        await in_thread(lambda: self._fs.remove(call.who, request.path))
         return RemoveResponse()
 
     async def create_watcher(
@@ -137,9 +135,7 @@ class FilesystemService(Filesystem):
     ) -> CreateWatcherResponse:
         call = CALL.get()
         watcher = await in_thread(
-            lambda: self._fs.create_watcher(
-                call.sandbox, call.user, request.path, request.recursive
-            )
+            lambda: self._fs.create_watcher(call.who, request.path, request.recursive)
         )
         return CreateWatcherResponse(watcher_id=watcher.id)
 
@@ -149,7 +145,7 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[GetWatcherEventsRequest, GetWatcherEventsResponse],
     ) -> GetWatcherEventsResponse:
         call = CALL.get()
-        watcher = await in_thread(lambda: self._fs.watcher(call.sandbox, request.watcher_id))
+        watcher = await in_thread(lambda: self._fs.watcher(call.who, request.watcher_id))
         changes = watcher.take()
         if not changes and watcher.failure:
             raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
@@ -161,7 +157,7 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[RemoveWatcherRequest, RemoveWatcherResponse],
     ) -> RemoveWatcherResponse:
         call = CALL.get()
-        await in_thread(lambda: self._fs.remove_watcher(call.sandbox, request.watcher_id))
+        await in_thread(lambda: self._fs.remove_watcher(call.who, request.watcher_id))
         return RemoveWatcherResponse()
 
     async def watch_dir(
@@ -169,9 +165,7 @@ class FilesystemService(Filesystem):
     ) -> AsyncIterator[WatchDirResponse]:
         call = CALL.get()
         watcher = await in_thread(
-            lambda: self._fs.create_watcher(
-                call.sandbox, call.user, request.path, request.recursive
-            )
+            lambda: self._fs.create_watcher(call.who, request.path, request.recursive)
         )
         try:
             start: Oneof[Literal["start"], WatchDirResponse.StartEvent] = Oneof(
@@ -197,4 +191,4 @@ class FilesystemService(Filesystem):
                     )
                     yield WatchDirResponse(event=keepalive)
         finally:
-            await to_thread.run_sync(lambda: self._fs.remove_watcher(call.sandbox, watcher.id))
+            await to_thread.run_sync(lambda: self._fs.remove_watcher(call.who, watcher.id))

@@ -18,6 +18,7 @@ CODES = {
     "file_not_found": Code.NOT_FOUND,
     "already_exists": Code.ALREADY_EXISTS,
     "permission_denied": Code.PERMISSION_DENIED,
+    "file_operation_failed": Code.FAILED_PRECONDITION,
     "unknown_user": Code.UNAUTHENTICATED,
     "too_many_processes": Code.RESOURCE_EXHAUSTED,
     "transfer_too_large": Code.RESOURCE_EXHAUSTED,

@@ -18,7 +18,7 @@ from siesta_contract.functions.js import JsResult, RunScriptBody
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires
 from api.responses import AGENT_FUNCTION, error_responses
-from api.streaming import as_events, event_stream
+from api.streaming import SSE_CONTENT, as_events, event_stream
 from runtime.core.metrics import measured
 from runtime.functions.js import JS_EXECUTOR
 from runtime.tools.call import CallEvents, FailedWithResult
@@ -43,7 +43,7 @@ STREAM_DESCRIPTION = (
         200: {
             "description": "The script's outcome (a script error is an outcome too). "
             + STREAM_DESCRIPTION,
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         },
         **error_responses(*AGENT_FUNCTION),
     },

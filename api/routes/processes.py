@@ -29,6 +29,7 @@ from siesta_contract.processes import (
 
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
+from api.streaming import SSE_CONTENT
 from runtime.sandbox import processes
 from runtime.sandbox.background import SIGNALS, WORKSPACE, StdinClosed, public
 from runtime.services import Services
@@ -80,7 +81,7 @@ def list_processes(ctx: ContextDep, services: ServicesDep) -> ProcessList:
             "description": "The process. With `Accept: text/event-stream`: its live output "
             'from now on as `output` events (`{"stream": "stdout" | "stderr", "text"}`), '
             "then one `end` event with this body.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         }
     },
 )

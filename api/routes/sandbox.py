@@ -31,7 +31,7 @@ from siesta_contract.functions.sandbox import (
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
-from api.streaming import as_events, event_stream, until_disconnected
+from api.streaming import SSE_CONTENT, as_events, event_stream, until_disconnected
 from runtime.core.cancellation import Cancellation
 from runtime.core.context import CallContext
 from runtime.core.metrics import measured
@@ -78,7 +78,7 @@ def call(
             'events (`{"stream": "stdout" | "stderr", "text": ...}`, up to the output limit '
             "per stream) while it runs, then one `result` event with this body (or `error` "
             "with the error body).",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         }
     },
 )

@@ -26,7 +26,7 @@ from siesta_contract.tools import (
 
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
-from api.streaming import event_stream
+from api.streaming import SSE_CONTENT, event_stream
 from runtime.core.context import check_id
 from runtime.core.errors import (
     InvalidContext,
@@ -96,7 +96,7 @@ def catalog(body: CatalogRequest, services: ServicesDep) -> CatalogPublic:
             "description": "The call's outcome. With `Accept: text/event-stream`: `status` "
             'events (`{"message": ...}`, a script\'s `logStatus`) and `output` events (a '
             "command's chunks) as they happen, then one `result` event with this body.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": SSE_CONTENT,
         }
     },
 )

@@ -43,6 +43,11 @@ class HeadTailBuffer:
             if excess > 0:
                 del self._tail[:excess]
 
+    def last_bytes(self) -> bytes:
+        """The stream's last ``limit - limit // 2`` bytes (or all of it), in one piece:
+        bytes are only dropped once the tail is full."""
+        return bytes((self._head + self._tail)[-self._tail_limit :])
+
     @property
     def dropped_bytes(self) -> int:
         return self.total_bytes - len(self._head) - len(self._tail)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from siesta_contract.functions.processes import (
     ReadProcessArgs,
-    StartProcessArgs,
+    StartProcessFunctionArgs,
     StopProcessArgs,
     WriteProcessInputArgs,
 )
@@ -18,7 +18,7 @@ START_PROCESS = FunctionSpec(
     "Start a background process (a server, a watcher, a REPL) with bash -lc in the "
     "workspace /mnt/work; it keeps running after this call, until it ends, is stopped, "
     "times out or the sandbox ends. Returns its pid: read it with readProcess.",
-    StartProcessArgs,
+    StartProcessFunctionArgs,
     ProcessPublic,
 )
 READ_PROCESS = FunctionSpec(

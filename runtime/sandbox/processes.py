@@ -35,6 +35,12 @@ from runtime.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
 
+BECOME = (
+    'g=$(id -g -- "$1" 2>/dev/null) || { echo "setpriv: no user $1" >&2; exit 126; }; '
+    "u=$1; shift; "
+    'exec setpriv --reuid="$u" --regid="$g" --init-groups --reset-env "$@"'
+)
+"""Become the user with its own primary group (``nobody`` is in ``nogroup``)."""
 CD_AND_RUN = (
     'cd -- "$HOME" 2>/dev/null; if [ -n "$1" ]; then cd -- "$1" || exit 125; fi; '
     'shift; exec env -- "$@"'
@@ -164,6 +170,7 @@ class Process:
         self.pid = handle.pid
         self.handle = handle
         self.ended: Ended | None = None
+        self._ended_event = threading.Event()
         self._readers: list[Reader] = []
         self._tails = {name: HeadTailBuffer(TAIL_BYTES) for name in ("stdout", "stderr", "pty")}
         self._lock = threading.Lock()
@@ -177,15 +184,20 @@ class Process:
                 if tail.result().total_bytes
             }
 
-    def subscribe(self, reader: Reader) -> Reader:
+    def subscribe(self, reader: Reader, *, replay: str | None = None) -> Reader:
         """``reader`` gets ``Started`` and everything from here on (only ``Ended`` when
-        the process has ended already)."""
-        reader.push(Started(self.pid))
+        the process has ended already). ``replay``: first the last ``TAIL_BYTES / 2``
+        that stream printed, with nothing lost or repeated between it and what follows
+        (a terminal shown again where it was)."""
         with self._lock:
+            reader.push(Started(self.pid))  # under the lock: before any later output
+            kept = self._tails[replay].last_bytes() if replay is not None else b""
+            if kept:
+                reader.push(Output(replay or "", kept))
             if self.ended is None:
                 self._readers.append(reader)
                 return reader
-        reader.push(self.ended)
+            reader.push(self.ended)
         return reader
 
     def unsubscribe(self, reader: Reader) -> None:
@@ -221,9 +233,14 @@ class Process:
         with self._lock:
             self.ended = ended
             readers, self._readers = self._readers, []
+        self._ended_event.set()
         for reader in readers:
             reader.push(ended)
         return ended
+
+    def wait_ended(self, timeout: float) -> bool:
+        """Whether it ended within ``timeout`` seconds."""
+        return self._ended_event.wait(timeout)
 
 
 class SandboxProcesses:
@@ -337,6 +354,15 @@ class SandboxProcesses:
         else:
             process.handle.signal(signo)
 
+    def hang_up(self, process: Process) -> None:
+        """Its terminal went away: SIGHUP to its process group, as a closed terminal
+        window sends, and SIGKILL if it has not ended ``kill_grace_seconds`` later."""
+        with contextlib.suppress(SiestaError):
+            process.handle.signal(signal.SIGHUP)
+        if not process.wait_ended(self.limits.kill_grace_seconds):
+            with contextlib.suppress(SiestaError):
+                process.handle.kill()
+
     def forget(self, key: str) -> None:
         """The conversation's sandbox is gone: its processes with it."""
         with self._lock:
@@ -358,16 +384,16 @@ class SandboxProcesses:
 
 
 def as_user(user: str, cwd: str | None, environment: dict[str, str], argv: list[str]) -> list[str]:
-    """``argv`` as ``user`` (uid, gid and groups; ``HOME``, ``USER``, ``PATH`` of that
-    user), in ``cwd`` (relative: to the home), with ``environment`` added."""
+    """``argv`` as ``user`` (uid, primary group and groups; ``HOME``, ``USER``, ``PATH``
+    of that user), in ``cwd`` (relative: to the home), with ``environment`` added."""
     if cwd is not None and (cwd == "~" or cwd.startswith("~/")):
         cwd = cwd[2:]
     return [
-        "setpriv",
-        f"--reuid={user}",
-        f"--regid={user}",
-        "--init-groups",
-        "--reset-env",
+        "/bin/sh",
+        "-c",
+        BECOME,
+        "sh",
+        user,
         "/bin/sh",
         "-c",
         CD_AND_RUN,

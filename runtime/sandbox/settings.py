@@ -30,6 +30,11 @@ class ProcessSettings(BaseModel):
 
     max_per_sandbox: int = Field(48, ge=1, le=60)
     """Processes running at once in one sandbox (the agent runs at most 64 requests)."""
+    max_watchers_per_sandbox: int = Field(8, ge=1, le=16)
+    """Folders watched at once in one sandbox (each is one of the agent's 64 requests,
+    beside the processes and a few calls)."""
+    upkeep_interval_seconds: float = Field(1.0, gt=0, le=60)
+    """How often watchers nobody reads are stopped and busy sandboxes kept awake."""
     reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
     """Output kept for one reader of a process that does not read it; past it that
     reader's stream ends with an error (the process and other readers go on)."""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from runtime.core.settings import SCOPES
 from tests.helpers import TOKEN, tokens_setting
@@ -41,6 +42,14 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", f"{CONVERSATION}/sandbox/processes/{{pid}}"): "sandbox",
     ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/input"): "sandbox",
     ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/stat"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/list"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/mkdir"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/move"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/remove"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/watchers"): "sandbox",
+    ("GET", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "sandbox",
+    ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "sandbox",
     ("GET", "/v1/tools/system"): "tools",
     ("POST", "/v1/tools/catalog"): "tools",
     ("POST", "/v1/tools/execute"): "tools",
@@ -65,7 +74,7 @@ def call(
 ) -> tuple[int, dict[str, Any]]:
     method, path = route
     url = path.replace("{conversation_id}", "c").replace("{file_id}", "f")
-    url = url.replace("{approval_id}", "a").replace("{pid}", "1")
+    url = url.replace("{approval_id}", "a").replace("{pid}", "1").replace("{watcher_id}", "w")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # No body and no context headers: authorisation is decided before either is read.
     response = service.client.request(method, url, headers=headers)
@@ -108,3 +117,27 @@ def test_without_a_valid_token_only_public_routes_answer(
         assert status == 200
     else:
         assert status == 401 and body["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_the_terminal_websocket_needs_the_sandbox_scope(
+    service: InProcessService, scope: str
+) -> None:
+    """The one WebSocket route (not in the table: it has no HTTP method) refuses the
+    upgrade as the others refuse a request."""
+    client = TestClient(service.client.app)
+    url = "/v1/conversations/c/sandbox/terminal"
+    for token in (None, TOKEN_OF[scope]):
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        with (
+            pytest.raises(WebSocketDenialResponse) as refused,
+            client.websocket_connect(url, headers=auth),
+        ):
+            pass
+        code = refused.value.json()["error"]["code"]
+        if token is None:
+            assert (refused.value.status_code, code) == (401, "unauthorized")
+        elif scope == "sandbox":  # past authorisation: no context headers were sent
+            assert (refused.value.status_code, code) == (400, "missing_context")
+        else:
+            assert (refused.value.status_code, code) == (403, "forbidden_scope")

@@ -108,6 +108,15 @@ def conv(a: OrgA, tail: str = "") -> str:
     return f"/v1/conversations/{a.conversation}{tail}"
 
 
+FS_CALLS = ("stat", "list", "mkdir", "move", "remove")
+
+
+def fs_probe(call: str) -> Probe:
+    """A file system call on A's file's name, in B's own conversation."""
+    body = {"source": NAME, "destination": "x"} if call == "move" else {"path": NAME}
+    return lambda c, a: c.post(conv(a, f"/sandbox/fs/{call}"), headers=B, json=body)
+
+
 PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("GET", f"{CONVERSATION}/sandbox"): (
         NOT_FOUND,
@@ -196,6 +205,22 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): (
         NOT_FOUND,
         lambda c, a: c.post(conv(a, "/sandbox/processes/1/signal"), headers=B, json={}),
+    ),
+    **{
+        ("POST", f"{CONVERSATION}/sandbox/fs/{call}"): (OWN_NO_PROCESSES, fs_probe(call))
+        for call in FS_CALLS
+    },
+    ("POST", f"{CONVERSATION}/sandbox/fs/watchers"): (
+        OWN_NO_PROCESSES,
+        lambda c, a: c.post(conv(a, "/sandbox/fs/watchers"), headers=B, json={"path": NAME}),
+    ),
+    ("GET", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): (
+        NOT_FOUND,  # a watcher is its conversation's (tests/api/test_filesystem_docker.py)
+        lambda c, a: c.get(conv(a, "/sandbox/fs/watchers/w"), headers=B),
+    ),
+    ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete(conv(a, "/sandbox/fs/watchers/w"), headers=B),
     ),
     ("GET", "/v1/tools/executions"): (
         OWN_EMPTY,

@@ -225,7 +225,10 @@ def test_the_shipped_catalog_is_a_catalog(objects: list[dict[str, Any]], tmp_pat
     catalog = next(o for o in by_kind(objects, "ConfigMap") if "catalog.yaml" in o["data"])
     path = tmp_path / "catalog.yaml"
     path.write_text(catalog["data"]["catalog.yaml"])
-    assert [image.id for image in ImageCatalog.load(path).enabled()] == ["debian-base", "python"]
+    shipped = ImageCatalog.load(path).enabled()
+    assert [image.id for image in shipped] == ["debian-base", "python", "base"]
+    # The E2B SDK's default template needs sudo: only it may gain privileges.
+    assert [image.id for image in shipped if image.allow_setuid] == ["base"]
 
 
 def _pod_spec(obj: dict[str, Any]) -> dict[str, Any] | None:

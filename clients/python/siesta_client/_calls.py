@@ -7,6 +7,7 @@ from typing import Any
 from siesta_contract.agents import AgentConfig, UserInfo
 from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.filesystem import FsEntries, FsEntry, FsListArgs, FsMoveArgs, FsPathArgs
 from siesta_contract.functions.js import JsResult, RunScriptBody
 from siesta_contract.functions.sandbox import (
     ListFilesArgs,
@@ -180,3 +181,37 @@ def signal_process(ctx: Context, conversation: str, pid: int, signal: Signal) ->
     body = args(ProcessSignalArgs, signal=signal)
     path = _conv(conversation, f"/sandbox/processes/{pid}/signal")
     return Op("POST", path, no_content, ctx.headers(), body, body=ProcessSignalArgs)
+
+
+def stat(ctx: Context, conversation: str, path: str, user: str | None) -> Op[FsEntry]:
+    body = args(FsPathArgs, path=path, user=user)
+    url = _conv(conversation, "/sandbox/fs/stat")
+    return Op("POST", url, model(FsEntry), ctx.headers(), body, body=FsPathArgs)
+
+
+def list_dir(
+    ctx: Context, conversation: str, path: str, depth: int, user: str | None
+) -> Op[FsEntries]:
+    body = args(FsListArgs, path=path, depth=depth, user=user)
+    url = _conv(conversation, "/sandbox/fs/list")
+    return Op("POST", url, model(FsEntries), ctx.headers(), body, body=FsListArgs)
+
+
+def make_dir(ctx: Context, conversation: str, path: str, user: str | None) -> Op[FsEntry]:
+    body = args(FsPathArgs, path=path, user=user)
+    url = _conv(conversation, "/sandbox/fs/mkdir")
+    return Op("POST", url, model(FsEntry), ctx.headers(), body, body=FsPathArgs)
+
+
+def move(
+    ctx: Context, conversation: str, source: str, destination: str, user: str | None
+) -> Op[FsEntry]:
+    body = args(FsMoveArgs, source=source, destination=destination, user=user)
+    url = _conv(conversation, "/sandbox/fs/move")
+    return Op("POST", url, model(FsEntry), ctx.headers(), body, body=FsMoveArgs)
+
+
+def remove(ctx: Context, conversation: str, path: str, user: str | None) -> Op[None]:
+    body = args(FsPathArgs, path=path, user=user)
+    url = _conv(conversation, "/sandbox/fs/remove")
+    return Op("POST", url, no_content, ctx.headers(), body, body=FsPathArgs)

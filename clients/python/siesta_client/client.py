@@ -11,6 +11,7 @@ import httpx
 from siesta_contract.agents import AgentConfig, UserInfo
 from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from siesta_contract.files import FilePublic, FilesPublic
+from siesta_contract.filesystem import FsEntries, FsEntry
 from siesta_contract.functions.js import JsResult
 from siesta_contract.functions.sandbox import (
     ListFilesResult,
@@ -210,6 +211,22 @@ class Conversation:
 
     def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
         self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
+
+    def stat(self, path: str, *, user: str | None = None) -> FsEntry:
+        """What is at ``path`` anywhere in the sandbox (relative: to the workspace)."""
+        return self.client.call(_calls.stat(self.context, self.id, path, user))
+
+    def list_dir(self, path: str, *, depth: int = 1, user: str | None = None) -> FsEntries:
+        return self.client.call(_calls.list_dir(self.context, self.id, path, depth, user))
+
+    def make_dir(self, path: str, *, user: str | None = None) -> FsEntry:
+        return self.client.call(_calls.make_dir(self.context, self.id, path, user))
+
+    def move(self, source: str, destination: str, *, user: str | None = None) -> FsEntry:
+        return self.client.call(_calls.move(self.context, self.id, source, destination, user))
+
+    def remove(self, path: str, *, user: str | None = None) -> None:
+        self.client.call(_calls.remove(self.context, self.id, path, user))
 
     def delete(self) -> ConversationDeleted:
         """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""

@@ -11,6 +11,9 @@ from siesta_contract.text import NON_BLANK_TEXT
 
 ProcessUser = Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")]
 Signal = Literal["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP"]
+MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
+"""The longest ``timeoutSeconds`` (the sandbox's agent counts a timeout in milliseconds
+in 32 bits: about 49 days); no timeout at all is ``null``."""
 
 
 class StartProcessArgs(BaseModel):
@@ -23,7 +26,7 @@ class StartProcessArgs(BaseModel):
     env: dict[str, str] | None = None
     user: ProcessUser | None = None
     """A user of the sandbox's image (default ``root``, as ``runCommand``)."""
-    timeoutSeconds: Annotated[int, Field(ge=1)] | None = None
+    timeoutSeconds: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_SECONDS)] | None = None
     """Killed (SIGTERM, then SIGKILL) this long after it starts; ``null``: it runs until
     it ends, is signalled, or the sandbox ends."""
     tag: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None

@@ -8,7 +8,7 @@ from typing import Any
 
 from siesta_contract.functions.processes import (
     ReadProcessArgs,
-    StartProcessArgs,
+    StartProcessFunctionArgs,
     StopProcessArgs,
     WriteProcessInputArgs,
 )
@@ -33,7 +33,7 @@ POLL_SECONDS = 0.1
 
 def process_adapters(processes: SandboxProcesses) -> dict[str, Adapter]:
     def start_process(call: ToolCall, arguments: dict[str, Any]) -> Any:
-        a = parse_arguments(StartProcessArgs, START_PROCESS.name, arguments)
+        a = parse_arguments(StartProcessFunctionArgs, START_PROCESS.name, arguments)
         process = processes.start(
             call.ctx,
             shell_config(a.command, a.cwd, a.env),

@@ -10,17 +10,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from siesta_contract.base import Arguments
-from siesta_contract.processes import ProcessUser, Signal
+from siesta_contract.processes import MAX_TIMEOUT_SECONDS, ProcessUser, Signal
 from siesta_contract.text import NON_BLANK_TEXT
 
 MAX_WAIT_SECONDS = 30
 """The longest ``readProcess`` waits for a process to end."""
-MAX_TIMEOUT_SECONDS = 30 * 24 * 3600
-"""The longest ``timeoutSeconds`` (the sandbox's agent counts a timeout in milliseconds
-in 32 bits: about 49 days); no timeout at all is ``null``."""
 
 
-class StartProcessArgs(Arguments):
+class StartProcessFunctionArgs(Arguments):
     command: str = Field(
         pattern=NON_BLANK_TEXT,
         max_length=65536,

@@ -1,7 +1,8 @@
-"""E2B's file reads and writes: small shell programs run in the sandbox as its user.
+"""Reads and writes anywhere in a sandbox, as one of its users: small shell programs.
 
-E2B paths are anywhere in the sandbox (``/home/user/a.txt``; relative ones are
-relative to the user's home), so they cannot go through ``siesta-fs``, which
+E2B's files (``/e2b/envd``) and ``/v1``'s file system calls name paths anywhere in
+the sandbox (``/home/user/a.txt``; relative ones are relative to the user's home,
+or to the workspace on ``/v1``), so they cannot go through ``siesta-fs``, which
 keeps to the workspace. Running ``cat`` as the call's user through the agent
 instead leaves it to the kernel what that user may touch: never a host path,
 nothing the user could not reach with a command of its own. Files written are
@@ -14,16 +15,17 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from runtime.core.context import CallContext
 from runtime.core.errors import (
     FileMissing,
     InvalidRequest,
+    NotADirectory,
     NotAFile,
     SiestaError,
     TransferTooLarge,
+    WorkspaceError,
 )
 from runtime.core.output import HeadTailBuffer
-from runtime.core.records import E2bSandbox
-from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sandbox.processes import as_user
 from runtime.sessions.manager import SessionManager
@@ -33,7 +35,7 @@ WRITE = (
     'd=$(dirname -- "$1"); mkdir -p -- "$d" || exit 5; test -d "$1" && exit 4; '
     'cat > "$1" || exit 6; cd -- "$d" && pwd'
 )
-"""Both run in the user's home (``as_user``); WRITE prints the file's folder."""
+"""Both run where ``AsUser`` says (``as_user``); WRITE prints the file's folder."""
 STDERR_KEPT = 2048
 
 
@@ -49,13 +51,30 @@ class NoSpaceLeft(SiestaError):
     code = "not_enough_space"
 
 
+class FileOperationFailed(WorkspaceError):
+    """A valid request the sandbox's state refused (a mount point to remove, a folder
+    onto a file, a read-only file system): what the sandbox said is in the message."""
+
+    code = "file_operation_failed"
+
+
+@dataclass(frozen=True)
+class AsUser:
+    """Where a file operation runs: the conversation's sandbox, as ``user``, with
+    relative paths relative to ``cwd`` (``None``: the user's home)."""
+
+    ctx: CallContext
+    user: str
+    cwd: str | None = None
+
+
 @dataclass(frozen=True)
 class Written:
     name: str
     path: str
 
 
-class E2bFiles:
+class UserFiles:
     def __init__(self, sessions: SessionManager, inside: SandboxInside, grace_seconds: int) -> None:
         self._sessions = sessions
         self._inside = inside
@@ -63,10 +82,10 @@ class E2bFiles:
 
     @contextlib.contextmanager
     def _program(
-        self, sandbox: E2bSandbox, user: str, script: str, *args: str, stdin: bool = False
+        self, who: AsUser, script: str, *args: str, stdin: bool = False
     ) -> Iterator[RunningProcess]:
         """``start_program`` for the block; a block that fails ends the program."""
-        process = self.start_program(sandbox, user, script, *args, stdin=stdin)
+        process = self.start_program(who, script, *args, stdin=stdin)
         try:
             yield process
         except BaseException:
@@ -75,30 +94,26 @@ class E2bFiles:
             raise
 
     def start_program(
-        self, sandbox: E2bSandbox, user: str, script: str, *args: str, stdin: bool = False
+        self, who: AsUser, script: str, *args: str, stdin: bool = False
     ) -> RunningProcess:
-        """``script`` with ``args`` as ``user`` in the user's home. The conversation's
+        """``script`` with ``args`` as ``who.user`` in ``who.cwd``. The conversation's
         lease is held only to start it: a long transfer or a watch never keeps the
         sandbox's other calls waiting."""
-        argv = as_user(user, None, {}, ["/bin/sh", "-c", script, "sh", *args])
+        argv = as_user(who.user, who.cwd, {}, ["/bin/sh", "-c", script, "sh", *args])
         spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
-        with self._sessions.operation(E2bSandboxes.context(sandbox)) as session:
+        with self._sessions.operation(who.ctx) as session:
             return self._inside.start_process(session.record.sandbox_id, spec)
 
-    def read(
-        self, sandbox: E2bSandbox, user: str, path: str, on_chunk: Callable[[bytes], None]
-    ) -> None:
+    def read(self, who: AsUser, path: str, on_chunk: Callable[[bytes], None]) -> None:
         """The file's bytes to ``on_chunk`` as they are read."""
         stderr = HeadTailBuffer(STDERR_KEPT)
-        with self._program(sandbox, user, READ, path) as process:
+        with self._program(who, READ, path) as process:
             result = process.wait(
                 lambda stream, data: on_chunk(data) if stream == "stdout" else stderr.write(data)
             )
         check_exit(result.exit_code, stderr.result().text, path)
 
-    def write(
-        self, sandbox: E2bSandbox, user: str, path: str, chunks: Callable[[], bytes | None]
-    ) -> Written:
+    def write(self, who: AsUser, path: str, chunks: Callable[[], bytes | None]) -> Written:
         """Replace (or create, with its folders) the file with what ``chunks`` returns
         until it returns ``None``."""
         stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
@@ -109,7 +124,7 @@ class E2bFiles:
             else:
                 stderr.write(data)
 
-        with self._program(sandbox, user, WRITE, path, stdin=True) as process:
+        with self._program(who, WRITE, path, stdin=True) as process:
             while (chunk := chunks()) is not None:
                 if chunk:
                     process.write(chunk)
@@ -121,10 +136,10 @@ class E2bFiles:
         return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
 
     def run_script(
-        self, sandbox: E2bSandbox, user: str, script: str, *args: str, limit: int
+        self, who: AsUser, script: str, *args: str, limit: int
     ) -> tuple[int, bytes, str]:
-        """(exit code, stdout, stderr) of ``script`` with ``args``, as ``user`` in the
-        user's home; more than ``limit`` bytes of stdout is ``TransferTooLarge``."""
+        """(exit code, stdout, stderr) of ``script`` with ``args`` as ``who``; more
+        than ``limit`` bytes of stdout is ``TransferTooLarge``."""
         stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
 
         def output(stream: str, data: bytes) -> None:
@@ -136,13 +151,13 @@ class E2bFiles:
                 msg = f"the listing is over {limit} bytes"
                 raise TransferTooLarge(msg, limit=limit, unit="bytes")
 
-        with self._program(sandbox, user, script, *args) as process:
+        with self._program(who, script, *args) as process:
             result = process.wait(output)
         return result.exit_code, bytes(stdout), stderr.result().text
 
 
 def check_exit(exit_code: int, stderr: str, path: str) -> None:
-    """The error an E2B file program's exit code (or its stderr) stands for."""
+    """The error a file program's exit code (or its stderr) stands for."""
     if exit_code == 0:
         return
     if stderr.startswith("setpriv:"):
@@ -157,9 +172,12 @@ def check_exit(exit_code: int, stderr: str, path: str) -> None:
     if "No space left" in stderr or "Disk quota" in stderr:
         msg = f"no space left for {path!r}: {stderr.strip()[-300:]}"
         raise NoSpaceLeft(msg, path=path)
+    if "Not a directory" in stderr:
+        msg = f"{path!r}: {stderr.strip()[-300:]}"
+        raise NotADirectory(msg, path=path)
     if "Permission denied" in stderr or "Operation not permitted" in stderr:
         msg = f"{path!r}: {stderr.strip()[-300:]}"
         raise PermissionRefused(msg, path=path)
     detail = stderr.strip()[-300:] or f"exit code {exit_code}"
     msg = f"{path!r}: {detail}"
-    raise InvalidRequest(msg, path=path)
+    raise FileOperationFailed(msg, path=path)

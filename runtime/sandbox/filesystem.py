@@ -1,9 +1,11 @@
-"""E2B's filesystem operations (stat, list, make, move, remove, watch) in a sandbox.
+"""File system operations anywhere in a sandbox (stat, list, make, move, remove,
+watch), for E2B's ``filesystem.Filesystem`` and ``/v1``'s file system routes.
 
-Like reads and writes (``files.py``), each is a small shell program run as the
+Like reads and writes (``user_files.py``), each is a small shell program run as the
 call's user, so the kernel decides what that user may touch; ``find -printf``
-describes entries in one line each. Paths are made absolute against the user's
-home without following symlinks (``realpath -s``), as envd shows them.
+describes entries in one line each. Paths are made absolute against the working
+directory (the user's home for E2B, the workspace for ``/v1``) without following
+symlinks (``realpath -s``), as envd shows them.
 
 Watching runs ``siesta-fs watch`` (inotify; in every catalog image) in the
 sandbox as the user, and keeps its events until a reader takes them.
@@ -16,11 +18,15 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from runtime.core.errors import FileMissing, InvalidRequest, NotFound, SiestaError
+from runtime.core.errors import FileMissing, InvalidRequest, NotADirectory, NotFound, SiestaError
 from runtime.core.output import HeadTailBuffer
-from runtime.core.records import E2bSandbox
-from runtime.e2b.files import E2bFiles, check_exit
 from runtime.providers.base import RunningProcess
+from runtime.sandbox.user_files import (
+    AsUser,
+    UnknownUser,
+    UserFiles,
+    check_exit,
+)
 
 ENTRY_FORMAT = r"%y\t%Y\t%s\t%m\t%M\t%u\t%g\t%T@\t%l\t%p\0"
 """type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path."""
@@ -37,7 +43,7 @@ MAKE_DIR = (
 MOVE = (
     's=$(realpath -s -m -- "$1"); d=$(realpath -s -m -- "$3"); '
     'test -e "$s" || test -L "$s" || exit 3; mkdir -p -- "$(dirname -- "$d")" && '
-    'mv -T -- "$s" "$d" && exec find "$d" -maxdepth 0 -printf "$2"'
+    '{ test "$s" = "$d" || mv -T -- "$s" "$d"; } && exec find "$d" -maxdepth 0 -printf "$2"'
 )
 REMOVE = RESOLVE + '; exec rm -rf -- "$p"'
 LISTING_LIMIT = 64 * 1024 * 1024
@@ -58,10 +64,6 @@ KINDS = {"f": "file", "d": "directory", "l": "symlink"}
 
 class AlreadyExists(InvalidRequest):
     code = "already_exists"
-
-
-class NotADirectory(InvalidRequest):
-    code = "not_a_directory_e2b"
 
 
 @dataclass(frozen=True)
@@ -119,16 +121,19 @@ def parse_entries(data: bytes) -> list[Entry]:
     return entries
 
 
-class E2bFilesystem:
-    def __init__(self, files: E2bFiles) -> None:
+class TooManyWatchers(InvalidRequest):
+    code = "too_many_watchers"
+
+
+class SandboxFilesystem:
+    def __init__(self, files: UserFiles, max_watchers: int) -> None:
         self._files = files
+        self._max_watchers = max_watchers
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
 
-    def _entries(self, sandbox: E2bSandbox, user: str, script: str, *args: str) -> list[Entry]:
-        code, stdout, stderr = self._files.run_script(
-            sandbox, user, script, *args, limit=LISTING_LIMIT
-        )
+    def _entries(self, who: AsUser, script: str, *args: str) -> list[Entry]:
+        code, stdout, stderr = self._files.run_script(who, script, *args, limit=LISTING_LIMIT)
         path = args[0]
         if code == 7:
             msg = f"{path!r} already exists"
@@ -142,40 +147,49 @@ class E2bFilesystem:
         check_exit(code, stderr, path)
         return parse_entries(stdout)
 
-    def stat(self, sandbox: E2bSandbox, user: str, path: str) -> Entry:
-        return self._entries(sandbox, user, STAT, path, ENTRY_FORMAT)[0]
+    def stat(self, who: AsUser, path: str) -> Entry:
+        return self._entries(who, STAT, path, ENTRY_FORMAT)[0]
 
-    def list_dir(self, sandbox: E2bSandbox, user: str, path: str, depth: int) -> list[Entry]:
+    def list_dir(self, who: AsUser, path: str, depth: int) -> list[Entry]:
         if depth < 1:
             msg = "depth must be at least 1"
             raise InvalidRequest(msg)
-        found = self._entries(sandbox, user, LIST, path, ENTRY_FORMAT, str(min(depth, MAX_DEPTH)))
+        found = self._entries(who, LIST, path, ENTRY_FORMAT, str(min(depth, MAX_DEPTH)))
         return sorted(found, key=lambda entry: entry.path)
 
-    def make_dir(self, sandbox: E2bSandbox, user: str, path: str) -> Entry:
-        return self._entries(sandbox, user, MAKE_DIR, path, ENTRY_FORMAT)[0]
+    def make_dir(self, who: AsUser, path: str) -> Entry:
+        return self._entries(who, MAKE_DIR, path, ENTRY_FORMAT)[0]
 
-    def move(self, sandbox: E2bSandbox, user: str, source: str, destination: str) -> Entry:
-        return self._entries(sandbox, user, MOVE, source, ENTRY_FORMAT, destination)[0]
+    def move(self, who: AsUser, source: str, destination: str) -> Entry:
+        return self._entries(who, MOVE, source, ENTRY_FORMAT, destination)[0]
 
-    def remove(self, sandbox: E2bSandbox, user: str, path: str) -> None:
-        self._entries(sandbox, user, REMOVE, path)
+    def remove(self, who: AsUser, path: str) -> None:
+        self._entries(who, REMOVE, path)
 
     # -- watching ----------------------------------------------------------------------
 
-    def create_watcher(self, sandbox: E2bSandbox, user: str, path: str, recursive: bool) -> Watcher:
+    def create_watcher(self, who: AsUser, path: str, recursive: bool) -> Watcher:
         """Watching ``path`` when this returns (events from then on are kept)."""
-        process = self._files.start_program(sandbox, user, WATCH, path, "1" if recursive else "0")
-        watcher = Watcher(process, sandbox, path)
+        with self._lock:
+            watching = sum(1 for w in self._watchers.values() if w.owner == who.ctx.key)
+        if watching >= self._max_watchers:
+            limit = self._max_watchers
+            msg = (
+                f"{limit} folders are watched in this sandbox already, the limit "
+                "(SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX); remove a watcher first"
+            )
+            raise TooManyWatchers(msg, limit=limit)
+        process = self._files.start_program(who, WATCH, path, "1" if recursive else "0")
+        watcher = Watcher(process, who.ctx.key, path)
         watcher.start()
         with self._lock:
             self._watchers[watcher.id] = watcher
         return watcher
 
-    def watcher(self, sandbox: E2bSandbox, watcher_id: str) -> Watcher:
+    def watcher(self, who: AsUser, watcher_id: str) -> Watcher:
         with self._lock:
             watcher = self._watchers.get(watcher_id)
-        if watcher is None or watcher.sandbox.sandbox_id != sandbox.sandbox_id:
+        if watcher is None or watcher.owner != who.ctx.key:
             msg = f"watcher {watcher_id} not found"
             raise NotFound(msg)
         return watcher
@@ -189,8 +203,8 @@ class E2bFilesystem:
         for watcher in gone:
             watcher.stop()
 
-    def remove_watcher(self, sandbox: E2bSandbox, watcher_id: str) -> None:
-        watcher = self.watcher(sandbox, watcher_id)
+    def remove_watcher(self, who: AsUser, watcher_id: str) -> None:
+        watcher = self.watcher(who, watcher_id)
         with self._lock:
             self._watchers.pop(watcher_id, None)
         watcher.stop()
@@ -199,9 +213,10 @@ class E2bFilesystem:
 class Watcher:
     """``siesta-fs watch`` running in the sandbox; its events kept until taken."""
 
-    def __init__(self, process: RunningProcess, sandbox: E2bSandbox, path: str) -> None:
+    def __init__(self, process: RunningProcess, owner: str, path: str) -> None:
         self.id = uuid.uuid4().hex
-        self.sandbox = sandbox
+        self.owner = owner
+        """The key of the conversation whose sandbox it watches."""
         self._path = path
         self._process = process
         self._changes: list[Change] = []
@@ -222,7 +237,11 @@ class Watcher:
             raise self._error()
 
     def _error(self) -> SiestaError:
-        code = _status(self._stderr.result().text)
+        stderr = self._stderr.result().text
+        if stderr.startswith("setpriv:"):
+            msg = f"the sandbox cannot run as that user: {stderr.strip()[-300:]}"
+            return UnknownUser(msg)
+        code = _status(stderr)
         if code == "not_found":
             msg = f"{self._path!r} does not exist"
             return FileMissing(msg, path=self._path)

@@ -1,0 +1,188 @@
+"""A conversation's sandbox file system beyond the workspace functions: stat, list
+with depth, make folders, move, remove, and watchers of folders.
+
+The operations are ``runtime.sandbox.filesystem``'s, the same that serve E2B's
+``filesystem.Filesystem``: small programs run in the sandbox as the call's user
+(default ``root``), relative paths from the workspace. A watcher is inotify in the
+sandbox, kept by this instance (as E2B's are): its changes are read by polling, with
+a wait, or as a stream of events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from siesta_contract.filesystem import (
+    FsChange,
+    FsChanges,
+    FsEntries,
+    FsEntry,
+    FsListArgs,
+    FsMoveArgs,
+    FsPathArgs,
+    FsWatchArgs,
+    FsWatcher,
+)
+
+from api.deps import ContextDep, ServicesDep, requires
+from api.responses import SANDBOX, error_responses
+from api.streaming import KEEPALIVE, SSE_CONTENT
+from runtime.core.context import CallContext
+from runtime.core.errors import NotFound
+from runtime.sandbox.filesystem import Change, Entry, Watcher
+from runtime.sandbox.user_files import AsUser
+from runtime.services import Services
+
+router = APIRouter(
+    prefix="/v1/conversations/{conversation_id}/sandbox/fs",
+    tags=["filesystem"],
+    dependencies=requires("sandbox"),
+    responses=error_responses(*SANDBOX, 507),
+)
+WORKSPACE = "/mnt/work"
+WATCH_POLL_SECONDS = 0.1
+"""How often a read of a watcher looks at what it collected."""
+MAX_WAIT_SECONDS = 30
+"""The longest a read of a watcher waits for a first change."""
+
+
+class WatchEnded(NotFound):
+    code = "watch_ended"
+
+
+def _as(ctx: CallContext, user: str | None) -> AsUser:
+    return AsUser(ctx, user or "root", WORKSPACE)
+
+
+def _entry(entry: Entry) -> FsEntry:
+    return FsEntry(
+        name=entry.name,
+        path=entry.path,
+        type="file"
+        if entry.kind == "file"
+        else "directory"
+        if entry.kind == "directory"
+        else "other",
+        size=entry.size,
+        mode=entry.mode,
+        permissions=entry.permissions,
+        owner=entry.owner,
+        group=entry.group,
+        modifiedAt=entry.modified,
+        symlinkTarget=entry.symlink_target,
+    )
+
+
+@router.post("/stat", response_model=FsEntry)
+def stat(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+    """What is at ``path`` (a symlink itself, not what it points to)."""
+    return _entry(services.filesystem.stat(_as(ctx, body.user), body.path))
+
+
+@router.post("/list", response_model=FsEntries)
+def list_dir(body: FsListArgs, ctx: ContextDep, services: ServicesDep) -> FsEntries:
+    """The entries under a folder, ``depth`` levels down."""
+    found = services.filesystem.list_dir(_as(ctx, body.user), body.path, body.depth)
+    return FsEntries(entries=[_entry(entry) for entry in found])
+
+
+@router.post("/mkdir", status_code=201, response_model=FsEntry)
+def make_dir(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+    """Make a folder and those on the way (``already_exists`` when it exists)."""
+    return _entry(services.filesystem.make_dir(_as(ctx, body.user), body.path))
+
+
+@router.post("/move", response_model=FsEntry)
+def move(body: FsMoveArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+    """Rename or move a file or folder; answers what is at the destination."""
+    who = _as(ctx, body.user)
+    return _entry(services.filesystem.move(who, body.source, body.destination))
+
+
+@router.post("/remove", status_code=204, response_class=Response)
+def remove(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> Response:
+    """Remove a file or a folder with everything in it (nothing there: fine)."""
+    services.filesystem.remove(_as(ctx, body.user), body.path)
+    return Response(status_code=204)
+
+
+@router.post("/watchers", status_code=201, response_model=FsWatcher)
+def create_watcher(body: FsWatchArgs, ctx: ContextDep, services: ServicesDep) -> FsWatcher:
+    """Watch a folder (and, ``recursive``, every folder under it, those made later too):
+    its changes from now on are kept until read. A watcher nobody reads for five
+    minutes is stopped."""
+    who = _as(ctx, body.user)
+    watcher = services.filesystem.create_watcher(who, body.path, body.recursive)
+    return FsWatcher(id=watcher.id, path=body.path)
+
+
+@router.get(
+    "/watchers/{watcher_id}",
+    response_model=FsChanges,
+    responses={
+        200: {
+            "description": "The changes since the last read. With `Accept: "
+            "text/event-stream`: one `change` event per change from now on "
+            '(`{"type", "name"}`), `end` (`{"code", "message"}`) if the watch stops; '
+            "closing the stream leaves the watcher (delete it to stop watching).",
+            "content": SSE_CONTENT,
+        }
+    },
+)
+async def read_watcher(
+    watcher_id: str,
+    ctx: ContextDep,
+    services: ServicesDep,
+    request: Request,
+    wait_seconds: Annotated[int, Query(alias="waitSeconds", ge=0, le=MAX_WAIT_SECONDS)] = 0,
+) -> FsChanges | StreamingResponse:
+    """What changed since the last read; ``waitSeconds``: wait up to that long for a
+    first change when there is none yet."""
+    watcher = services.filesystem.watcher(_as(ctx, None), watcher_id)
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return StreamingResponse(_events(services, watcher), media_type="text/event-stream")
+    deadline = time.monotonic() + wait_seconds
+    changes = watcher.take()
+    while not changes and not watcher.failure and time.monotonic() < deadline:
+        await asyncio.sleep(WATCH_POLL_SECONDS)
+        changes = watcher.take()
+    if not changes and watcher.failure:
+        msg = f"the watch ended: {watcher.failure}"
+        raise WatchEnded(msg, watcher=watcher_id)
+    return FsChanges(changes=[_change(change) for change in changes])
+
+
+@router.delete("/watchers/{watcher_id}", status_code=204, response_class=Response)
+def delete_watcher(watcher_id: str, ctx: ContextDep, services: ServicesDep) -> Response:
+    """Stop watching."""
+    services.filesystem.remove_watcher(_as(ctx, None), watcher_id)
+    return Response(status_code=204)
+
+
+def _change(change: Change) -> FsChange:
+    return FsChange.model_validate({"type": change.kind, "name": change.name})
+
+
+async def _events(services: Services, watcher: Watcher) -> AsyncIterator[str]:
+    keepalive = services.settings.http.sse_keepalive_seconds
+    quiet = 0.0
+    while True:
+        changes = watcher.take()
+        for change in changes:
+            yield f"event: change\ndata: {_change(change).model_dump_json()}\n\n"
+        if watcher.failure and not changes:
+            ended = {"code": "watch_ended", "message": f"the watch ended: {watcher.failure}"}
+            yield f"event: end\ndata: {json.dumps(ended)}\n\n"
+            return
+        quiet = 0.0 if changes else quiet + WATCH_POLL_SECONDS
+        if quiet >= keepalive:
+            quiet = 0.0
+            yield KEEPALIVE
+        await asyncio.sleep(WATCH_POLL_SECONDS)
