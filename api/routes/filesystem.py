@@ -36,6 +36,7 @@ from api.responses import SANDBOX, error_responses
 from api.streaming import KEEPALIVE, SSE_CONTENT
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
+from runtime.providers.base import WORKSPACE
 from runtime.sandbox.filesystem import Change, Entry, Watcher
 from runtime.sandbox.user_files import AsUser
 from runtime.services import Services
@@ -46,7 +47,6 @@ router = APIRouter(
     dependencies=requires("sandbox"),
     responses=error_responses(*SANDBOX, 507),
 )
-WORKSPACE = "/mnt/work"
 WATCH_POLL_SECONDS = 0.1
 """How often a read of a watcher looks at what it collected."""
 MAX_WAIT_SECONDS = 30

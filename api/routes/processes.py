@@ -30,8 +30,9 @@ from siesta_contract.processes import (
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import SANDBOX, error_responses
 from api.streaming import SSE_CONTENT
+from runtime.providers.base import WORKSPACE
 from runtime.sandbox import processes
-from runtime.sandbox.background import SIGNALS, WORKSPACE, StdinClosed, public
+from runtime.sandbox.background import SIGNALS, StdinClosed, public
 from runtime.services import Services
 
 router = APIRouter(

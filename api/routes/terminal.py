@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -36,13 +35,13 @@ from api.deps import websocket_context
 from api.errors import error_response, status_for
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
+from runtime.providers.base import WORKSPACE
 from runtime.sandbox import processes
+from runtime.sandbox.background import SIGNALS
 from runtime.services import Services
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}/sandbox", tags=["terminal"])
-WORKSPACE = "/mnt/work"
 SHELL = processes.ProcessConfig(cmd="/bin/bash", args=["-i", "-l"])
-SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 MAX_SIZE = 1000
 """The most columns or rows a terminal may have."""
 
@@ -192,8 +191,9 @@ async def _control(
     else:
         message = (
             'a text frame must be JSON: {"type": "resize", "cols", "rows"}, '
-            '{"type": "input", "data"}, {"type": "signal", "signal": "SIGINT" | "SIGTERM" '
-            '| "SIGKILL"} or {"type": "detach"}'
+            '{"type": "input", "data"}, {"type": "signal", "signal": '
+            + " | ".join(f'"{name}"' for name in SIGNALS)
+            + '} or {"type": "detach"}'
         )
         await websocket.send_json({"type": "error", "code": "invalid_frame", "message": message})
 

@@ -9,9 +9,9 @@ import signal
 from siesta_contract.processes import ProcessPublic
 
 from runtime.core.errors import InvalidRequest
+from runtime.providers.base import WORKSPACE
 from runtime.sandbox.processes import Process, ProcessConfig
 
-WORKSPACE = "/mnt/work"
 SIGNALS = {
     "SIGTERM": signal.SIGTERM,
     "SIGKILL": signal.SIGKILL,

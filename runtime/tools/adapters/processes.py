@@ -80,7 +80,7 @@ def _wait(process: Process, seconds: float, cancellation: Cancellation | None) -
         left = deadline - time.monotonic()
         if left <= 0:
             return
-        time.sleep(min(left, POLL_SECONDS))
+        process.wait_ended(min(left, POLL_SECONDS))  # at once when it ends
 
 
 def _wire(process: Process) -> Any:
