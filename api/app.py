@@ -16,6 +16,7 @@ from api import errors, openapi
 from api.background import every
 from api.context import RequestContext
 from api.e2b.app import create_e2b_app
+from api.e2b.hosts import PortHosts
 from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
@@ -28,11 +29,16 @@ from api.routes import (
     health,
     images,
     js,
+    network,
+    ports,
     processes,
     sandbox,
+    snapshots,
     terminal,
+    tiers,
     tools,
 )
+from api.routes import metrics as sandbox_metrics
 from api.tracing import TraceContext
 from runtime.core import metrics
 from runtime.services import Services
@@ -106,6 +112,9 @@ def create_app(settings: Settings) -> FastAPI:
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
         e2b_upload_max_bytes=settings.e2b.max_upload_bytes + 1024 * 1024,
     )
+    app.add_middleware(
+        PortHosts, domain=settings.e2b.ports_domain if settings.e2b.enabled else None
+    )
     app.add_middleware(RequestContext)
     app.add_middleware(TraceContext)
     errors.install(app)
@@ -117,14 +126,21 @@ def create_app(settings: Settings) -> FastAPI:
         processes,
         filesystem,
         terminal,
+        sandbox_metrics,
+        tiers,
+        network,
         files,
         js,
         conversations,
         tools,
         approvals,
         admin,
+        ports,
     ):
         app.include_router(module.router)
+    app.include_router(snapshots.conversations)
+    app.include_router(snapshots.router)
+    app.include_router(ports.access)
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     if settings.e2b.enabled:
         app.router.routes.append(Mount("/e2b", create_e2b_app(app.state)))

@@ -149,5 +149,18 @@ def _host_list(header: str | None) -> tuple[str, ...] | None:
 
 
 ContextDep = Annotated[CallContext, Depends(call_context)]
+
+
+def conversation_context(
+    conversation_id: Annotated[str, Path()],
+    x_siesta_org: Annotated[str | None, Header()] = None,
+    x_siesta_user: Annotated[str | None, Header()] = None,
+) -> CallContext:
+    """The conversation alone, for routes about the conversation rather than a call
+    of its agent (no agent, image, egress or sub-agent headers: they would not apply)."""
+    return _context(conversation_id, {"x-siesta-org": x_siesta_org, "x-siesta-user": x_siesta_user})
+
+
+ConversationDep = Annotated[CallContext, Depends(conversation_context)]
 Authenticated = [Depends(authenticate)]
 """Any valid token, whatever its scopes."""

@@ -43,7 +43,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "forbidden": 403,
     "forbidden_scope": 403,
     "self_approval_not_allowed": 403,
+    "network_rule_outside_allowlist": 403,  # a sandbox's rules only narrow the deployment's
     "not_found": 404,
+    "sandbox_not_found": 404,  # a conversation without a sandbox (metrics, pause)
     "method_not_allowed": 405,
     "invalid_file_name": 422,
     "sandbox_disabled": 403,
@@ -74,8 +76,13 @@ STATUS_BY_CODE: dict[str, int] = {
     "idempotency_result_not_kept": 409,
     "outcome_unknown": 409,
     "resume_timeout": 504,
+    "metrics_not_supported": 501,
     "lease_expired": 409,
     "capacity_unavailable": 503,
+    "port_not_listening": 502,  # nothing in the sandbox listens on the port
+    "port_connection_lost": 502,  # the server in the sandbox broke off or spoke no HTTP
+    "port_sandbox_not_found": 404,
+    "too_many_port_connections": 503,
     "state_unavailable": 503,
     "js_unavailable": 503,
     "approval_required": 202,  # a direct route's call, held until a person decides
@@ -83,6 +90,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "approval_already_decided": 409,
     "approval_expired": 410,
     "approval_cancelled": 410,  # its conversation was deleted
+    "snapshot_limit_reached": 409,  # limit: the org's snapshots
+    "conversation_exists": 409,  # a fork or a start from a snapshot names one in use
+    "snapshots_not_supported": 501,  # the provider cannot (Kubernetes)
     "cancelled": 499,  # nginx's "client closed request": logged, never read
 }
 # Codes not listed take the status of their class.

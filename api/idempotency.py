@@ -4,7 +4,8 @@ The first request with a key runs and its answer is kept in the store (so every
 instance sharing the store sees it); a retry with the same key and the same
 request gets that answer again, marked ``Idempotent-Replayed: true``, and nothing
 runs a second time. Keys are scoped by token and org; the request is its method,
-path, query, ``X-Siesta-Org``, ``X-Siesta-User`` and body (hashed).
+path, query, every ``X-Siesta-*`` header (org, user, agent, egress narrowing, base
+image...: each shapes what the call does) and body (hashed).
 
 * the same key with another request: 409 ``idempotency_key_reused`` (a request
   missing a header its route requires is not keyed: the route answers 400);
@@ -30,7 +31,7 @@ path, query, ``X-Siesta-Org``, ``X-Siesta-User`` and body (hashed).
   the code's status with ``{"error": ...}``), which is what a retry gets.
 
 Pure ASGI middleware, so streamed answers are not held back. ``/mcp``, paths
-outside ``/v1`` and methods no route takes (404, 405) are left alone.
+outside ``/v1``, a sandbox's ports and methods no route takes (404, 405) are left alone.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ _NAMED_IN_BODY_MAX_BYTES = 1024 * 1024
 """A larger ``/v1/tools/execute`` body is not read for its conversation (its key then
 stays until its TTL after the conversation is deleted)."""
 _CONVERSATION_PATH = re.compile(r"^/v1/conversations/([^/]+)(/|$)")
+_PORT_PATH = re.compile(r"^/v1/conversations/[^/]+/ports/")
+"""A sandbox's port: the server there has its own rules (and the header goes to it)."""
 
 
 class Idempotency:
@@ -133,13 +136,12 @@ class Idempotency:
         spool, size, body_digest = body
         with spool:
             org = headers.get(b"x-siesta-org", b"")
-            user = headers.get(b"x-siesta-user", b"")
             request = [
                 scope["method"].encode(),
                 scope["path"].encode(),
                 scope.get("query_string", b""),
             ]
-            fingerprint = _digest(*request, org, user, body_digest)
+            fingerprint = _digest(*request, *_context_headers(scope), body_digest)
             scoped = f"{caller.name}/{_digest(org, key)}"
             run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
             run.conversation = _conversation(scope, org, spool, size)
@@ -267,7 +269,7 @@ class _Run:
 def _idempotency_key(scope: Scope) -> bytes | None:
     if scope["type"] != "http" or scope["method"] not in METHODS:
         return None
-    if not str(scope["path"]).startswith("/v1/"):
+    if not str(scope["path"]).startswith("/v1/") or _PORT_PATH.match(str(scope["path"])):
         return None
     for name, value in scope["headers"]:
         if name == HEADER:
@@ -282,6 +284,17 @@ def _route(scope: Scope) -> str | None:
         if route.matches(scope)[0] is Match.FULL:
             return str(route.path)
     return None
+
+
+def _context_headers(scope: Scope) -> list[bytes]:
+    """Every ``X-Siesta-*`` header, in a fixed order: a retry that changes any of
+    them is another request (its checks must run), not a replay."""
+    found = [
+        name.lower() + b":" + value
+        for name, value in scope["headers"]
+        if name.lower().startswith(b"x-siesta-")
+    ]
+    return sorted(found)
 
 
 def _lacks_required_header(scope: Scope, route: str, headers: dict[bytes, bytes]) -> bool:

@@ -16,6 +16,9 @@ from runtime.core.errors import RequestTooLarge
 
 _UPLOAD_ROUTE = re.compile(r"/v1/conversations/[^/]+/files/?")
 _E2B_UPLOAD_ROUTE = re.compile(r"/e2b/envd/files/?")
+_PORT_ROUTE = re.compile(r"/v1/conversations/[^/]+/ports/\d+/")
+"""A request to a sandbox's port: streamed through, never held here (the server in
+the sandbox sets its own limits)."""
 _E2B_INPUT_STREAM = "/e2b/envd/process.Process/StreamInput"
 """A terminal's or a process's input, for as long as it runs: no total to cap (each
 message is bounded by the Connect runtime's own read limit)."""
@@ -86,6 +89,8 @@ class BodySizeLimit:
 
     def limit_for(self, scope: Scope) -> int | None:
         path = str(scope.get("path", ""))
+        if _PORT_ROUTE.match(path):
+            return None
         if scope.get("method") != "POST":
             return self.max_bytes
         if _UPLOAD_ROUTE.fullmatch(path):

@@ -60,7 +60,7 @@ def install(app: FastAPI) -> None:
             for path, path_item in schema.get("paths", {}).items():
                 for method, operation in path_item.items():
                     _state_context_rules(operation, images)
-                    if method in MUTATING and path.startswith("/v1/"):
+                    if method in MUTATING and path.startswith("/v1/") and "/ports/" not in path:
                         operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
                         operation["responses"].setdefault("409", dict(KEY_CONFLICT))
             _state_deployment(schema.get("components", {}).get("schemas", {}), app, images)

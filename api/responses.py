@@ -28,6 +28,8 @@ REASONS = {
     413: "Over a size limit (the error says which, with `limit`)",
     422: "Invalid arguments (the error's `problems` or `code` says which)",
     500: "Internal error (a bug; the body never carries a traceback)",
+    501: "The deployment's provider cannot do this (snapshots on Kubernetes)",
+    502: "A sandbox's port: nothing listens on it, or its server broke off the connection",
     503: "A dependency is unavailable or a capacity limit is reached; try again",
     504: "Provisioning or resuming took longer than its limit",
     507: "The sandbox's disk is full",

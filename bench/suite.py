@@ -5,7 +5,8 @@
 Starts a real service (Docker provider, SQLite, warm pool on), a plain container
 of the same image for the Docker baselines, and measures in turn: warm
 runCommand, throughput, first operations with the pool warm, resume, files,
-listFiles, JavaScript, idle density, and the E2B SDK's ``commands.run("true")``
+listFiles, JavaScript, idle density, a fork and a snapshot of a sandbox holding 1.5 GiB
+(``bench/forks.py``), and the E2B SDK's ``commands.run("true")``
 and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then,
 on services of their own, a new conversation's first call under arrival patterns
 (``bench/arrivals.py``). Prints the table and writes ``bench/results.md`` with the
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, e2b, measures
+from bench import arrivals, e2b, forks, measures, ports
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -78,6 +79,8 @@ def main() -> int:
                 "idle density",
                 lambda: measures.idle_density(bench, service, client, 10 if args.quick else 30),
             ),
+            ("ports", lambda: ports.measure(bench, service, n)),
+            ("forks", lambda: forks.measure(bench, service, 1 if args.quick else 3)),
             # Last on this service: its sandbox is another image (E2B's "base").
             ("E2B beside /v1", lambda: e2b.measure(bench, service, n)),
         ]

@@ -15,6 +15,7 @@ from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
 from runtime.core.errors import SessionBusy
+from runtime.core.network_rules import Allowlist
 from runtime.core.records import SessionRecord, SessionStatus, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
@@ -23,6 +24,7 @@ from runtime.egress.service import (
     Egress,
     EgressSetup,
     build_egress,
+    egress_key,
     revoke_credentials,
     store_url,
 )
@@ -35,8 +37,14 @@ from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.providers.settings import DockerProviderSettings
 from runtime.sandbox.filesystem import SandboxFilesystem
+from runtime.sandbox.metrics import SandboxMeter
+from runtime.sandbox.network import SandboxNetwork
 from runtime.sandbox.operations import Sandbox
+from runtime.sandbox.ports.connection import SandboxPorts
+from runtime.sandbox.ports.tokens import PortTokens
 from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
+from runtime.sandbox.snapshots import SnapshotLeftovers, Snapshots
+from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
@@ -135,6 +143,12 @@ class Services:
     processes: SandboxProcesses = field(init=False)
     user_files: UserFiles = field(init=False)
     filesystem: SandboxFilesystem = field(init=False)
+    snapshots: Snapshots = field(init=False)
+    meter: SandboxMeter = field(init=False)
+    tiers: SandboxTiers = field(init=False)
+    network: SandboxNetwork = field(init=False)
+    ports: SandboxPorts = field(init=False)
+    port_tokens: PortTokens = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -202,7 +216,14 @@ class Services:
             settings.reconcile,
             services.teardown_conversation,
             pool=pool,
-            sweeps=[ExecutionsSweep(stores.executions, settings.tools)],
+            sweeps=[
+                ExecutionsSweep(stores.executions, settings.tools),
+                SnapshotLeftovers(
+                    stores.snapshots,
+                    provider.lifecycle,
+                    settings.snapshots.leftover_grace_seconds,
+                ),
+            ],
         )
         gateway = build_gateway(settings.agents, services.upstreams.client("agents"))
         services.js = JsExecutor(
@@ -226,6 +247,18 @@ class Services:
         services.filesystem = SandboxFilesystem(
             services.user_files, settings.processes.max_watchers_per_sandbox
         )
+        services.network = SandboxNetwork(stores.network, Allowlist.parse(settings.egress.allow))
+        services.meter = SandboxMeter(
+            sessions.describe,
+            provider.lifecycle.usage,
+            settings.metrics,
+            # Without egress there is no proxy to refuse anything: not counted (null).
+            egress_refusals=services.network.refusal_count if settings.egress.enabled else None,
+        )
+        services.tiers = SandboxTiers(sessions, leases, lifecycle, provider.lifecycle)
+        services.snapshots = Snapshots(
+            stores.snapshots, sessions, provider, catalog, settings.snapshots
+        )
         services.e2b = E2bSandboxes(
             stores.e2b,
             sessions,
@@ -234,7 +267,11 @@ class Services:
             delete=services.delete_conversation,
             suspend=services.suspend_conversation,
             hold=leases.hold,
+            stop=lambda ctx: services.tiers.pause(ctx, keep_memory=False),
+            snapshots=services.snapshots,
         )
+        services.ports = SandboxPorts(sessions, provider.inside, settings.ports)
+        services.port_tokens = PortTokens(egress_key(settings.egress, stores.deployment))
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 
@@ -327,6 +364,7 @@ class Services:
     ) -> tuple[SessionRecord | None, int, int]:
         """The session torn down, how many files and executions log entries went."""
         revoke_credentials(self.stores.revocations, self.settings.egress, org, conversation)
+        self.network.forget(org, conversation)
         forgotten = self.tools.forget_conversation(org, conversation)  # see admit_approved
         record = self.sessions.teardown(org, conversation, lease)
         deleted_files = self.files.delete_all(org, conversation)

@@ -27,7 +27,9 @@ from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
 from runtime.jsexec.settings import JsSettings
 from runtime.providers.settings import DockerProviderSettings, ProviderSettings, SandboxSettings
-from runtime.sandbox.settings import CommandSettings, ProcessSettings
+from runtime.sandbox.ports.settings import PortsSettings
+from runtime.sandbox.settings import CommandSettings, MetricsSettings, ProcessSettings
+from runtime.sandbox.snapshots.settings import SnapshotSettings
 from runtime.sessions.settings import (
     CapacitySettings,
     LeaseSettings,
@@ -64,7 +66,10 @@ class Settings(BaseSettings):
     egress: EgressSettings = Field(default_factory=EgressSettings)
     command: CommandSettings = Field(default_factory=CommandSettings)
     processes: ProcessSettings = Field(default_factory=ProcessSettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    ports: PortsSettings = Field(default_factory=PortsSettings)
     files: FileSettings = Field(default_factory=FileSettings)
+    snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
     store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
         default_factory=SqliteStoreSettings
     )

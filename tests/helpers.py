@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import yaml
 
 from siesta_contract.agents import AgentConfig, UserInfo
 
-from runtime.providers.base import DEPLOYMENT_LABEL
+from runtime.providers.base import DEPLOYMENT_LABEL, SNAPSHOT_LABEL
 from runtime.providers.docker.disks import DEFAULT_DISK_ROOT, LoopDisks
 from runtime.providers.docker.layers import LAYER_SUFFIX, WritableLayers
 from runtime.providers.docker.network import HostFirewall
@@ -320,6 +321,9 @@ def remove_labelled(client: docker.DockerClient, label: str, disk_root: Path) ->
     for volume in client.volumes.list(filters={"label": label}):
         with contextlib.suppress(docker.errors.APIError):
             volume.remove(force=True)
+    for image in client.images.list(filters={"label": [label, SNAPSHOT_LABEL]}):
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(str(image.id), force=True)  # snapshots (committed sandboxes)
     for network in client.networks.list(filters={"label": label}):
         deployment = (network.attrs.get("Labels") or {}).get(DEPLOYMENT_LABEL)
         with contextlib.suppress(docker.errors.APIError):
@@ -333,6 +337,7 @@ def remove_labelled(client: docker.DockerClient, label: str, disk_root: Path) ->
             else:
                 disks.remove(name)
         disks.remove_spares()  # what a killed service left made ahead
+        shutil.rmtree(disks.directory / "snapshots", ignore_errors=True)
         with contextlib.suppress(OSError):
             disks.directory.rmdir()
     with contextlib.suppress(OSError):

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import State
 from starlette.routing import Mount, Router
 
-from api.e2b import control, files
+from api.e2b import control, files, snapshots, usage
 from api.e2b.envd import EnvdDispatcher
 from api.e2b.filesystem import FilesystemService
 from api.e2b.process import ProcessService
@@ -32,6 +32,9 @@ def create_e2b_app(state: State) -> Starlette:
         filesystem=FilesystemASGIApplication(FilesystemService(services)),
         http=Router(routes=files.ROUTES),
     )
-    app = Starlette(routes=[Mount("/envd", app=envd), *control.ROUTES])
+    # usage first: its /sandboxes/metrics is not a sandbox id.
+    app = Starlette(
+        routes=[Mount("/envd", app=envd), *usage.ROUTES, *snapshots.ROUTES, *control.ROUTES]
+    )
     app.state = state
     return app

@@ -25,9 +25,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api.e2b.errors import e2b_error, refuse
+from api.e2b.hosts import make_private, public_traffic, traffic_token
 from runtime.core import logs
 from runtime.core.auth import Caller
+from runtime.core.errors import InvalidRequest
+from runtime.core.network_rules import NetworkRules
 from runtime.core.records import E2bSandbox
+from runtime.e2b.network import e2b_network_rules
+from runtime.sandbox.network import NetworkRuleOutsideAllowlist
 from runtime.services import Services
 
 CLIENT_ID = "siesta"
@@ -73,7 +78,10 @@ def sandbox_json(sandbox: E2bSandbox, services: Services) -> dict[str, Any]:
         "clientID": CLIENT_ID,
         "envdVersion": services.settings.e2b.envd_version,
         "envdAccessToken": sandbox.access_token,
-        "domain": None,
+        "domain": services.settings.e2b.ports_domain,
+        "trafficAccessToken": None
+        if sandbox.public_traffic
+        else traffic_token(services.port_tokens, sandbox),
     }
 
 
@@ -88,7 +96,7 @@ def detail_json(sandbox: E2bSandbox, services: Services) -> dict[str, Any]:
         "diskSizeMB": limits.workspace_size_mb,
         "state": sandbox.state,
         "metadata": sandbox.metadata,
-        "lifecycle": {"onTimeout": sandbox.on_timeout, "autoResume": False},
+        "lifecycle": {"onTimeout": sandbox.on_timeout, "autoResume": sandbox.auto_resume},
     }
 
 
@@ -129,6 +137,19 @@ def _optional_int(body: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def _auto_resume(body: dict[str, Any], auto_pause: bool) -> bool:
+    """``autoResume.enabled``: traffic to a paused sandbox's ports resumes it."""
+    config = body.get("autoResume")
+    if config is None:
+        return False
+    enabled = config.get("enabled") if isinstance(config, dict) else None
+    if not isinstance(enabled, bool):
+        raise refuse(400, "autoResume must be an object with a boolean enabled")
+    if enabled and not auto_pause:
+        raise refuse(400, "autoResume can only be enabled when the timeout pauses (autoPause)")
+    return enabled
+
+
 @handler
 async def create(request: Request) -> Response:
     caller, org = caller_of(request)
@@ -140,11 +161,13 @@ async def create(request: Request) -> Response:
     env_vars = _string_map(body, "envVars")
     timeout = _optional_int(body, "timeout")
     auto_pause = body.get("autoPause") is True
+    auto_resume = _auto_resume(body, auto_pause)
     key = request.headers.get("idempotency-key") or None
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise refuse(400, "Idempotency-Key must be 1 to 255 characters of a-z 0-9 -")
     services = services_of(request)
-    sandbox, _ = await to_thread.run_sync(
+    network = _network_rules(services, body, body.get("network"))  # before anything is made
+    sandbox, made = await to_thread.run_sync(
         lambda: services.e2b.create(
             org,
             caller.name,
@@ -153,11 +176,46 @@ async def create(request: Request) -> Response:
             metadata=metadata,
             env_vars=env_vars,
             auto_pause=auto_pause,
+            auto_resume=auto_resume,
             idempotency_key=key,
         )
     )
+    if made and network is not None:
+        # Before the answer: nothing can run in the sandbox until its id is known.
+        ctx = services.e2b.context(sandbox)
+        await to_thread.run_sync(lambda: services.network.set(ctx, network))
+    if made and not public_traffic(body):
+        sandbox = await to_thread.run_sync(lambda: make_private(services, sandbox))
     # A retry gets the same answer as the first call: the same sandbox, made once.
     return JSONResponse(sandbox_json(sandbox, services), status_code=201)
+
+
+def _network_rules(services: Services, body: dict[str, Any], options: Any) -> NetworkRules | None:
+    """``allow_internet_access`` and the egress lists in ``options`` (``network`` at
+    create, the body itself in an update; ``runtime/e2b/network.py``)."""
+    try:
+        return e2b_network_rules(services.network, body.get("allow_internet_access"), options)
+    except (InvalidRequest, NetworkRuleOutsideAllowlist) as exc:  # E2B's SDKs: 400
+        raise refuse(400, str(exc)) from exc
+
+
+@handler
+async def update_network(request: Request) -> Response:
+    """``Sandbox.update_network``: the egress rules replaced as a whole (what is left
+    out is cleared); they apply to the running sandbox's next connections."""
+    _, org = caller_of(request)
+    body = await _json_body(request)
+    services = services_of(request)
+    options = {k: v for k, v in body.items() if k != "allow_internet_access"}
+    rules = _network_rules(services, body, options) or NetworkRules()
+    sandbox_id = request.path_params["sandbox_id"]
+
+    def update() -> None:
+        ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
+        services.network.set(ctx, rules)
+
+    await to_thread.run_sync(update)
+    return Response(status_code=204)
 
 
 @handler
@@ -236,13 +294,6 @@ async def connect(request: Request) -> Response:
     return JSONResponse(sandbox_json(sandbox, services), status_code=201 if resumed else 200)
 
 
-@handler
-async def not_yet(request: Request) -> Response:
-    caller_of(request)
-    what = request.url.path.rsplit("/", 1)[-1]
-    raise refuse(501, f"{what} is not supported by this service yet (see its README)")
-
-
 ROUTES = [
     Route("/sandboxes", create, methods=["POST"]),
     Route("/v2/sandboxes", create, methods=["POST"]),
@@ -253,6 +304,5 @@ ROUTES = [
     Route("/sandboxes/{sandbox_id}/timeout", set_timeout, methods=["POST"]),
     Route("/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
     Route("/v2/sandboxes/{sandbox_id}/connect", connect, methods=["POST"]),
-    Route("/sandboxes/{sandbox_id}/pause", not_yet, methods=["POST"]),
-    Route("/sandboxes/{sandbox_id}/metrics", not_yet, methods=["GET"]),
+    Route("/sandboxes/{sandbox_id}/network", update_network, methods=["PUT"]),
 ]

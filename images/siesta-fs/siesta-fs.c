@@ -18,12 +18,21 @@
  *   siesta-fs stat  PATH                      "TYPE SIZE" of the entry
  *   siesta-fs watch ABSPATH RECURSIVE         "EVENT\tNAME\0" per change under the
  *                                             folder, until killed (E2B's watchDir)
+ *   siesta-fs connect PORT                    a TCP connection to 127.0.0.1:PORT (else
+ *                                             [::1]:PORT): stdin to it, it to stdout
  *
  * watch is the one operation that is not confined to the workspace: it only
  * reads names, and the service runs it as the sandbox's user (setpriv), so the
  * kernel's permission checks decide what may be watched. EVENT is create,
  * write, remove, rename (the old name; the new one is a create) or chmod; NAME
  * is relative to the watched folder ("overflow\t\0": the kernel dropped events).
+ *
+ * connect is how the service reaches a sandbox's ports without a network interface:
+ * each proxied connection is one such process, run over the agent's channel. Once
+ * connected it says "siesta-fs: connected PORT" on stderr (the service waits for
+ * that line before it sends anything); a refused connection exits 111 (ECONNREFUSED).
+ * EOF on stdin half-closes the socket (shutdown SHUT_WR); the process ends when the
+ * server closes its side.
  *
  * The last line on stderr is "siesta-fs: ok key=value..." or
  * "siesta-fs: CODE detail"; the exit status says the same (see enum status).
@@ -34,12 +43,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,6 +68,7 @@ enum status {
     TOO_LARGE = 14,
     IO_ERROR = 15,
     USAGE = 16,
+    REFUSED = 111,       /* connect: nothing listens on the port (ECONNREFUSED) */
 };
 
 static const char *status_name(enum status s) {
@@ -67,6 +80,7 @@ static const char *status_name(enum status s) {
     case NOT_A_DIRECTORY: return "not_a_directory";
     case TOO_LARGE: return "too_large";
     case IO_ERROR: return "io_error";
+    case REFUSED: return "refused";
     default: return "usage";
     }
 }
@@ -450,6 +464,73 @@ static int do_watch(const char *root, int recursive) {
     }
 }
 
+static int connect_loopback(int port) {
+    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                              .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&v4, sizeof v4) == 0) return fd;
+    int first = errno;
+    if (fd >= 0) close(fd);
+    /* A server bound to ::1 only (or an IPv6-only wildcard) */
+    fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&v6, sizeof v6) == 0) return fd;
+    if (fd >= 0) close(fd);
+    errno = first;
+    return -1;
+}
+
+/* Copies what is readable on from to to; 0 at EOF, -1 on an error. */
+static ssize_t relay(int from, int to, char *buf) {
+    ssize_t got = read(from, buf, CHUNK);
+    if (got <= 0) return got;
+    for (ssize_t sent = 0; sent < got;) {
+        ssize_t n = write(to, buf + sent, (size_t)(got - sent));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        sent += n;
+    }
+    return got;
+}
+
+static int do_connect(const char *text) {
+    char *end;
+    long port = strtol(text, &end, 10);
+    if (*end || port < 1 || port > 65535) return finish(USAGE, "bad port %s", text);
+    int sock = connect_loopback((int)port);
+    if (sock < 0) {
+        if (errno == ECONNREFUSED) return finish(REFUSED, "port=%ld nothing listens", port);
+        return fail_errno("connect", text);
+    }
+    fprintf(stderr, "siesta-fs: connected %ld\n", port);
+    static char buf[CHUNK];
+    struct pollfd fds[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = sock, .events = POLLIN}};
+    /* Until the server is done: its EOF ends the connection; ours only half-closes it. */
+    for (;;) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            return fail_errno("poll", text);
+        }
+        if (fds[0].revents) {
+            ssize_t n = relay(STDIN_FILENO, sock, buf);
+            if (n <= 0) {
+                shutdown(sock, SHUT_WR);
+                fds[0].fd = -1;  /* poll ignores it from now on */
+            }
+        }
+        if (fds[1].revents) {
+            ssize_t n = relay(sock, STDOUT_FILENO, buf);
+            if (n == 0) break;
+            if (n < 0) return errno == ECONNRESET ? finish(OK, "port=%ld reset", port)
+                                                  : fail_errno("relay", text);
+        }
+    }
+    return finish(OK, "port=%ld closed", port);
+}
+
 static long long parse_limit(const char *text) {
     char *end;
     long long value = strtoll(text, &end, 10);
@@ -457,8 +538,9 @@ static long long parse_limit(const char *text) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat|watch PATH [LIMIT]");
+    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat|watch|connect PATH [LIMIT]");
     const char *op = argv[1], *path = argv[2];
+    if (strcmp(op, "connect") == 0) return do_connect(path);
     if (strcmp(op, "watch") == 0) {
         if (path[0] != '/') return finish(USAGE, "watch takes an absolute path: %s", path);
         return do_watch(path, argc > 3 && strcmp(argv[3], "1") == 0);

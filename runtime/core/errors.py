@@ -57,6 +57,8 @@ trust that value.
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
     ├── StateUnavailable               state_unavailable
     ├── ConfigurationError             configuration_error
+    ├── SnapshotsNotSupported          snapshots_not_supported (the provider cannot)
+    ├── MetricsNotSupported            metrics_not_supported (the provider cannot)
     ├── JsUnavailable                  js_unavailable (limit)
     ├── Cancelled                      cancelled (the caller went away; nobody reads it)
     └── ToolError                      (the tool layer; results with ok: false)
@@ -304,6 +306,19 @@ class StateUnavailable(SiestaError, ConnectionError):
 
 class ConfigurationError(SiestaError, ValueError):
     code = "configuration_error"
+
+
+class SnapshotsNotSupported(SiestaError):
+    """The provider cannot snapshot sandboxes (Kubernetes, here)."""
+
+    code = "snapshots_not_supported"
+
+
+class MetricsNotSupported(SiestaError):
+    """The provider cannot read a sandbox's usage from outside it (Kubernetes, here:
+    no metrics API is wired)."""
+
+    code = "metrics_not_supported"
 
 
 class ResumeTimeout(SiestaError, TimeoutError):

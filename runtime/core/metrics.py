@@ -175,6 +175,16 @@ def record_egress_event(event: dict[str, Any]) -> None:
     if kind.startswith("revocations_") or kind == "closed":
         _record_revocation_event(kind, event)
         return
+    if kind in ("network_rules_unavailable", "refusals_unrecorded"):
+        # The store could not be read or written: the proxy went on (sandbox_rules.py).
+        egress_log.warning(
+            "egress %s for %s/%s: %s",
+            kind,
+            event.get("org") or "?",
+            event.get("conversation") or "?",
+            event.get("detail", ""),
+        )
+        return
     if kind not in ("allowed", "refused", "failed"):
         return
     EGRESS_CONNECTIONS.labels(kind).inc()

@@ -13,6 +13,7 @@ narrows it, the agent's list too: an agent can take hosts away, never add one.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -157,19 +158,107 @@ class Allowlist:
         return ", ".join(map(str, self.rules)) or "(nothing)"
 
 
+def covers(outer: HostRule, inner: HostRule) -> bool:
+    """Whether every host and port ``inner`` matches, ``outer`` matches too."""
+    if not set(inner.ports) <= set(outer.ports):
+        return False
+    if not inner.wildcard:
+        return outer.matches(inner.pattern, inner.ports[0])
+    # *.a.b.c lies inside *.b.c and *.a.b.c; no single name covers a wildcard.
+    return outer.wildcard and ("." + inner.pattern[2:]).endswith(outer.pattern[1:])
+
+
+def outside(allowlist: Allowlist, entries: Iterable[str]) -> list[str]:
+    """The entries that would reach something ``allowlist`` does not (each port of an
+    entry must be within one rule of the list)."""
+    found = []
+    for entry in entries:
+        rule = parse_rule(entry)
+        ports = [HostRule(rule.pattern, (port,)) for port in rule.ports]
+        if not all(any(covers(mine, port) for mine in allowlist.rules) for port in ports):
+            found.append(entry)
+    return found
+
+
+@dataclass(frozen=True)
+class NetworkRules:
+    """A conversation's (its sandbox's) own rules, set by its user: a narrowing of
+    what the deployment and the agent allow, never a widening."""
+
+    allow: tuple[str, ...] | None = None
+    """Only these (each within the deployment's list); ``None``: no narrowing."""
+    deny: tuple[str, ...] = ()
+    """Taken away from whatever else allows them (any entry: it only subtracts)."""
+    internet: bool = True
+    """``False``: nothing at all, whatever the lists say."""
+
+    def refusal(self, host: str, port: int) -> str | None:
+        """Why these rules refuse ``host:port`` (a reason code), or ``None``."""
+        if not self.internet:
+            return "internet_off"
+        if self.allow is not None and not Allowlist.parse(self.allow).allows(host, port):
+            return "not_in_sandbox_allow"
+        if Allowlist.parse(self.deny).allows(host, port):
+            return "sandbox_deny"
+        return None
+
+    def to_json(self) -> str:
+        """How stores keep them."""
+        allow = list(self.allow) if self.allow is not None else None
+        return json.dumps({"allow": allow, "deny": list(self.deny), "internet": self.internet})
+
+    @classmethod
+    def from_json(cls, text: str) -> NetworkRules:
+        data = json.loads(text)
+        allow = data["allow"]
+        return cls(
+            tuple(str(e) for e in allow) if allow is not None else None,
+            tuple(str(e) for e in data["deny"]),
+            bool(data["internet"]),
+        )
+
+    def describe(self) -> str:
+        if not self.internet:
+            return "its internet access is off"
+        allow = "all of them" if self.allow is None else ", ".join(self.allow) or "(nothing)"
+        deny = f", denying {', '.join(self.deny)}" if self.deny else ""
+        return f"allowing {allow}{deny}"
+
+
+@dataclass(frozen=True)
+class EgressRefusals:
+    """How many requests of one conversation the egress proxies refused, and the last."""
+
+    count: int
+    last_host: str
+    last_reason: str
+    last_at: float
+
+
 @dataclass(frozen=True)
 class EgressPolicy:
-    """The deployment's list, narrowed by the agent's (``None``: not narrowed)."""
+    """The deployment's list, narrowed by the agent's (``None``: not narrowed) and by
+    the conversation's own rules (``None``: none set)."""
 
     deployment: Allowlist
     agent: Allowlist | None = None
+    sandbox: NetworkRules | None = None
 
     def allows(self, host: str, port: int) -> bool:
+        return self.refusal(host, port) is None
+
+    def refusal(self, host: str, port: int) -> str | None:
+        """Why ``host:port`` is refused (a reason code), or ``None``."""
         if not self.deployment.allows(host, port):
-            return False
-        return self.agent is None or self.agent.allows(host, port)
+            return "host_not_allowed"
+        if self.agent is not None and not self.agent.allows(host, port):
+            return "host_not_allowed"
+        return self.sandbox.refusal(host, port) if self.sandbox is not None else None
 
     def describe(self) -> str:
-        if self.agent is None:
-            return str(self.deployment)
-        return f"{self.deployment}, narrowed by the agent to {self.agent}"
+        described = str(self.deployment)
+        if self.agent is not None:
+            described += f", narrowed by the agent to {self.agent}"
+        if self.sandbox is not None:
+            described += f"; the sandbox's network rules: {self.sandbox.describe()}"
+        return described

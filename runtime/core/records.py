@@ -272,16 +272,55 @@ class E2bSandbox:
     """When its timeout passes: then it is killed, or paused (``on_timeout``)."""
     on_timeout: str = "kill"
     """``kill`` or ``pause``."""
+    auto_resume: bool = False
+    """Whether traffic to one of its ports resumes it when paused (E2B's
+    ``lifecycle.auto_resume``; only with ``on_timeout`` ``pause``)."""
     state: str = "running"
     """``running`` or ``paused`` as E2B shows it (a Siesta tier is not a pause)."""
     metadata: dict[str, str] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
     idempotency_key: str | None = None
     """The create call's ``Idempotency-Key``: a retry of it gets this sandbox back."""
+    public_traffic: bool = True
+    """Whether its ports answer without the traffic access token (E2B's
+    ``network.allow_public_traffic``, true by default as E2B has it)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> E2bSandbox:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class SnapshotRecord:
+    """A snapshot of a conversation's sandbox, in its org: what it was taken of and
+    where the provider keeps it (``SnapshotArtifacts``)."""
+
+    org: str
+    snapshot_id: str
+    owner: str
+    """The user who took it."""
+    conversation: str
+    """The conversation whose sandbox it was taken of."""
+    session_id: str
+    image_id: str
+    """The catalog image the source ran (a sandbox made from the snapshot keeps it)."""
+    image: str
+    """The provider's image of the snapshot's root file system."""
+    workspace: str
+    """Where the provider keeps the workspace's copy."""
+    workspace_bytes: int
+    workspace_allocated_bytes: int
+    image_bytes: int
+    created_at: float
+    name: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SnapshotRecord:
         return cls(**json.loads(text))

@@ -21,9 +21,11 @@ from dataclasses import replace
 
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
-from runtime.core.records import E2bSandbox
+from runtime.core.records import E2bSandbox, SnapshotRecord
 from runtime.e2b.settings import E2bSettings
 from runtime.images.catalog import ImageCatalog
+from runtime.sandbox.snapshots import SnapshotNotFound, Snapshots
+from runtime.sandbox.snapshots.service import ID_PREFIX as SNAPSHOT_ID_PREFIX
 from runtime.sessions.manager import SessionManager
 from runtime.store.base import E2bStore
 
@@ -54,10 +56,16 @@ class E2bSandboxes:
         suspend: Callable[[CallContext], object],
         hold: Callable[[str], contextlib.AbstractContextManager[object]],
         clock: Callable[[], float] = time.time,
+        stop: Callable[[CallContext], object] | None = None,
+        snapshots: Snapshots | None = None,
     ) -> None:
         """``delete`` tears a conversation down (sandbox, workspace, files, log);
         ``suspend`` pauses its sandbox now (memory kept); ``hold`` holds a lease (one
-        create per ``Idempotency-Key`` at a time, across instances)."""
+        create per ``Idempotency-Key`` at a time, across instances); ``stop`` stops its
+        sandbox now (memory freed, disk kept: a pause without memory)."""
+        self._stop = stop or suspend
+        self._snapshots = snapshots
+        """A template id may name one of the org's snapshots: the sandbox starts from it."""
         self._store = store
         self._sessions = sessions
         self._catalog = catalog
@@ -87,13 +95,22 @@ class E2bSandboxes:
         metadata: dict[str, str] | None = None,
         env_vars: dict[str, str] | None = None,
         auto_pause: bool = False,
+        auto_resume: bool = False,
         idempotency_key: str | None = None,
     ) -> tuple[E2bSandbox, bool]:
         """A new sandbox of ``template``, running when this returns, and True; with an
         ``idempotency_key`` an earlier create used (a retry), that sandbox and False."""
         if idempotency_key is None:
             return self._create(
-                org, owner, template, timeout_seconds, metadata, env_vars, auto_pause, None
+                org,
+                owner,
+                template,
+                timeout_seconds,
+                metadata,
+                env_vars,
+                auto_pause,
+                None,
+                auto_resume=auto_resume,
             ), True
         with self._hold(f"e2b-create/{org}/{idempotency_key}"):
             for sandbox in self._store.list_e2b(org):
@@ -108,6 +125,7 @@ class E2bSandboxes:
                 env_vars,
                 auto_pause,
                 idempotency_key,
+                auto_resume=auto_resume,
             )
             return created, True
 
@@ -121,9 +139,12 @@ class E2bSandboxes:
         env_vars: dict[str, str] | None,
         auto_pause: bool,
         idempotency_key: str | None,
+        *,
+        auto_resume: bool = False,
     ) -> E2bSandbox:
-        image = self._catalog.find(template)
-        if image is None or not image.enabled:
+        snapshot = self._snapshot_named(org, template)
+        image = self._catalog.find(snapshot.image_id if snapshot else template)
+        if snapshot is None and (image is None or not image.enabled):
             enabled = ", ".join(i.id for i in self._catalog.enabled())
             msg = f"template {template!r} not found (the catalog's enabled images: {enabled})"
             raise TemplateNotFound(msg, templateID=template)
@@ -132,11 +153,12 @@ class E2bSandboxes:
             org=org,
             sandbox_id="".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH)),
             owner=owner,
-            template=image.id,
+            template=snapshot.image_id if snapshot else template,
             access_token=secrets.token_urlsafe(32),
             started_at=now,
             end_at=now + self._timeout(timeout_seconds),
             on_timeout="pause" if auto_pause else "kill",
+            auto_resume=auto_resume,
             metadata=dict(metadata or {}),
             env_vars=dict(env_vars or {}),
             idempotency_key=idempotency_key,
@@ -144,14 +166,24 @@ class E2bSandboxes:
         # Recorded first: whatever provisioning leaves behind, the timeout removes.
         self._store.put_e2b(sandbox)
         try:
-            with self._sessions.operation(self.context(sandbox)):
-                pass  # provisioned (from the warm pool when it has one) and running
+            if snapshot is not None and self._snapshots is not None:
+                self._snapshots.start(self.context(sandbox), snapshot.snapshot_id)
+            else:
+                with self._sessions.operation(self.context(sandbox)):
+                    pass  # provisioned (from the warm pool when it has one) and running
         except BaseException:
             self._delete(self.context(sandbox))
             self._store.delete_e2b(org, sandbox.sandbox_id)
             raise
-        log.info("e2b sandbox %s of %s made from %s", sandbox.sandbox_id, org, image.id)
+        log.info("e2b sandbox %s of %s made from %s", sandbox.sandbox_id, org, template)
         return sandbox
+
+    def _snapshot_named(self, org: str, template: str) -> SnapshotRecord | None:
+        if self._snapshots is None or not template.startswith(SNAPSHOT_ID_PREFIX):
+            return None
+        with contextlib.suppress(SnapshotNotFound):
+            return self._snapshots.get(org, template.split(":", 1)[0])  # E2B may add a tag
+        return None
 
     def get(self, org: str, sandbox_id: str) -> E2bSandbox:
         sandbox = self._store.get_e2b(org, sandbox_id)
@@ -196,6 +228,21 @@ class E2bSandboxes:
             pass  # resumed from whatever tier it is in
         self._store.put_e2b(sandbox)
         return sandbox, resumed
+
+    def pause(self, org: str, sandbox_id: str, *, keep_memory: bool = True) -> bool:
+        """Pause the sandbox now: memory and processes kept (the paused tier), or with
+        ``keep_memory=False`` only its disk (the stopped tier: ``connect`` starts it
+        again, its processes gone). False when it was paused already. Until ``connect``,
+        envd calls answer "not running", and the timeout no longer applies."""
+        sandbox = self.get(org, sandbox_id)
+        if sandbox.state == "paused":
+            return False
+        (self._suspend if keep_memory else self._stop)(self.context(sandbox))
+        # Read again: a set_timeout or metadata meanwhile is kept, only the state changes.
+        sandbox = self.get(org, sandbox_id)
+        self._store.put_e2b(replace(sandbox, state="paused", end_at=float("inf")))
+        log.info("e2b sandbox %s of %s paused on request", sandbox_id, org)
+        return True
 
     def sweep(self) -> int:
         """Kill (or pause) every sandbox whose timeout has passed; how many."""

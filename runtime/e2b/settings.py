@@ -6,6 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from siesta_contract.text import ID_PATTERN
 
+DOMAIN_PATTERN = r"^[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*$"
+"""A DNS name (``ports_domain``): labels of letters, digits and hyphens."""
+
 
 class E2bSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -32,3 +35,9 @@ class E2bSettings(BaseModel):
     """The largest file ``POST /files`` takes."""
     sweep_interval_seconds: float = Field(1.0, gt=0)
     """How often the service looks for sandboxes whose timeout passed."""
+    ports_domain: str | None = Field(None, pattern=DOMAIN_PATTERN)
+    """The domain of sandboxes' ports, E2B's form ``PORT-SANDBOXID.DOMAIN`` (the SDK's
+    ``get_host``): create and connect answer it as ``domain``, and a request whose
+    ``Host`` has that form is forwarded to the port. Point a wildcard DNS name
+    (``*.DOMAIN``) at the service. ``None``: no host form (the SDK then builds its
+    hosts on its own ``E2B_DOMAIN``)."""

@@ -18,6 +18,10 @@ they still work (``revocations``: a deleted conversation's are revoked, old ones
 expire). When a conversation's deletion reaches the proxy, the connections it
 carries on credentials the deletion revoked are closed too.
 
+The list is narrowed a third time by the conversation's own network rules
+(``sandbox_rules``: read from the store, briefly cached), and each refusal of a
+conversation's request is added to its count in the store (its sandbox's metrics).
+
 Each decision is reported through ``emit`` (the service counts refusals in its
 metrics and logs them).
 """
@@ -46,7 +50,8 @@ from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, basic_credentials, verify
 from runtime.egress.http import Refused, answer, authority, upstream_head
 from runtime.egress.revocations import Revocations, open_source
-from runtime.store.base import RevocationStore
+from runtime.egress.sandbox_rules import RefusalTally, SandboxRules, keep_up
+from runtime.store.base import NetworkRuleStore, RevocationStore
 
 COPY_CHUNK = 64 * 1024
 Emit = Callable[[dict[str, Any]], None]
@@ -76,6 +81,10 @@ class ProxyConfig:
     """Revocations are kept this long; credentials older than this are refused."""
     revocation_poll_seconds: float = 5.0
     """How often the store is asked for new revocations."""
+    network_rules_cache_seconds: float = 2.0
+    """How long a conversation's own network rules are kept before they are read again."""
+    refusal_retention_seconds: float = 24 * 3600.0
+    """A conversation's refusal count is forgotten this long after its last refusal."""
 
 
 @dataclass
@@ -102,7 +111,9 @@ class EgressProxy:
         self._connections: set[asyncio.Task[None]] = set()
         self._close_store: Callable[[], None] | None = None
         self._following: asyncio.Task[None] | None = None
+        self._keeping: asyncio.Task[None] | None = None
         self.revocations = self._revocations(None)
+        self.rules, self.refusals = self._network(None)
 
     def _revocations(self, source: RevocationStore | None) -> Revocations:
         return Revocations(
@@ -112,14 +123,23 @@ class EgressProxy:
             emit=self._emit,
         )
 
+    def _network(self, source: NetworkRuleStore | None) -> tuple[SandboxRules, RefusalTally]:
+        rules = SandboxRules(
+            source, cache_seconds=self._config.network_rules_cache_seconds, emit=self._emit
+        )
+        keep = self._config.refusal_retention_seconds
+        return rules, RefusalTally(source, keep_seconds=keep, emit=self._emit)
+
     async def start(self) -> int:
         """Read the revocations, then listen; returns the port (useful with port 0).
         Raises ``RevocationsUnavailable`` when the store cannot be read."""
         if self._config.store_url is not None:
-            source, self._close_store = open_source(self._config.store_url)
+            source, network, self._close_store = open_source(self._config.store_url)
             self.revocations = self._revocations(source)
+            self.rules, self.refusals = self._network(network)
         await self.revocations.load()
         self._following = asyncio.create_task(self.revocations.follow(self._close_revoked))
+        self._keeping = asyncio.create_task(keep_up(self.rules, self.refusals))
         self._server = await asyncio.start_server(
             self._serve,
             self._config.host,
@@ -131,15 +151,17 @@ class EgressProxy:
 
     async def close(self) -> None:
         """Stop listening and end every open connection."""
-        if self._following is not None:
-            self._following.cancel()
-            await asyncio.gather(self._following, return_exceptions=True)
+        for task in (self._following, self._keeping):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        for task in self._connections:
-            task.cancel()
+        for connection in self._connections:
+            connection.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.refusals.flush()
         if self._close_store is not None:
             self._close_store()
 
@@ -183,6 +205,11 @@ class EgressProxy:
             # Policy refusals (403, 407) are what operators watch; the rest failed.
             event = "refused" if refused.status in (403, 407) else "failed"
             self._report(event, request, reason=refused.reason, detail=refused.detail)
+            # The sandbox's count: what its rules and the lists refused it (a 407 is about
+            # credentials, maybe a deleted conversation's copied out: not its sandbox's).
+            if refused.status == 403 and request is not None and request.claims is not None:
+                claims = request.claims
+                self.refusals.note(claims.org, claims.conversation, request.host, refused.reason)
             await answer(writer, refused.status, refused.reason, refused.detail)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
@@ -276,12 +303,14 @@ class EgressProxy:
         if is_ip_literal(host):
             raise Refused(403, "ip_literal", f"{host}: addresses are refused, use a host name")
         narrowed = claims.narrowed_to
+        own = await self.rules.get(claims.org, claims.conversation)
         policy = EgressPolicy(
-            self._config.allow, Allowlist.parse(narrowed) if narrowed is not None else None
+            self._config.allow, Allowlist.parse(narrowed) if narrowed is not None else None, own
         )
-        if not policy.allows(host, port):
+        reason = policy.refusal(host, port)
+        if reason is not None:
             msg = f"{host}:{port} is not in the egress allowlist ({policy.describe()})"
-            raise Refused(403, "host_not_allowed", msg)
+            raise Refused(403, reason, msg)
         addresses = await self._resolve(host, port)
         for address in addresses:
             reason = refusal(address, self._config.allowed_private_networks)

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims
-from runtime.store.base import RevocationStore
+from runtime.store.base import NetworkRuleStore, RevocationStore
 
 Emit = Callable[[dict[str, Any]], None]
 PAGE = 1000
@@ -148,9 +148,9 @@ class Revocations:
             del self._revoked[key]
 
 
-def open_source(url: str) -> tuple[RevocationStore, Callable[[], None]]:
-    """The store's revocations at ``url`` (``sqlite:///path`` or ``redis://...``) and
-    how to close it."""
+def open_source(url: str) -> tuple[RevocationStore, NetworkRuleStore, Callable[[], None]]:
+    """The store's revocations and network rules at ``url`` (``sqlite:///path`` or
+    ``redis://...``), over one connection, and how to close it."""
     try:
         return _open_source(url)
     except Exception as exc:
@@ -158,21 +158,23 @@ def open_source(url: str) -> tuple[RevocationStore, Callable[[], None]]:
         raise RevocationsUnavailable(msg) from exc
 
 
-def _open_source(url: str) -> tuple[RevocationStore, Callable[[], None]]:
+def _open_source(url: str) -> tuple[RevocationStore, NetworkRuleStore, Callable[[], None]]:
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
         from pathlib import Path
 
         from runtime.store.sqlite.db import Database
+        from runtime.store.sqlite.network import SqliteNetwork
         from runtime.store.sqlite.revocations import SqliteRevocations
 
         db = Database(Path(url.removeprefix("sqlite://")))
-        return SqliteRevocations(db), db.close
+        return SqliteRevocations(db), SqliteNetwork(db), db.close
     if scheme in ("redis", "rediss", "unix"):
         from runtime.store.redis.client import connect
+        from runtime.store.redis.network import RedisNetwork
         from runtime.store.redis.revocations import RedisRevocations
 
         client = connect(url)
-        return RedisRevocations(client), client.close
+        return RedisRevocations(client), RedisNetwork(client), client.close
     msg = f"no store of revocations at a {scheme!r} URL (sqlite:// or redis://)"
     raise ValueError(msg)

@@ -47,6 +47,8 @@ def config_to_json(config: ProxyConfig) -> str:
             "store_url": config.store_url,
             "revocation_retention_seconds": config.revocation_retention_seconds,
             "revocation_poll_seconds": config.revocation_poll_seconds,
+            "network_rules_cache_seconds": config.network_rules_cache_seconds,
+            "refusal_retention_seconds": config.refusal_retention_seconds,
         }
     )
 
@@ -71,6 +73,8 @@ def config_from_json(text: str) -> ProxyConfig:
         store_url=data["store_url"],
         revocation_retention_seconds=float(data["revocation_retention_seconds"]),
         revocation_poll_seconds=float(data["revocation_poll_seconds"]),
+        network_rules_cache_seconds=float(data["network_rules_cache_seconds"]),
+        refusal_retention_seconds=float(data["refusal_retention_seconds"]),
     )
 
 

@@ -118,6 +118,8 @@ def proxy_config(
         store_url=store_url,
         revocation_retention_seconds=egress.revocation_retention_seconds,
         revocation_poll_seconds=egress.revocation_poll_seconds,
+        network_rules_cache_seconds=egress.network_rules_cache_seconds,
+        refusal_retention_seconds=egress.refusal_retention_seconds,
     )
 
 

@@ -87,6 +87,13 @@ class EgressSettings(BaseModel):
     """How often each proxy reads new revocations from the store: a deleted
     conversation's credentials stop working within this."""
 
+    network_rules_cache_seconds: float = Field(2.0, gt=0)
+    """How long a proxy keeps a conversation's own network rules before it reads them
+    again: rules set on a running sandbox apply to its connections within this."""
+    refusal_retention_seconds: float = Field(24 * 3600.0, gt=0)
+    """A conversation's count of refused requests (its sandbox's ``egressRefusals``) is
+    forgotten this long after its last refusal."""
+
     @property
     def enabled(self) -> bool:
         return bool(self.allow)

@@ -29,6 +29,11 @@ ORG_LABEL = "siesta.org"
 CONVERSATION_LABEL = "siesta.conversation"
 SESSION_LABEL = "siesta.session"
 IMAGE_LABEL = "siesta.image-id"
+SNAPSHOT_LABEL = "siesta.snapshot"
+"""On a snapshot's image (and so on every sandbox made from it): the snapshot's id."""
+SNAPSHOT_DEPLOYMENT_LABEL = "siesta.snapshot-deployment"
+"""On a snapshot's image: the deployment that took it (clean-up selects by it). Not
+``DEPLOYMENT_LABEL``, which a container made from the image would inherit."""
 
 WORKSPACE = "/mnt/work"
 
@@ -90,6 +95,63 @@ class WorkspaceInfo:
     name: str
     labels: dict[str, str]
     created_at: float
+
+
+@dataclass(frozen=True)
+class SnapshotArtifacts:
+    """What a snapshot is made of on its provider: an image of the sandbox's root file
+    system (its installed packages) and a copy of its workspace."""
+
+    snapshot_id: str
+    image: str
+    """What a sandbox made from the snapshot runs (Docker: the committed image's tag)."""
+    workspace: str
+    """Where the workspace's copy is (Docker: its disk image file, or a folder)."""
+    workspace_bytes: int = 0
+    """The copy's apparent size (a disk image: the workspace's size)."""
+    workspace_allocated_bytes: int = 0
+    """What the copy occupies on the host (sparse, and shared when copied on write)."""
+    image_bytes: int = 0
+    """What the snapshot adds to its base image (the committed layer)."""
+
+
+@dataclass(frozen=True)
+class SnapshotLeftover:
+    """A snapshot's image or workspace copy the provider holds, listed for clean-up."""
+
+    snapshot_id: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """One file system of a sandbox, as its host sees it (``statvfs``)."""
+
+    used_bytes: int
+    total_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class SandboxUsage:
+    """What a sandbox uses, read from outside it (its cgroup, its disks): no exec, and
+    nothing woken up. ``None``: not known in the sandbox's state (a stopped sandbox
+    has no processes, so no CPU, memory or pids to read)."""
+
+    state: SandboxState
+    cpu_limit: float
+    """The cores it may use (its CPU quota)."""
+    cpu_seconds: float | None = None
+    """CPU time its processes used since it started (cumulative)."""
+    memory_used_bytes: int | None = None
+    """Memory in use, without the page cache the kernel can take back."""
+    memory_cache_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    pids: int | None = None
+    workspace: DiskUsage | None = None
+    """``/mnt/work``'s file system (``None``: not mounted, or no file system of its own)."""
+    root: DiskUsage | None = None
+    """The writable layer's own file system, where it has one."""
 
 
 OutputListener = Callable[[str, bytes], None]
@@ -266,6 +328,31 @@ class SandboxLifecycle(Protocol):
 
     def list_workspaces(self) -> list[WorkspaceInfo]:
         """Every workspace volume this deployment created (as ``list_sandboxes``)."""
+
+    def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
+        """Keep the running (or paused) sandbox's root file system and workspace as they
+        are now, as one consistent point; the sandbox runs on unchanged. Processes and
+        memory are not kept. ``SnapshotsNotSupported`` where the engine cannot."""
+
+    def create_from_snapshot(
+        self, spec: SandboxSpec, artifacts: SnapshotArtifacts, *, consume: bool = False
+    ) -> str:
+        """As ``create``, but from the snapshot's image with a copy of its workspace
+        (``spec.image`` and ``spec.workspace_size_mb`` are not used). ``consume``: the
+        workspace copy becomes the new sandbox's own (no second copy; the snapshot is
+        deleted afterwards)."""
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        """Remove the snapshot's workspace copy, and its image unless sandboxes made from
+        it still use it (then False: clean-up removes it once they are gone)."""
+
+    def list_snapshot_leftovers(self) -> list[SnapshotLeftover]:
+        """Every snapshot image and workspace copy this deployment holds."""
+
+    def usage(self, sandbox_id: str) -> SandboxUsage:
+        """What the sandbox uses now, read from outside it: never an exec, never a resume
+        (a paused sandbox stays paused). ``MetricsNotSupported`` where the provider
+        cannot read it; state ``MISSING`` when there is no such sandbox."""
 
     def close(self) -> None:
         """Release connections and open channels (sandboxes stay as they are)."""

@@ -25,13 +25,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NoReturn
 
-from runtime.core.errors import SandboxBroken, SandboxUnavailable
+from runtime.core.errors import ProvisioningFailed, SandboxBroken, SandboxUnavailable
 from runtime.core.output import HeadTailBuffer
 from runtime.providers.agent import fshelper
 from runtime.providers.base import (
     ByteSink,
     DirEntry,
     DirListing,
+    DiskUsage,
     ExecRequest,
     ExecResult,
     ProcessSpec,
@@ -40,6 +41,9 @@ from runtime.providers.base import (
     SandboxProvider,
     SandboxSpec,
     SandboxState,
+    SandboxUsage,
+    SnapshotArtifacts,
+    SnapshotLeftover,
     WorkspaceInfo,
 )
 
@@ -136,6 +140,18 @@ class FakeLifecycle:
         )
         return SandboxInfo(sandbox_id, state, labels)
 
+    def usage(self, sandbox_id: str) -> SandboxUsage:
+        """No cgroup here: no CPU or memory used; the folder's files are the disk used."""
+        state = self.inspect(sandbox_id).state
+        if state in (SandboxState.MISSING, SandboxState.STOPPED):
+            return SandboxUsage(state, cpu_limit=1.0)
+        folder = self.root / sandbox_id
+        used = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        disk = os.statvfs(folder)
+        total = disk.f_blocks * disk.f_frsize
+        workspace = DiskUsage(used, total, disk.f_bavail * disk.f_frsize)
+        return SandboxUsage(state, 1.0, 0.0, 0, 0, None, 1, workspace)
+
     def pause(self, sandbox_id: str) -> None:
         with self._lock:
             self._paused.add(sandbox_id)
@@ -169,6 +185,45 @@ class FakeLifecycle:
     def list_workspaces(self) -> list[WorkspaceInfo]:
         with self._lock:
             return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
+
+    def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
+        """The sandbox's folder copied (the fake has no root file system of its own)."""
+        if self.inspect(sandbox_id).state not in (SandboxState.RUNNING, SandboxState.PAUSED):
+            msg = f"the sandbox {sandbox_id} is not running"
+            raise SandboxUnavailable(msg)
+        copy = self._snapshots / snapshot_id
+        shutil.copytree(self.root / sandbox_id, copy, symlinks=True)
+        size = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
+        return SnapshotArtifacts(snapshot_id, f"fake-snapshot:{snapshot_id}", str(copy), size, size)
+
+    def create_from_snapshot(
+        self, spec: SandboxSpec, artifacts: SnapshotArtifacts, *, consume: bool = False
+    ) -> str:
+        sandbox_id = self.sandbox_id_for(spec.session_id)
+        source = Path(artifacts.workspace)
+        if not source.is_dir():
+            msg = f"the snapshot {artifacts.snapshot_id} has no workspace copy any more"
+            raise ProvisioningFailed(msg)
+        if consume:
+            source.rename(self.root / sandbox_id)
+        else:
+            shutil.copytree(source, self.root / sandbox_id, symlinks=True)
+        with self._lock:
+            self._labels[sandbox_id] = dict(spec.labels)
+        return sandbox_id
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        shutil.rmtree(self._snapshots / snapshot_id, ignore_errors=True)
+        return True
+
+    def list_snapshot_leftovers(self) -> list[SnapshotLeftover]:
+        if not self._snapshots.is_dir():
+            return []
+        return [SnapshotLeftover(p.name, p.stat().st_mtime) for p in self._snapshots.iterdir()]
+
+    @property
+    def _snapshots(self) -> Path:
+        return self.root / ".snapshots"
 
     def prepare_ahead(self) -> None:
         """Nothing to make ahead."""

@@ -38,3 +38,19 @@ class ProcessSettings(BaseModel):
     reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
     """Output kept for one reader of a process that does not read it; past it that
     reader's stream ends with an error (the process and other readers go on)."""
+
+
+class MetricsSettings(BaseModel):
+    """Live metrics of a sandbox (``.../sandbox/metrics``, E2B's ``get_metrics``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_window_seconds: float = Field(0.2, gt=0, le=5)
+    """CPU use is the CPU time used between two samples over the time between them:
+    without an earlier sample of the sandbox recent enough, a second one is taken this
+    long after the first (the call waits that long)."""
+    cpu_sample_max_age_seconds: float = Field(30.0, gt=0)
+    """An earlier sample older than this is not used (the answer would be an average
+    over too long a time)."""
+    max_tracked_sandboxes: int = Field(4096, ge=1)
+    """Earlier samples kept (one per sandbox, the oldest forgotten first)."""

@@ -141,6 +141,17 @@ class SessionManager:
         self._quotas.release(record)
         return record
 
+    def provision_with(
+        self, ctx: CallContext, image: CatalogImage, make: Callable[[SandboxSpec], str]
+    ) -> SessionRecord | None:
+        """The first session of a conversation that has none, its sandbox made by
+        ``make`` (from a snapshot, say) out of the spec a new session of ``image`` gets:
+        its own lease, capacity, labels. ``None`` when the conversation has a session."""
+        with self._leases.hold(ctx.key) as lease:
+            if self._store.get_session(ctx.org, ctx.conversation) is not None:
+                return None
+            return self._provision(ctx, lease, image, 1, make)
+
     def _ensure_running(self, ctx: CallContext, lease: Lease) -> ActiveSession:
         record = self._store.get_session(ctx.org, ctx.conversation)
         if record is None:
@@ -180,7 +191,12 @@ class SessionManager:
         return ActiveSession(replacement, True, True, reset_reason=reason)
 
     def _provision(
-        self, ctx: CallContext, lease: Lease, image: CatalogImage, generation: int
+        self,
+        ctx: CallContext,
+        lease: Lease,
+        image: CatalogImage,
+        generation: int,
+        make: Callable[[SandboxSpec], str] | None = None,
     ) -> SessionRecord:
         member = ctx.key
         self._quotas.claim(member, ctx.org, ctx.user)
@@ -189,7 +205,11 @@ class SessionManager:
             with tracing.span(
                 "session.provision", org=ctx.org, conversation=ctx.conversation, image=image.id
             ) as span:
-                session_id, sandbox_id = self._obtain(ctx, image)
+                if make is None:
+                    session_id, sandbox_id = self._obtain(ctx, image)
+                else:
+                    with self._gate.turn() if self._gate is not None else contextlib.nullcontext():
+                        session_id, sandbox_id = self._create(ctx, image, make)
                 span.set_attribute("siesta.session_id", session_id)
         except BaseException:
             self._quotas.release_member(member, ctx.org, ctx.user)
@@ -253,15 +273,23 @@ class SessionManager:
             return None
         return member.session_id, member.sandbox_id
 
-    def _create(self, ctx: CallContext, image: CatalogImage) -> tuple[str, str]:
+    def _create(
+        self,
+        ctx: CallContext,
+        image: CatalogImage,
+        make: Callable[[SandboxSpec], str] | None = None,
+    ) -> tuple[str, str]:
         session_id = uuid.uuid4().hex
         labels = sandbox_labels(ctx, session_id, image)
-        return session_id, self._create_within_limit(image_spec(session_id, image, labels))
+        spec = image_spec(session_id, image, labels)
+        return session_id, self._create_within_limit(spec, make)
 
-    def _create_within_limit(self, spec: SandboxSpec) -> str:
+    def _create_within_limit(
+        self, spec: SandboxSpec, make: Callable[[SandboxSpec], str] | None = None
+    ) -> str:
         sandbox_id = self._provider.lifecycle.sandbox_id_for(spec.session_id)
         within_limit(
-            self._provider.lifecycle.create,
+            make or self._provider.lifecycle.create,
             spec,
             self._settings.provision_timeout_seconds,
             provision_timeout,

@@ -2,7 +2,8 @@
 
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
-deployment id, and the egress credentials revoked by deletions. Each backend
+deployment id, the egress credentials revoked by deletions, and each conversation's
+network rules and refusal count. Each backend
 implements every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 from siesta_contract.tools import ExecutionStatus
 
+from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.core.records import (
     E2bSandbox,
     EgressRevocation,
@@ -32,6 +34,7 @@ from runtime.core.records import (
     KeptResponse,
     PoolMember,
     SessionRecord,
+    SnapshotRecord,
     StagingCount,
     ToolExecution,
 )
@@ -308,6 +311,48 @@ class RevocationStore(Protocol):
         read on from (``after`` itself when there is nothing new)."""
 
 
+class NetworkRuleStore(Protocol):
+    """Each conversation's own network rules (read by every egress proxy, briefly
+    cached) and the count of its requests the proxies refused."""
+
+    def set_network_rules(self, org: str, conversation: str, rules: NetworkRules) -> None:
+        """Replace the conversation's rules."""
+
+    def network_rules(self, org: str, conversation: str) -> NetworkRules | None:
+        """The conversation's rules, ``None`` when none were set."""
+
+    def add_egress_refusals(
+        self, org: str, conversation: str, refusals: EgressRefusals, keep_seconds: float
+    ) -> None:
+        """Add ``refusals.count`` to the conversation's count and make ``refusals``'
+        host and reason the last ones; the count is forgotten ``keep_seconds`` after
+        its last refusal."""
+
+    def egress_refusals(self, org: str, conversation: str) -> EgressRefusals | None:
+        """The conversation's count, ``None`` when nothing was refused (recently)."""
+
+    def forget_network(self, org: str, conversation: str) -> None:
+        """The conversation's rules and count removed (it is being deleted)."""
+
+
+class SnapshotStore(Protocol):
+    """Snapshot records, per org."""
+
+    def add_snapshot(self, record: SnapshotRecord, limit: int) -> bool:
+        """Insert the record unless its org has ``limit`` snapshots already (False)."""
+
+    def get_snapshot(self, org: str, snapshot_id: str) -> SnapshotRecord | None: ...
+
+    def list_snapshots(self, org: str) -> list[SnapshotRecord]:
+        """The org's snapshots, oldest first."""
+
+    def delete_snapshot(self, org: str, snapshot_id: str) -> SnapshotRecord | None:
+        """Remove and return the org's record (``None``: none, or another org's)."""
+
+    def snapshot_ids(self) -> set[str]:
+        """Every org's snapshot ids (clean-up of what has no record)."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -323,6 +368,8 @@ class Stores:
     e2b: E2bStore
     deployment: DeploymentStore
     revocations: RevocationStore
+    snapshots: SnapshotStore
+    network: NetworkRuleStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

@@ -134,3 +134,23 @@ E2B_ENDS = PREFIX + "e2b-ends"
 """Sorted set: every E2B sandbox (``org/sandbox id``) scored by when its timeout passes."""
 E2B_ORGS = PREFIX + "e2b-orgs"
 """Hash: E2B sandbox id → its org (envd calls name only the sandbox)."""
+
+
+def network_rules(key: str) -> str:
+    """String: a conversation's own network rules as JSON (until it is deleted)."""
+    return f"{PREFIX}network-rules:{key}"
+
+
+def egress_refusals(key: str) -> str:
+    """Hash: how many of a conversation's requests egress proxies refused (``count``)
+    and the last one (``host``, ``reason``, ``at``), expiring a while after it."""
+    return f"{PREFIX}egress-refusals:{key}"
+
+
+def snapshots(org: str) -> str:
+    """Hash: the org's snapshots, snapshot id → the record as JSON."""
+    return f"{PREFIX}snapshots:{org}"
+
+
+SNAPSHOT_ORGS = PREFIX + "snapshot-orgs"
+"""Hash: snapshot id → its org (clean-up lists every org's ids)."""

@@ -88,6 +88,8 @@ def org_a(service: InProcessService) -> OrgA:
         f"{base}/files", headers=A, files={"file": (NAME, MARKER.encode(), "text/plain")}
     )
     assert uploaded.status_code == 201, uploaded.text
+    denied = client.put(f"{base}/sandbox/network", headers=A, json=A_NETWORK)
+    assert denied.status_code == 200, denied.text
     session = client.get(f"{base}/sandbox", headers=A).json()["sessionId"]
     ran = execute(client, conversation, "readFile", {"path": NAME})
     waiting = execute(client, conversation, "runCommand", {"command": f"echo {MARKER}"})
@@ -97,6 +99,8 @@ def org_a(service: InProcessService) -> OrgA:
     )
 
 
+A_NETWORK = {"allow": None, "deny": [f"{MARKER}.example"], "internet": False}
+"""A's own network rules (B's probes of the network route must not see them)."""
 Probe = Callable[[httpx.Client, OrgA], httpx.Response]
 NOT_FOUND, OWN_EMPTY, NO_ORG_DATA = "404", "B's own empty conversation", "holds no org data"
 OWN_NO_PROCESSES = "B's own conversation, where the fake provider runs no process (503)"
@@ -108,7 +112,36 @@ def conv(a: OrgA, tail: str = "") -> str:
     return f"/v1/conversations/{a.conversation}{tail}"
 
 
+NO_BEARER = "a port's path takes a port token alone (401)"
+
+
+def port_probe(method: str) -> Probe:
+    """A request to a port of A's conversation id with B's bearer token."""
+    return lambda c, a: c.request(method, conv(a, "/ports/8000/x"), headers=B)
+
+
 FS_CALLS = ("stat", "list", "mkdir", "move", "remove")
+A_SNAPSHOTS: dict[str, str] = {}
+
+
+def a_snapshot(client: httpx.Client, a: OrgA) -> str:
+    """A snapshot of A's sandbox (taken by A once), for B's probes to name."""
+    if a.conversation not in A_SNAPSHOTS:
+        taken = client.post(conv(a, "/snapshots"), headers=A, json={})
+        assert taken.status_code == 201, taken.text
+        A_SNAPSHOTS[a.conversation] = taken.json()["snapshotId"]
+    snapshot_id = A_SNAPSHOTS[a.conversation]
+    assert client.get(f"/v1/snapshots/{snapshot_id}", headers=A).status_code == 200
+    return snapshot_id
+
+
+def with_own_sandbox(
+    client: httpx.Client, a: OrgA, probe: Callable[[], httpx.Response]
+) -> httpx.Response:
+    """B's own conversation of A's id, with a sandbox of its own, then ``probe``."""
+    made = client.post(conv(a, "/sandbox/writeFile"), headers=B, json={"path": "b", "content": "b"})
+    assert made.status_code == 200, made.text
+    return probe()
 
 
 def fs_probe(call: str) -> Probe:
@@ -186,6 +219,28 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
             },
         ),
     ),
+    ("GET", f"{CONVERSATION}/sandbox/metrics"): (
+        NOT_FOUND,
+        lambda c, a: c.get(conv(a, "/sandbox/metrics"), headers=B),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/pause"): (
+        OWN_EMPTY,  # B's own sandbox of that id is stopped; A's runs on (checked after)
+        lambda c, a: with_own_sandbox(
+            c, a, lambda: c.post(conv(a, "/sandbox/pause"), headers=B, json={"keepMemory": False})
+        ),
+    ),
+    ("POST", f"{CONVERSATION}/sandbox/resume"): (
+        OWN_EMPTY,
+        lambda c, a: with_own_sandbox(c, a, lambda: c.post(conv(a, "/sandbox/resume"), headers=B)),
+    ),
+    ("GET", f"{CONVERSATION}/sandbox/network"): (
+        OWN_EMPTY,
+        lambda c, a: c.get(conv(a, "/sandbox/network"), headers=B),
+    ),
+    ("PUT", f"{CONVERSATION}/sandbox/network"): (
+        OWN_EMPTY,
+        lambda c, a: c.put(conv(a, "/sandbox/network"), headers=B, json={"internet": True}),
+    ),
     ("GET", f"{CONVERSATION}/sandbox/processes"): (
         OWN_EMPTY,
         lambda c, a: c.get(conv(a, "/sandbox/processes"), headers=B),
@@ -210,6 +265,17 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         ("POST", f"{CONVERSATION}/sandbox/fs/{call}"): (OWN_NO_PROCESSES, fs_probe(call))
         for call in FS_CALLS
     },
+    ("GET", f"{CONVERSATION}/sandbox/ports/{{port}}"): (
+        NOT_FOUND,  # B has no sandbox there: no token for A's
+        lambda c, a: c.get(conv(a, "/sandbox/ports/8000"), headers=B),
+    ),
+    **{
+        (method, f"{CONVERSATION}/ports/{{port}}/{{path:path}}"): (
+            NO_BEARER,  # a port token names its org and conversation: test_ports_docker.py
+            port_probe(method),
+        )
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    },
     ("POST", f"{CONVERSATION}/sandbox/fs/watchers"): (
         OWN_NO_PROCESSES,
         lambda c, a: c.post(conv(a, "/sandbox/fs/watchers"), headers=B, json={"path": NAME}),
@@ -221,6 +287,42 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): (
         NOT_FOUND,
         lambda c, a: c.delete(conv(a, "/sandbox/fs/watchers/w"), headers=B),
+    ),
+    ("POST", f"{CONVERSATION}/snapshots"): (
+        OWN_EMPTY,  # of B's own sandbox of that id (made first), never A's
+        lambda c, a: with_own_sandbox(
+            c, a, lambda: c.post(conv(a, "/snapshots"), headers=B, json={})
+        ),
+    ),
+    ("POST", f"{CONVERSATION}/fork"): (
+        OWN_EMPTY,
+        lambda c, a: with_own_sandbox(
+            c,
+            a,
+            lambda: c.post(
+                conv(a, "/fork"), headers=B, json={"conversationId": f"fork-{uuid.uuid4().hex[:8]}"}
+            ),
+        ),
+    ),
+    ("GET", "/v1/snapshots"): (
+        OWN_EMPTY,
+        lambda c, a: c.get("/v1/snapshots", headers=B, params={"conversationId": a.conversation}),
+    ),
+    ("GET", "/v1/snapshots/{snapshot_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/snapshots/{a_snapshot(c, a)}", headers=B),
+    ),
+    ("DELETE", "/v1/snapshots/{snapshot_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete(f"/v1/snapshots/{a_snapshot(c, a)}", headers=B),
+    ),
+    ("POST", "/v1/snapshots/{snapshot_id}/conversations"): (
+        NOT_FOUND,
+        lambda c, a: c.post(
+            f"/v1/snapshots/{a_snapshot(c, a)}/conversations",
+            headers=B,
+            json={"conversationId": f"start-{uuid.uuid4().hex[:8]}"},
+        ),
     ),
     ("GET", "/v1/tools/executions"): (
         OWN_EMPTY,
@@ -266,6 +368,8 @@ def test_org_b_never_sees_org_a(
         assert secret not in response.text
     if expected == NOT_FOUND:
         assert response.status_code == 404, response.text
+    elif expected == NO_BEARER:
+        assert response.status_code == 401, response.text
     elif expected == OWN_NO_PROCESSES:
         assert response.status_code == 503, response.text
         assert response.json()["error"]["code"] == "sandbox_unavailable"
@@ -284,6 +388,8 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     files = client.get(conv(a, "/files"), headers=A).json()["files"]
     assert [f["id"] for f in files] == [a.file_id]
     assert client.get(conv(a, f"/files/{a.file_id}/content"), headers=A).text == MARKER
+    network = client.get(conv(a, "/sandbox/network"), headers=A).json()
+    assert {k: network[k] for k in A_NETWORK} == A_NETWORK
     read = client.post(conv(a, "/sandbox/readFile"), headers=A, json={"path": NAME})
     assert read.json()["content"] == MARKER
     log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})

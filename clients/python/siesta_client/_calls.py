@@ -21,6 +21,9 @@ from siesta_contract.functions.sandbox import (
     WriteFileArgs,
     WriteFileResult,
 )
+from siesta_contract.metrics import SandboxMetricsPublic, SandboxPauseArgs, SandboxTierPublic
+from siesta_contract.network import SandboxNetworkPublic, SandboxNetworkUpdate
+from siesta_contract.ports import PortAccessPublic
 from siesta_contract.processes import (
     ProcessInputArgs,
     ProcessList,
@@ -28,6 +31,14 @@ from siesta_contract.processes import (
     ProcessSignalArgs,
     Signal,
     StartProcessArgs,
+)
+from siesta_contract.snapshots import (
+    ConversationFromSnapshot,
+    ConversationStarted,
+    ForkPublic,
+    SnapshotCreate,
+    SnapshotPublic,
+    SnapshotsPublic,
 )
 from siesta_contract.tools import (
     CatalogPublic,
@@ -111,6 +122,27 @@ def sandbox(ctx: Context, conversation: str) -> Op[SandboxPublic]:
     return Op("GET", _conv(conversation, "/sandbox"), model(SandboxPublic), ctx.headers())
 
 
+def sandbox_metrics(ctx: Context, conversation: str) -> Op[SandboxMetricsPublic]:
+    path = _conv(conversation, "/sandbox/metrics")
+    return Op("GET", path, model(SandboxMetricsPublic), ctx.headers())
+
+
+def pause_sandbox(ctx: Context, conversation: str, keep_memory: bool) -> Op[SandboxTierPublic]:
+    body = args(SandboxPauseArgs, keepMemory=keep_memory)
+    path = _conv(conversation, "/sandbox/pause")
+    return Op("POST", path, model(SandboxTierPublic), ctx.headers(), body, body=SandboxPauseArgs)
+
+
+def port_access(ctx: Context, conversation: str, port: int) -> Op[PortAccessPublic]:
+    path = _conv(conversation, f"/sandbox/ports/{port}")
+    return Op("GET", path, model(PortAccessPublic), ctx.headers())
+
+
+def resume_sandbox(ctx: Context, conversation: str) -> Op[SandboxTierPublic]:
+    path = _conv(conversation, "/sandbox/resume")
+    return Op("POST", path, model(SandboxTierPublic), ctx.headers())
+
+
 def delete(ctx: Context, conversation: str) -> Op[ConversationDeleted]:
     return Op("DELETE", _conv(conversation), model(ConversationDeleted), ctx.headers())
 
@@ -183,6 +215,31 @@ def signal_process(ctx: Context, conversation: str, pid: int, signal: Signal) ->
     return Op("POST", path, no_content, ctx.headers(), body, body=ProcessSignalArgs)
 
 
+def _conversation_headers(ctx: Context) -> dict[str, str]:
+    """The conversation's own headers (the network routes take no agent's)."""
+    return {k: v for k, v in ctx.headers().items() if k in ("X-Siesta-Org", "X-Siesta-User")}
+
+
+def network(ctx: Context, conversation: str) -> Op[SandboxNetworkPublic]:
+    path = _conv(conversation, "/sandbox/network")
+    return Op("GET", path, model(SandboxNetworkPublic), _conversation_headers(ctx))
+
+
+def set_network(
+    ctx: Context, conversation: str, allow: list[str] | None, deny: list[str], internet: bool
+) -> Op[SandboxNetworkPublic]:
+    body = args(SandboxNetworkUpdate, allow=allow, deny=deny, internet=internet)
+    path = _conv(conversation, "/sandbox/network")
+    return Op(
+        "PUT",
+        path,
+        model(SandboxNetworkPublic),
+        _conversation_headers(ctx),
+        body,
+        body=SandboxNetworkUpdate,
+    )
+
+
 def stat(ctx: Context, conversation: str, path: str, user: str | None) -> Op[FsEntry]:
     body = args(FsPathArgs, path=path, user=user)
     url = _conv(conversation, "/sandbox/fs/stat")
@@ -215,3 +272,44 @@ def remove(ctx: Context, conversation: str, path: str, user: str | None) -> Op[N
     body = args(FsPathArgs, path=path, user=user)
     url = _conv(conversation, "/sandbox/fs/remove")
     return Op("POST", url, no_content, ctx.headers(), body, body=FsPathArgs)
+
+
+def take_snapshot(
+    ctx: Context, conversation: str, name: str | None, metadata: dict[str, str] | None
+) -> Op[SnapshotPublic]:
+    body = args(SnapshotCreate, name=name, metadata=metadata)
+    path = _conv(conversation, "/snapshots")
+    return Op("POST", path, model(SnapshotPublic), ctx.headers(), body, body=SnapshotCreate)
+
+
+def fork(ctx: Context, conversation: str, new_conversation: str) -> Op[ForkPublic]:
+    body = args(ConversationFromSnapshot, conversationId=new_conversation)
+    path = _conv(conversation, "/fork")
+    return Op("POST", path, model(ForkPublic), ctx.headers(), body, body=ConversationFromSnapshot)
+
+
+def start_from_snapshot(
+    ctx: Context, conversation: str, snapshot_id: str
+) -> Op[ConversationStarted]:
+    body = args(ConversationFromSnapshot, conversationId=conversation)
+    path = f"/v1/snapshots/{snapshot_id}/conversations"
+    # Who the new conversation is for; the agent's headers belong to conversation calls.
+    headers = Context(ctx.org, ctx.user, ctx.base_image).headers()
+    read = model(ConversationStarted)
+    return Op("POST", path, read, headers, body, body=ConversationFromSnapshot)
+
+
+def snapshots(org: str, conversation: str | None) -> Op[SnapshotsPublic]:
+    params = {"conversationId": conversation} if conversation is not None else None
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", "/v1/snapshots", model(SnapshotsPublic), headers, params=params)
+
+
+def snapshot(org: str, snapshot_id: str) -> Op[SnapshotPublic]:
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", f"/v1/snapshots/{snapshot_id}", model(SnapshotPublic), headers)
+
+
+def delete_snapshot(org: str, snapshot_id: str) -> Op[None]:
+    headers = {"X-Siesta-Org": org}
+    return Op("DELETE", f"/v1/snapshots/{snapshot_id}", no_content, headers)

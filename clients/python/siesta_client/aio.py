@@ -20,7 +20,16 @@ from siesta_contract.functions.sandbox import (
     RunCommandResult,
     WriteFileResult,
 )
+from siesta_contract.metrics import SandboxMetricsPublic, SandboxTierPublic
+from siesta_contract.network import SandboxNetworkPublic
+from siesta_contract.ports import PortAccessPublic
 from siesta_contract.processes import ProcessList, ProcessPublic, Signal
+from siesta_contract.snapshots import (
+    ConversationStarted,
+    ForkPublic,
+    SnapshotPublic,
+    SnapshotsPublic,
+)
 from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
 
 from siesta_client import _calls
@@ -56,6 +65,7 @@ class AsyncSiestaClient:
             transport=transport,
         )
         self.tools = AsyncTools(self)
+        self.snapshots = AsyncSnapshots(self)
 
     async def __aenter__(self) -> AsyncSiestaClient:
         return self
@@ -177,6 +187,24 @@ class AsyncConversation:
     async def sandbox(self) -> SandboxPublic:
         return await self.client.call(_calls.sandbox(self.context, self.id))
 
+    async def metrics(self) -> SandboxMetricsPublic:
+        """The sandbox's CPU, memory and disk now, read from outside it (a paused
+        sandbox stays paused)."""
+        return await self.client.call(_calls.sandbox_metrics(self.context, self.id))
+
+    async def pause(self, *, keep_memory: bool = True) -> SandboxTierPublic:
+        """Pause the sandbox now (``keep_memory=False``: stop it, its disk kept); the
+        next call resumes it."""
+        return await self.client.call(_calls.pause_sandbox(self.context, self.id, keep_memory))
+
+    async def resume(self) -> SandboxTierPublic:
+        return await self.client.call(_calls.resume_sandbox(self.context, self.id))
+
+    async def port(self, port: int) -> PortAccessPublic:
+        """Where the sandbox's ``port`` answers through the service, with a port token
+        (``url`` opens it in a browser) and whether anything listens on it now."""
+        return await self.client.call(_calls.port_access(self.context, self.id, port))
+
     async def start_process(
         self,
         command: str,
@@ -218,6 +246,24 @@ class AsyncConversation:
     async def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
         await self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
 
+    async def network(self) -> SandboxNetworkPublic:
+        """The sandbox's network rules, the deployment's list they narrow, and what the
+        egress proxy refused it."""
+        return await self.client.call(_calls.network(self.context, self.id))
+
+    async def set_network(
+        self,
+        *,
+        allow: list[str] | None = None,
+        deny: list[str] | None = None,
+        internet: bool = True,
+    ) -> SandboxNetworkPublic:
+        """Replace the sandbox's network rules (only ever a narrowing of the deployment's
+        list); they apply to its next connections, running processes' included."""
+        return await self.client.call(
+            _calls.set_network(self.context, self.id, allow, deny or [], internet)
+        )
+
     async def stat(self, path: str, *, user: str | None = None) -> FsEntry:
         """What is at ``path`` anywhere in the sandbox (relative: to the workspace)."""
         return await self.client.call(_calls.stat(self.context, self.id, path, user))
@@ -237,6 +283,21 @@ class AsyncConversation:
     async def delete(self) -> ConversationDeleted:
         """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""
         return await self.client.call(_calls.delete(self.context, self.id))
+
+    async def snapshot(
+        self, *, name: str | None = None, metadata: dict[str, str] | None = None
+    ) -> SnapshotPublic:
+        """Keep the sandbox's files (workspace and installed packages; not processes)."""
+        return await self.client.call(_calls.take_snapshot(self.context, self.id, name, metadata))
+
+    async def fork(self, conversation: str) -> ForkPublic:
+        """A new conversation whose sandbox starts from this one's files as they are now."""
+        return await self.client.call(_calls.fork(self.context, self.id, conversation))
+
+    async def start_from_snapshot(self, snapshot_id: str) -> ConversationStarted:
+        """Start this (new) conversation's sandbox from the snapshot."""
+        op = _calls.start_from_snapshot(self.context, self.id, snapshot_id)
+        return await self.client.call(op)
 
 
 class AsyncTools:
@@ -282,3 +343,20 @@ class AsyncTools:
             org, conversationId=conversation, function=function, status=status, limit=limit
         )
         return await self.client.call(op)
+
+
+class AsyncSnapshots:
+    """An org's snapshots (taken, forked and started from through a conversation)."""
+
+    def __init__(self, client: AsyncSiestaClient) -> None:
+        self.client = client
+
+    async def list(self, *, org: str, conversation: str | None = None) -> SnapshotsPublic:
+        return await self.client.call(_calls.snapshots(org, conversation))
+
+    async def get(self, snapshot_id: str, *, org: str) -> SnapshotPublic:
+        return await self.client.call(_calls.snapshot(org, snapshot_id))
+
+    async def delete(self, snapshot_id: str, *, org: str) -> None:
+        """Remove it; sandboxes started from it keep their own copies."""
+        await self.client.call(_calls.delete_snapshot(org, snapshot_id))

@@ -20,7 +20,16 @@ from siesta_contract.functions.sandbox import (
     RunCommandResult,
     WriteFileResult,
 )
+from siesta_contract.metrics import SandboxMetricsPublic, SandboxTierPublic
+from siesta_contract.network import SandboxNetworkPublic
+from siesta_contract.ports import PortAccessPublic
 from siesta_contract.processes import ProcessList, ProcessPublic, Signal
+from siesta_contract.snapshots import (
+    ConversationStarted,
+    ForkPublic,
+    SnapshotPublic,
+    SnapshotsPublic,
+)
 from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
 
 from siesta_client import _calls
@@ -56,6 +65,7 @@ class SiestaClient:
             transport=transport,
         )
         self.tools = Tools(self)
+        self.snapshots = Snapshots(self)
 
     def __enter__(self) -> SiestaClient:
         return self
@@ -171,6 +181,24 @@ class Conversation:
     def sandbox(self) -> SandboxPublic:
         return self.client.call(_calls.sandbox(self.context, self.id))
 
+    def metrics(self) -> SandboxMetricsPublic:
+        """The sandbox's CPU, memory and disk now, read from outside it (a paused
+        sandbox stays paused)."""
+        return self.client.call(_calls.sandbox_metrics(self.context, self.id))
+
+    def pause(self, *, keep_memory: bool = True) -> SandboxTierPublic:
+        """Pause the sandbox now (``keep_memory=False``: stop it, its disk kept); the
+        next call resumes it."""
+        return self.client.call(_calls.pause_sandbox(self.context, self.id, keep_memory))
+
+    def resume(self) -> SandboxTierPublic:
+        return self.client.call(_calls.resume_sandbox(self.context, self.id))
+
+    def port(self, port: int) -> PortAccessPublic:
+        """Where the sandbox's ``port`` answers through the service, with a port token
+        (``url`` opens it in a browser) and whether anything listens on it now."""
+        return self.client.call(_calls.port_access(self.context, self.id, port))
+
     def start_process(
         self,
         command: str,
@@ -212,6 +240,24 @@ class Conversation:
     def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
         self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
 
+    def network(self) -> SandboxNetworkPublic:
+        """The sandbox's network rules, the deployment's list they narrow, and what the
+        egress proxy refused it."""
+        return self.client.call(_calls.network(self.context, self.id))
+
+    def set_network(
+        self,
+        *,
+        allow: list[str] | None = None,
+        deny: list[str] | None = None,
+        internet: bool = True,
+    ) -> SandboxNetworkPublic:
+        """Replace the sandbox's network rules (only ever a narrowing of the deployment's
+        list); they apply to its next connections, running processes' included."""
+        return self.client.call(
+            _calls.set_network(self.context, self.id, allow, deny or [], internet)
+        )
+
     def stat(self, path: str, *, user: str | None = None) -> FsEntry:
         """What is at ``path`` anywhere in the sandbox (relative: to the workspace)."""
         return self.client.call(_calls.stat(self.context, self.id, path, user))
@@ -231,6 +277,21 @@ class Conversation:
     def delete(self) -> ConversationDeleted:
         """Tear down the sandbox and the files (``deleted: "pending"`` while busy)."""
         return self.client.call(_calls.delete(self.context, self.id))
+
+    def snapshot(
+        self, *, name: str | None = None, metadata: dict[str, str] | None = None
+    ) -> SnapshotPublic:
+        """Keep the sandbox's files (workspace and installed packages; not processes)."""
+        return self.client.call(_calls.take_snapshot(self.context, self.id, name, metadata))
+
+    def fork(self, conversation: str) -> ForkPublic:
+        """A new conversation whose sandbox starts from this one's files as they are now."""
+        return self.client.call(_calls.fork(self.context, self.id, conversation))
+
+    def start_from_snapshot(self, snapshot_id: str) -> ConversationStarted:
+        """Start this (new) conversation's sandbox from the snapshot."""
+        op = _calls.start_from_snapshot(self.context, self.id, snapshot_id)
+        return self.client.call(op)
 
 
 class Tools:
@@ -274,3 +335,20 @@ class Tools:
             org, conversationId=conversation, function=function, status=status, limit=limit
         )
         return self.client.call(op)
+
+
+class Snapshots:
+    """An org's snapshots (taken, forked and started from through a conversation)."""
+
+    def __init__(self, client: SiestaClient) -> None:
+        self.client = client
+
+    def list(self, *, org: str, conversation: str | None = None) -> SnapshotsPublic:
+        return self.client.call(_calls.snapshots(org, conversation))
+
+    def get(self, snapshot_id: str, *, org: str) -> SnapshotPublic:
+        return self.client.call(_calls.snapshot(org, snapshot_id))
+
+    def delete(self, snapshot_id: str, *, org: str) -> None:
+        """Remove it; sandboxes started from it keep their own copies."""
+        self.client.call(_calls.delete_snapshot(org, snapshot_id))

@@ -11,4 +11,6 @@ stands alone: ``pip install ./clients/python`` brings no part of the server.
 - ``functions``: each agent function's arguments and result.
 - ``files``, ``conversations``, ``tools``, ``agents``, ``images``, ``admin``,
   ``health``: the resources' bodies and answers.
+- ``network``: a sandbox's own network rules (a narrowing of the egress allowlist).
+- ``snapshots``: snapshots of a sandbox, forks, conversations started from a snapshot.
 """

@@ -18,6 +18,7 @@ import contextlib
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ from runtime.providers.base import (
     SandboxInfo,
     SandboxSpec,
     SandboxState,
+    SandboxUsage,
+    SnapshotArtifacts,
+    SnapshotLeftover,
     WorkspaceInfo,
 )
 from runtime.providers.docker.channels import docker_channels
@@ -46,6 +50,8 @@ from runtime.providers.docker.disks import MOUNT_OPTIONS, LoopDisks
 from runtime.providers.docker.errors import docker_errors, explain
 from runtime.providers.docker.events import EngineEvents
 from runtime.providers.docker.layers import WritableLayers
+from runtime.providers.docker.metrics import read_usage
+from runtime.providers.docker.snapshots import FOLDER, DockerSnapshots
 from runtime.providers.docker.spares import SpareDisks
 from runtime.providers.settings import SandboxSettings
 
@@ -112,6 +118,8 @@ class DockerLifecycle:
                 )
                 raise ConfigurationError(msg)
         self.channels = docker_channels(self.api, settings.channel_stall_seconds)
+        disk_dir = disks.directory if disks is not None else settings.disk_dir / deployment_id
+        self._snapshots = DockerSnapshots(self.api, disks, deployment_id, disk_dir / FOLDER)
         """The open agent channels of this instance, one per sandbox (``inside.py``)."""
         # An engine restart leaves the pooled connections dead: drop them with the stream.
         self._events = EngineEvents(self.api, self._label_filters(), self.api.close)
@@ -208,6 +216,52 @@ class DockerLifecycle:
             labels={**labels, WORKSPACE_SIZE_LABEL: str(size)},
         )
 
+    def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
+        with docker_errors():
+            return self._snapshots.take(sandbox_id, snapshot_id)
+
+    def create_from_snapshot(
+        self, spec: SandboxSpec, artifacts: SnapshotArtifacts, *, consume: bool = False
+    ) -> str:
+        name = self.sandbox_id_for(spec.session_id)
+        spec = replace(spec, image=artifacts.image)
+        labels = self._labels(spec)
+        try:
+            with docker_errors(), _provisioning_errors(spec.image):
+                with metrics.create_phase("workspace"):
+                    self._workspace_from(name, labels, artifacts, consume)
+                self._create_container(name, spec, labels)
+        except BaseException:
+            self.destroy(name)
+            raise
+        return name
+
+    def _workspace_from(
+        self, name: str, labels: dict[str, str], artifacts: SnapshotArtifacts, consume: bool
+    ) -> None:
+        if self._disks is None or Path(artifacts.workspace).is_dir():
+            volume = self._client.volumes.create(name=name, labels=labels)
+            folder = Path(str(volume.attrs["Mountpoint"]))
+            self._snapshots.place_workspace(artifacts, folder, consume=consume)
+            return
+        self._disks.directory.mkdir(parents=True, exist_ok=True)
+        self._snapshots.place_workspace(artifacts, self._disks.image(name), consume=consume)
+        size_mb = artifacts.workspace_bytes // (1024 * 1024)
+        self._client.volumes.create(
+            name=name,
+            driver="local",
+            driver_opts={"type": "ext4", "device": self._disks.attach(name), "o": MOUNT_OPTIONS},
+            labels={**labels, WORKSPACE_SIZE_LABEL: str(size_mb)},
+        )
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        with docker_errors():
+            return self._snapshots.delete(snapshot_id)
+
+    def list_snapshot_leftovers(self) -> list[SnapshotLeftover]:
+        with docker_errors():
+            return self._snapshots.leftovers()
+
     def known_running(self, sandbox_id: str) -> bool:
         return self._events.trusted(sandbox_id) and self.channels.existing(sandbox_id) is not None
 
@@ -224,6 +278,9 @@ class DockerLifecycle:
         if status == "running":
             self._events.trust(sandbox_id, snapshot)
         return SandboxInfo(sandbox_id, state, labels)
+
+    def usage(self, sandbox_id: str) -> SandboxUsage:
+        return read_usage(self.api, sandbox_id, layered=self._layers is not None)
 
     def pause(self, sandbox_id: str) -> None:
         with docker_errors():

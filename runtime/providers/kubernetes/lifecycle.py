@@ -25,13 +25,21 @@ import kubernetes.client
 from kubernetes.client import V1PersistentVolumeClaim, V1Pod
 from kubernetes.client.exceptions import ApiException
 
-from runtime.core.errors import ProvisioningTimeout, SandboxUnavailable
+from runtime.core.errors import (
+    MetricsNotSupported,
+    ProvisioningTimeout,
+    SandboxUnavailable,
+    SnapshotsNotSupported,
+)
 from runtime.providers.agent.channels import AgentChannels
 from runtime.providers.base import (
     STOP_GRACE_SECONDS,
     SandboxInfo,
     SandboxSpec,
     SandboxState,
+    SandboxUsage,
+    SnapshotArtifacts,
+    SnapshotLeftover,
     WorkspaceInfo,
 )
 from runtime.providers.kubernetes.channels import PodAttach
@@ -206,6 +214,11 @@ class KubernetesLifecycle:
 
     # -- suspending and removing -----------------------------------------------------
 
+    def usage(self, sandbox_id: str) -> SandboxUsage:
+        """The cluster's metrics API is not wired to this provider: refused, not faked."""
+        msg = f"this deployment's provider (kubernetes) cannot read {sandbox_id}'s usage"
+        raise MetricsNotSupported(msg)
+
     def pause(self, sandbox_id: str) -> None:
         """There is no freezing a pod: the pod goes, the claim stays (``paused``)."""
         self._suspend(sandbox_id, "paused")
@@ -295,6 +308,21 @@ class KubernetesLifecycle:
             if claim.metadata is None or claim.metadata.deletion_timestamp is None
         ]
 
+    def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
+        raise _no_snapshots()
+
+    def create_from_snapshot(
+        self, spec: SandboxSpec, artifacts: SnapshotArtifacts, *, consume: bool = False
+    ) -> str:
+        raise _no_snapshots()
+
+    def delete_snapshot(self, snapshot_id: str) -> bool:
+        """Nothing was ever made here."""
+        return True
+
+    def list_snapshot_leftovers(self) -> list[SnapshotLeftover]:
+        return []
+
     def _pod_info(self, pod: V1Pod) -> SandboxInfo:
         phase = pod.status.phase if pod.status else None
         state = (
@@ -330,3 +358,10 @@ class KubernetesLifecycle:
 def _image_annotations(spec: SandboxSpec) -> dict[str, str]:
     """What a claim says of the image its pods run (a resume makes the pod from it)."""
     return {IMAGE_ANNOTATION: spec.image, SETUID_ANNOTATION: str(spec.allow_setuid).lower()}
+
+
+def _no_snapshots() -> SnapshotsNotSupported:
+    # A pod's root file system has no engine commit here, and copying a claim needs
+    # CSI volume snapshots, which clusters offer unevenly: not offered (yet).
+    msg = "the Kubernetes provider does not snapshot or fork sandboxes (Docker does)"
+    return SnapshotsNotSupported(msg)

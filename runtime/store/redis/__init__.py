@@ -18,9 +18,11 @@ from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
 from runtime.store.redis.leases import RedisLeases
+from runtime.store.redis.network import RedisNetwork
 from runtime.store.redis.pool import RedisPool
 from runtime.store.redis.revocations import RedisRevocations
 from runtime.store.redis.sessions import RedisDeletions, RedisSessions
+from runtime.store.redis.snapshots import RedisSnapshots
 
 
 def open_redis(url: str) -> Stores:
@@ -43,6 +45,8 @@ def open_redis(url: str) -> Stores:
         e2b=RedisE2b(client),
         deployment=RedisDeployment(client),
         revocations=RedisRevocations(client),
+        network=RedisNetwork(client),
+        snapshots=RedisSnapshots(client),
         ping=ping,
         close=client.close,
     )

@@ -15,9 +15,11 @@ from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.idempotency import SqliteIdempotency
 from runtime.store.sqlite.leases import SqliteLeases
+from runtime.store.sqlite.network import SqliteNetwork
 from runtime.store.sqlite.pool import SqlitePool
 from runtime.store.sqlite.revocations import SqliteRevocations
 from runtime.store.sqlite.sessions import SqliteDeletions, SqliteSessions
+from runtime.store.sqlite.snapshots import SqliteSnapshots
 
 
 def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
@@ -35,6 +37,8 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         e2b=SqliteE2b(db),
         deployment=SqliteDeployment(db),
         revocations=SqliteRevocations(db),
+        network=SqliteNetwork(db),
+        snapshots=SqliteSnapshots(db),
         ping=db.ping,
         close=db.close,
     )

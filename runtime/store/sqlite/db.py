@@ -52,6 +52,10 @@ CREATE TABLE IF NOT EXISTS e2b_sandboxes (
 );
 CREATE INDEX IF NOT EXISTS e2b_sandboxes_by_end ON e2b_sandboxes (end_at);
 CREATE INDEX IF NOT EXISTS e2b_sandboxes_by_id ON e2b_sandboxes (sandbox_id);
+CREATE TABLE IF NOT EXISTS snapshots (
+    org TEXT NOT NULL, snapshot_id TEXT NOT NULL, created_at REAL NOT NULL,
+    body TEXT NOT NULL, PRIMARY KEY (org, snapshot_id)
+);
 CREATE TABLE IF NOT EXISTS pool_arrivals (image_id TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS pool_arrivals_by_image ON pool_arrivals (image_id, at);
 CREATE TABLE IF NOT EXISTS tool_executions (

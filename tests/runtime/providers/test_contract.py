@@ -14,7 +14,7 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.core.errors import SandboxUnavailable
+from runtime.core.errors import MetricsNotSupported, SandboxUnavailable
 from runtime.providers.base import (
     ExecRequest,
     ExecResult,
@@ -149,6 +149,34 @@ def test_output_is_capped_head_and_tail(provider: SandboxProvider, sandbox: str)
     assert result.stdout.text.startswith("BEGIN\n1\n2\n")
     assert result.stdout.text.endswith("99999\n100000\nEND\n")
     assert len(result.stdout.text.encode()) <= OUTPUT_LIMIT + 64
+
+
+def test_usage_is_read_from_outside_without_waking_the_sandbox(
+    provider: SandboxProvider, sandbox: str
+) -> None:
+    lifecycle = provider.lifecycle
+    if isinstance(provider, KubernetesProvider):  # no metrics API wired: refused
+        with pytest.raises(MetricsNotSupported):
+            lifecycle.usage(sandbox)
+        return
+    running = lifecycle.usage(sandbox)
+    lifecycle.pause(sandbox)
+    paused = lifecycle.usage(sandbox)
+    still_paused = lifecycle.inspect(sandbox).state
+    lifecycle.unpause(sandbox)
+    lifecycle.stop(sandbox)
+    stopped = lifecycle.usage(sandbox)
+    lifecycle.start(sandbox)
+
+    assert running.state is SandboxState.RUNNING and running.cpu_limit > 0
+    assert running.cpu_seconds is not None and running.memory_used_bytes is not None
+    assert running.pids is not None and running.pids >= 1
+    assert running.workspace is not None and running.workspace.total_bytes > 0
+    assert (paused.state, still_paused) == (SandboxState.PAUSED, SandboxState.PAUSED)
+    assert paused.memory_used_bytes is not None
+    assert stopped.state is SandboxState.STOPPED
+    assert (stopped.cpu_seconds, stopped.memory_used_bytes, stopped.pids) == (None, None, None)
+    assert lifecycle.usage(f"{sandbox}-nosuch").state is SandboxState.MISSING
 
 
 def test_suspended_sandboxes_resume_with_their_workspace(

@@ -1,0 +1,124 @@
+"""E2B's host form of a sandbox's ports: ``PORT-SANDBOXID.DOMAIN`` in ``Host``.
+
+The SDK's ``sandbox.get_host(port)`` builds that name from the ``domain`` create and
+connect answer (``SIESTA_E2B__PORTS_DOMAIN``). A request whose ``Host`` has that form
+is forwarded to the port before any other routing, HTTP and WebSocket alike. A paused
+sandbox created with ``lifecycle.auto_resume`` is resumed by the request (as
+``connect`` would); one without answers 404, as E2B does. As on
+E2B, a sandbox's ports are public unless it was created with
+``network={"allow_public_traffic": False}``: then each request must carry the
+sandbox's ``trafficAccessToken`` as ``e2b-traffic-access-token``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import re
+from typing import Any
+
+from anyio import to_thread
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from api.errors import error_response, status_for
+from api.ports import PortTarget, http_response, refuse_websocket, websocket_session
+from runtime.core.context import CallContext
+from runtime.core.errors import Forbidden, InvalidRequest, SiestaError
+from runtime.core.records import E2bSandbox
+from runtime.sandbox.ports.errors import PortSandboxMissing
+from runtime.sandbox.ports.tokens import PortGrant, PortTokens
+from runtime.services import Services
+
+TRAFFIC_HEADER = "e2b-traffic-access-token"
+
+
+class TrafficTokenRefused(Forbidden):
+    code = "traffic_token_refused"
+
+
+def public_traffic(body: dict[str, Any]) -> bool:
+    """A create body's ``network.allowPublicTraffic`` (E2B's default: true)."""
+    network = body.get("network")
+    return not (isinstance(network, dict) and network.get("allowPublicTraffic") is False)
+
+
+def traffic_token(tokens: PortTokens, sandbox: E2bSandbox) -> str:
+    """The sandbox's traffic access token: derived, never stored; it changes with the
+    sandbox's envd access token (a new sandbox, a new token)."""
+    return tokens.issue(PortGrant(sandbox.org, sandbox.sandbox_id, "e2b:" + sandbox.access_token))
+
+
+def make_private(services: Services, sandbox: E2bSandbox) -> E2bSandbox:
+    private = dataclasses.replace(sandbox, public_traffic=False)
+    services.stores.e2b.put_e2b(private)
+    return private
+
+
+class PortHosts:
+    """ASGI middleware: requests to ``PORT-SANDBOXID.DOMAIN`` go to that port."""
+
+    def __init__(self, app: ASGIApp, domain: str | None) -> None:
+        self.app = app
+        self._host = (
+            re.compile(rf"(\d{{1,5}})-([A-Za-z0-9._:-]{{1,128}})\.{re.escape(domain)}(:\d+)?", re.I)
+            if domain
+            else None
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._host is None or scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        match = self._host.fullmatch(host)
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        port, sandbox_id = int(match.group(1)), match.group(2)
+        services: Services = scope["app"].state.services
+        if scope["type"] == "websocket":
+            websocket = WebSocket(scope, receive, send)
+            try:
+                target = await _target(services, scope, port, sandbox_id)
+            except SiestaError as error:
+                await refuse_websocket(websocket, error)
+                return
+            await websocket_session(services, target, websocket)
+            return
+        try:
+            target = await _target(services, scope, port, sandbox_id)
+            response = await http_response(services, target, Request(scope, receive))
+        except SiestaError as error:
+            await error_response(status_for(error), error.to_dict())(scope, receive, send)
+            return
+        await response(scope, receive, send)
+
+
+async def _target(services: Services, scope: Scope, port: int, sandbox_id: str) -> PortTarget:
+    if not 1 <= port <= 65535:
+        msg = f"port must be 1 to 65535, not {port}"
+        raise InvalidRequest(msg, port=port)
+    sandbox = await to_thread.run_sync(services.stores.e2b.find_e2b, sandbox_id)
+    if sandbox is not None and sandbox.state == "paused" and sandbox.auto_resume:
+        # Created with auto-resume: traffic wakes it (as connect would), then is served.
+        found = sandbox
+        sandbox, _ = await to_thread.run_sync(
+            lambda: services.e2b.connect(found.org, found.sandbox_id, None)
+        )
+    if sandbox is None or sandbox.state != "running":
+        # E2B's answer for a paused sandbox without auto-resume: traffic does not wake it.
+        msg = f"the sandbox {sandbox_id} was not found or is not running"
+        raise PortSandboxMissing(msg, port=port)
+    if not sandbox.public_traffic:
+        given = dict(scope["headers"]).get(TRAFFIC_HEADER.encode(), b"").decode("latin-1")
+        if not hmac.compare_digest(given, traffic_token(services.port_tokens, sandbox)):
+            msg = (
+                f"this sandbox's ports are private: send its trafficAccessToken as {TRAFFIC_HEADER}"
+            )
+            raise TrafficTokenRefused(msg)
+    ctx = CallContext(org=sandbox.org, user=sandbox.owner, conversation=sandbox.sandbox_id)
+    raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+    query: bytes = scope.get("query_string", b"")
+    return PortTarget(ctx, port, raw_path + (b"?" + query if query else b""))

@@ -1,0 +1,159 @@
+"""Snapshots of a conversation's sandbox, forks, and conversations started from a
+snapshot: the ``sandbox`` scope.
+
+A snapshot keeps the sandbox's workspace and what was installed outside it; running
+processes are not kept. Snapshots belong to the org (``X-Siesta-Org``): another
+org's answer 404 as if they did not exist. A conversation started from one (or a
+fork) is the caller's new conversation, a session like any first one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from anyio import to_thread
+from fastapi import APIRouter, Header, Query, Response
+
+from siesta_contract.snapshots import (
+    ConversationFromSnapshot,
+    ConversationStarted,
+    ForkPublic,
+    SnapshotCreate,
+    SnapshotPublic,
+    SnapshotsPublic,
+)
+
+from api.deps import ContextDep, ServicesDep, requires
+from api.responses import CONVERSATION, error_responses
+from api.routes.tools import OrgHeader, org_of
+from runtime.core.context import CallContext
+from runtime.core.errors import MissingContext, SiestaError
+from runtime.core.records import SessionRecord, SnapshotRecord
+
+FAILURES = (*CONVERSATION, 404, 409, 501, 504)
+
+conversations = APIRouter(
+    prefix="/v1/conversations/{conversation_id}",
+    tags=["snapshots"],
+    dependencies=requires("sandbox"),
+    responses=error_responses(*FAILURES),
+)
+router = APIRouter(
+    prefix="/v1/snapshots",
+    tags=["snapshots"],
+    dependencies=requires("sandbox"),
+    responses=error_responses(*FAILURES),
+)
+
+
+@conversations.post("/snapshots", status_code=201)
+async def take_snapshot(
+    body: SnapshotCreate, ctx: ContextDep, services: ServicesDep
+) -> SnapshotPublic:
+    """Keep the sandbox's files as they are now: the workspace and what was installed
+    outside it (processes are not kept). The sandbox is frozen while its files are
+    copied and runs on afterwards. 404 ``no_sandbox`` when the conversation has none;
+    409 ``snapshot_limit_reached`` at the org's limit."""
+    record = await to_thread.run_sync(
+        lambda: services.snapshots.take(ctx, body.name, body.metadata)
+    )
+    return public(record)
+
+
+@conversations.post("/fork", status_code=201)
+async def fork(
+    body: ConversationFromSnapshot, ctx: ContextDep, services: ServicesDep
+) -> ForkPublic:
+    """A new conversation ``conversationId`` whose sandbox starts from this one's files
+    as they are now; this one keeps running. 409 ``conversation_exists`` when the new
+    conversation has a sandbox already."""
+    made = await to_thread.run_sync(lambda: services.snapshots.fork(ctx, [body.conversationId]))
+    session = made.sessions[0]
+    if isinstance(session, SiestaError):
+        raise session
+    return ForkPublic(
+        **started(session).model_dump(),
+        sourceConversationId=ctx.conversation,
+        snapshotSeconds=round(made.snapshot_seconds, 3),
+        startSeconds=round(made.start_seconds, 3),
+    )
+
+
+@router.get("")
+async def list_snapshots(
+    services: ServicesDep,
+    x_siesta_org: OrgHeader = None,
+    conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
+) -> SnapshotsPublic:
+    """The org's snapshots, oldest first (``conversationId``: those of one conversation)."""
+    org = org_of(x_siesta_org)
+    found = await to_thread.run_sync(lambda: services.snapshots.list(org, conversation_id))
+    return SnapshotsPublic(snapshots=[public(record) for record in found])
+
+
+@router.get("/{snapshot_id}")
+async def get_snapshot(
+    snapshot_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> SnapshotPublic:
+    org = org_of(x_siesta_org)
+    return public(await to_thread.run_sync(lambda: services.snapshots.get(org, snapshot_id)))
+
+
+@router.delete("/{snapshot_id}", status_code=204)
+async def delete_snapshot(
+    snapshot_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> Response:
+    """Delete the snapshot's image and workspace copy. Sandboxes started from it keep
+    running: each has its own copy."""
+    org = org_of(x_siesta_org)
+    await to_thread.run_sync(lambda: services.snapshots.delete(org, snapshot_id))
+    return Response(status_code=204)
+
+
+@router.post("/{snapshot_id}/conversations", status_code=201)
+async def start_conversation(
+    snapshot_id: str,
+    body: ConversationFromSnapshot,
+    services: ServicesDep,
+    x_siesta_org: OrgHeader = None,
+    x_siesta_user: Annotated[str | None, Header()] = None,
+    x_siesta_base_image: Annotated[str | None, Header()] = None,
+) -> ConversationStarted:
+    """A new conversation ``conversationId`` (the caller's: ``X-Siesta-User``) whose
+    sandbox starts from the snapshot. 409 ``conversation_exists`` when it has a sandbox."""
+    org = org_of(x_siesta_org)
+    if not x_siesta_user:
+        msg = "starting a conversation needs the X-Siesta-User header"
+        raise MissingContext(msg, headers=["X-Siesta-User"])
+    ctx = CallContext(
+        org=org,
+        user=x_siesta_user,
+        conversation=body.conversationId,
+        base_image=x_siesta_base_image or None,
+    )
+    session = await to_thread.run_sync(lambda: services.snapshots.start(ctx, snapshot_id))
+    return started(session)
+
+
+def public(record: SnapshotRecord) -> SnapshotPublic:
+    return SnapshotPublic(
+        snapshotId=record.snapshot_id,
+        conversationId=record.conversation,
+        imageId=record.image_id,
+        name=record.name,
+        metadata=record.metadata,
+        createdBy=record.owner,
+        createdAt=record.created_at,
+        workspaceBytes=record.workspace_bytes,
+        workspaceAllocatedBytes=record.workspace_allocated_bytes,
+        imageBytes=record.image_bytes,
+    )
+
+
+def started(session: SessionRecord) -> ConversationStarted:
+    return ConversationStarted(
+        conversationId=session.conversation,
+        sessionId=session.session_id,
+        imageId=session.image_id,
+        createdAt=session.created_at,
+    )

@@ -1,0 +1,57 @@
+"""Snapshots of a conversation's sandbox, and conversations started from them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+
+
+class SnapshotCreate(BaseModel):
+    name: str | None = Field(None, max_length=128)
+    """A name to tell it by (not unique)."""
+    metadata: dict[str, str] = Field(default_factory=dict, max_length=64)
+
+
+class SnapshotPublic(BaseModel):
+    snapshotId: str
+    conversationId: str
+    """The conversation whose sandbox it was taken of."""
+    imageId: str
+    """The catalog image that sandbox ran; a sandbox started from the snapshot keeps it."""
+    name: str | None
+    metadata: dict[str, str]
+    createdBy: str
+    createdAt: float
+    workspaceBytes: int
+    """The workspace copy's size (a disk image: the workspace's size)."""
+    workspaceAllocatedBytes: int
+    """What the copy occupies on the host (sparse, shared where copied on write)."""
+    imageBytes: int
+    """What the snapshot's image adds to its base image: files installed or changed
+    outside the workspace."""
+
+
+class SnapshotsPublic(BaseModel):
+    snapshots: list[SnapshotPublic]
+    """Oldest first."""
+
+
+class ConversationFromSnapshot(BaseModel):
+    conversationId: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
+    """The new conversation: it must have no sandbox yet."""
+
+
+class ConversationStarted(BaseModel):
+    conversationId: str
+    sessionId: str
+    imageId: str
+    createdAt: float
+
+
+class ForkPublic(ConversationStarted):
+    sourceConversationId: str
+    snapshotSeconds: float
+    """How long keeping the source's files took (its sandbox was frozen for this)."""
+    startSeconds: float
+    """How long starting the fork's sandbox took."""

@@ -1,0 +1,221 @@
+"""Snapshots of Docker sandboxes: the writable layer committed, the workspace copied.
+
+A snapshot is two things taken at one instant, with the sandbox's processes frozen
+(``docker pause``: the cgroup freezer) for both:
+
+* the container's writable layer (what was installed, /tmp, /root), committed to an
+  image ``siesta-snapshot:<id>`` labelled with the snapshot and the deployment;
+* the workspace: its disk image copied with ``cp --sparse=always --reflink=auto``
+  (copy on write where the host file system can, sparse otherwise) while the file
+  system is frozen (``fsfreeze``). The pause alone keeps the sandbox's processes from
+  writing, but not the kernel: the ext4 journal, lazy inode-table zeroing and
+  discards go on under a paused container. A frozen file system is flushed and
+  clean on disk, so the copy mounts without a journal replay. A workspace without a
+  disk (``WORKSPACE_SIZE_MB=0``) is a folder on the engine's disk, copied as a folder.
+
+Running processes and memory are not kept: a sandbox made from a snapshot boots
+afresh on those files. The copies live in ``<disk dir>/snapshots/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+
+from runtime.core.errors import ProvisioningFailed, SandboxUnavailable
+from runtime.providers.base import (
+    CONVERSATION_LABEL,
+    DEPLOYMENT_LABEL,
+    ORG_LABEL,
+    POOL_LABEL,
+    SESSION_LABEL,
+    SNAPSHOT_DEPLOYMENT_LABEL,
+    SNAPSHOT_LABEL,
+    SnapshotArtifacts,
+    SnapshotLeftover,
+)
+from runtime.providers.docker.disks import LoopDisks, run_tool
+
+REPOSITORY = "siesta-snapshot"
+THAW_AFTER_SECONDS = 600
+"""Longer than any copy of a workspace takes (10 GiB at 100 MB/s: under 2 minutes)."""
+FOLDER = "snapshots"
+_CLEARED = (DEPLOYMENT_LABEL, POOL_LABEL, ORG_LABEL, CONVERSATION_LABEL, SESSION_LABEL)
+"""The source's labels its image must not carry: a container made from it would
+inherit them (and an image claiming the deployment makes its containers unlisted)."""
+
+
+class DockerSnapshots:
+    def __init__(
+        self, api: docker.APIClient, disks: LoopDisks | None, deployment_id: str, folder: Path
+    ) -> None:
+        self._api = api
+        self._disks = disks
+        self._deployment_id = deployment_id
+        self._folder = folder
+
+    def take(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
+        status = str(self._api.inspect_container(sandbox_id)["State"]["Status"])
+        if status not in ("running", "paused"):
+            msg = f"the sandbox {sandbox_id} is {status}: only a running one is snapshot"
+            raise SandboxUnavailable(msg)
+        self._folder.mkdir(parents=True, exist_ok=True)
+        pausing = status == "running"
+        if pausing:
+            self._api.pause(sandbox_id)
+        try:
+            workspace = self._copy_workspace(sandbox_id, snapshot_id)
+            image = self._commit(sandbox_id, snapshot_id)
+        except BaseException:
+            self.delete(snapshot_id)
+            raise
+        finally:
+            if pausing:
+                self._api.unpause(sandbox_id)
+        apparent, allocated = _sizes(Path(workspace))
+        return SnapshotArtifacts(
+            snapshot_id,
+            image,
+            workspace,
+            workspace_bytes=apparent,
+            workspace_allocated_bytes=allocated,
+            image_bytes=self._layer_bytes(image),
+        )
+
+    def _copy_workspace(self, sandbox_id: str, snapshot_id: str) -> str:
+        mountpoint = str(self._api.inspect_volume(sandbox_id)["Mountpoint"])
+        if self._disks is not None and self._disks.image(sandbox_id).exists():
+            target = self._folder / f"{snapshot_id}.img"
+            with _frozen(mountpoint):
+                _copy(self._disks.image(sandbox_id), target)
+            return str(target)
+        target = self._folder / f"{snapshot_id}.dir"
+        target.mkdir()
+        run_tool("cp", "-a", "--reflink=auto", f"{mountpoint}/.", f"{target}/")
+        return str(target)
+
+    def _commit(self, sandbox_id: str, snapshot_id: str) -> str:
+        cleared = " ".join(f'{label}=""' for label in _CLEARED)
+        changes = [
+            f"LABEL {cleared}",
+            f"LABEL {SNAPSHOT_LABEL}={snapshot_id} "
+            f"{SNAPSHOT_DEPLOYMENT_LABEL}={self._deployment_id}",
+        ]
+        # Already paused: the layer and the workspace copy are of the same instant.
+        self._api.commit(
+            sandbox_id, repository=REPOSITORY, tag=snapshot_id, changes=changes, pause=False
+        )
+        return f"{REPOSITORY}:{snapshot_id}"
+
+    def _layer_bytes(self, image: str) -> int:
+        attrs: dict[str, Any] = self._api.inspect_image(image)  # type: ignore[no-untyped-call]
+        parent = str(attrs.get("Parent") or "")
+        base = 0
+        if parent:
+            with contextlib.suppress(docker.errors.NotFound):
+                base = int(self._api.inspect_image(parent)["Size"])  # type: ignore[no-untyped-call]
+        return max(0, int(attrs["Size"]) - base)
+
+    def place_workspace(self, artifacts: SnapshotArtifacts, target: Path, *, consume: bool) -> None:
+        """The snapshot's workspace copied (or, ``consume``: moved) to ``target``: a disk
+        image file, or a volume's folder for a folder copy."""
+        source = Path(artifacts.workspace)
+        if not source.exists():
+            msg = f"the snapshot {artifacts.snapshot_id} has no workspace copy any more"
+            raise ProvisioningFailed(msg)
+        if source.is_dir():
+            run_tool("cp", "-a", "--reflink=auto", f"{source}/.", f"{target}/")
+        elif consume:
+            source.rename(target)
+        else:
+            making = target.with_name(f".{target.name}.new")
+            _copy(source, making)
+            making.rename(target)
+
+    def delete(self, snapshot_id: str) -> bool:
+        for suffix in (".img", ".dir"):
+            path = self._folder / f"{snapshot_id}{suffix}"
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        try:
+            self._api.remove_image(f"{REPOSITORY}:{snapshot_id}")
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            return False  # sandboxes made from it run on it: clean-up comes back later
+        return True
+
+    def leftovers(self) -> list[SnapshotLeftover]:
+        found: dict[str, float] = {}
+        filters = {"label": [f"{SNAPSHOT_DEPLOYMENT_LABEL}={self._deployment_id}"]}
+        for image in self._api.images(filters=filters):
+            snapshot_id = (image.get("Labels") or {}).get(SNAPSHOT_LABEL)
+            if snapshot_id:
+                found[snapshot_id] = float(image.get("Created") or 0)
+        if self._folder.is_dir():
+            for path in self._folder.iterdir():
+                if path.suffix in (".img", ".dir") and not path.name.startswith("."):
+                    found.setdefault(path.stem, path.stat().st_mtime)
+        return [SnapshotLeftover(i, created) for i, created in sorted(found.items())]
+
+
+@contextlib.contextmanager
+def _frozen(mountpoint: str) -> Iterator[None]:
+    """The file system flushed and frozen while the block runs. Should this process die
+    meanwhile, a detached watchdog thaws it after ``THAW_AFTER_SECONDS``: a workspace
+    left frozen would hang every write in its sandbox."""
+    tool = shutil.which("fsfreeze") or shutil.which("fsfreeze", path="/usr/sbin:/sbin")
+    watchdog = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            f'sleep {THAW_AFTER_SECONDS}; exec "$0" --unfreeze "$1"',
+            str(tool),
+            mountpoint,
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        run_tool("fsfreeze", "--freeze", mountpoint)
+        try:
+            yield
+        finally:
+            run_tool("fsfreeze", "--unfreeze", mountpoint)
+    finally:
+        os.killpg(watchdog.pid, signal.SIGKILL)  # the shell and its sleep
+        watchdog.wait()
+
+
+def _copy(source: Path, target: Path) -> None:
+    run_tool("cp", "--sparse=always", "--reflink=auto", str(source), str(target))
+
+
+def _sizes(path: Path) -> tuple[int, int]:
+    """Apparent and allocated bytes of a file, or of a folder's files."""
+    if path.is_file():
+        stat = path.stat()
+        return stat.st_size, stat.st_blocks * 512
+    apparent = allocated = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                stat = os.lstat(os.path.join(folder, name))
+                apparent += stat.st_size
+                allocated += stat.st_blocks * 512
+    return apparent, allocated

@@ -1,0 +1,36 @@
+"""Errors of a sandbox's ports.
+
+SiestaError
+├── PortNotListening           port_not_listening (port): 502
+├── PortConnectionLost         port_connection_lost (port): 502
+├── NotFound
+│   └── PortSandboxMissing     port_sandbox_not_found: the conversation has no sandbox
+├── CapacityUnavailable
+│   └── TooManyPortConnections too_many_port_connections (limit): 503
+└── Unauthorized
+    └── PortTokenRefused       unauthorized: no valid port token (nor bearer token)
+"""
+
+from __future__ import annotations
+
+from runtime.core.errors import CapacityUnavailable, NotFound, SiestaError, Unauthorized
+
+
+class PortNotListening(SiestaError):
+    code = "port_not_listening"
+
+
+class PortConnectionLost(SiestaError):
+    code = "port_connection_lost"
+
+
+class PortSandboxMissing(NotFound):
+    code = "port_sandbox_not_found"
+
+
+class TooManyPortConnections(CapacityUnavailable):
+    code = "too_many_port_connections"
+
+
+class PortTokenRefused(Unauthorized):
+    """Same code as a missing bearer token: clients handle both alike."""

@@ -1,0 +1,23 @@
+"""Settings of a sandbox's ports (``SIESTA_PORTS__*``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PortsSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_connections_per_sandbox: int = Field(64, ge=1, le=100)
+    """Connections open at once to one sandbox's ports, through this instance. Each is a
+    process in the sandbox's agent, which runs at most 128 requests at once (commands,
+    processes, file operations and connections together): the rest is kept for them."""
+    connection_buffer_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
+    """What a connection's server may send ahead of its client: a client that reads
+    slower than that is cut off (the agent's channel is shared, it cannot wait)."""
+    connect_timeout_seconds: float = Field(10.0, gt=0)
+    """How long a connection may take to open inside the sandbox."""
+    idle_timeout_seconds: float = Field(300.0, gt=0)
+    """A connection through which nothing passed this long is closed."""
+    token_cookie: str = Field("siesta_port_token", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The cookie a ``?token=`` sets (HttpOnly, scoped to the port's path)."""

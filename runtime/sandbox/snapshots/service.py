@@ -1,0 +1,237 @@
+"""Snapshots of a conversation's sandbox, and new conversations started from them.
+
+A snapshot keeps the sandbox's files: its workspace and what was installed outside
+it (the provider's ``snapshot``: Docker commits the writable layer and copies the
+workspace's disk). Running processes and memory are not kept. It is taken under the
+source conversation's lease, so no command of that conversation runs meanwhile; the
+source keeps running and keeps its files.
+
+A conversation started from a snapshot is a new session like any first one (its own
+lease, capacity slot, labels, egress credentials), whose sandbox starts from the
+snapshot's image with its own copy of the workspace: what either side changes later
+the other never sees. A fork is both in one call; its snapshot is never recorded,
+and its workspace copy becomes the fork's own (one copy, not two).
+
+Deleting a snapshot never breaks a sandbox made from it: each has its own copy of
+the workspace, and the engine keeps an image while containers use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from runtime.core.context import CallContext
+from runtime.core.errors import SiestaError
+from runtime.core.records import SessionRecord, SnapshotRecord
+from runtime.images.catalog import CatalogImage, ImageCatalog
+from runtime.providers.base import SandboxProvider, SandboxSpec, SnapshotArtifacts
+from runtime.sandbox.snapshots.errors import (
+    ConversationExists,
+    NoSandboxToSnapshot,
+    SnapshotLimitReached,
+    SnapshotNotFound,
+)
+from runtime.sandbox.snapshots.settings import SnapshotSettings
+from runtime.sessions.manager import SessionManager
+from runtime.store.base import SnapshotStore
+
+log = logging.getLogger(__name__)
+
+ID_PREFIX = "snap"
+UNCOUNTED = 2**31
+_ALPHABET = string.ascii_lowercase + string.digits
+"""E2B's SDKs put a snapshot id in paths as a template id: ``[a-z0-9]``."""
+
+
+def new_snapshot_id() -> str:
+    return ID_PREFIX + "".join(secrets.choice(_ALPHABET) for _ in range(16))
+
+
+@dataclass(frozen=True)
+class Fork:
+    sessions: list[SessionRecord | SiestaError]
+    """One per conversation asked for: its new session, or why it could not start."""
+    snapshot_seconds: float
+    start_seconds: float
+
+
+class Snapshots:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        sessions: SessionManager,
+        provider: SandboxProvider,
+        catalog: ImageCatalog,
+        settings: SnapshotSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._provider = provider
+        self._catalog = catalog
+        self._settings = settings
+        self._clock = clock
+
+    def take(
+        self,
+        ctx: CallContext,
+        name: str | None = None,
+        metadata: dict[str, str] | None = None,
+        *,
+        counted: bool = True,
+    ) -> SnapshotRecord:
+        """A snapshot of the conversation's sandbox (resumed first if it was suspended).
+        Not ``counted``: one a caller takes to start sandboxes from and deletes at once
+        (E2B's fork), which the org's limit does not refuse."""
+        limit = self._settings.max_per_org if counted else UNCOUNTED
+        if len(self._store.list_snapshots(ctx.org)) >= limit:
+            raise _limit_reached(limit)
+        snapshot_id = new_snapshot_id()
+        artifacts, source = self._snapshot(ctx, snapshot_id)
+        record = SnapshotRecord(
+            org=ctx.org,
+            snapshot_id=snapshot_id,
+            owner=ctx.user,
+            conversation=ctx.conversation,
+            session_id=source.session_id,
+            image_id=source.image_id,
+            image=artifacts.image,
+            workspace=artifacts.workspace,
+            workspace_bytes=artifacts.workspace_bytes,
+            workspace_allocated_bytes=artifacts.workspace_allocated_bytes,
+            image_bytes=artifacts.image_bytes,
+            created_at=self._clock(),
+            name=name,
+            metadata=dict(metadata or {}),
+        )
+        if not self._store.add_snapshot(record, limit):  # others took the last ones meanwhile
+            self._provider.lifecycle.delete_snapshot(snapshot_id)
+            raise _limit_reached(limit)
+        log.info("snapshot %s of %s taken", snapshot_id, ctx.key)
+        return record
+
+    def get(self, org: str, snapshot_id: str) -> SnapshotRecord:
+        record = self._store.get_snapshot(org, snapshot_id)
+        if record is None:
+            msg = f"snapshot {snapshot_id!r} not found"
+            raise SnapshotNotFound(msg, snapshotId=snapshot_id)
+        return record
+
+    def list(self, org: str, conversation: str | None = None) -> list[SnapshotRecord]:
+        found = self._store.list_snapshots(org)
+        return [s for s in found if conversation is None or s.conversation == conversation]
+
+    def delete(self, org: str, snapshot_id: str) -> SnapshotRecord:
+        """The record first (nothing new starts from it), then its image and copy."""
+        record = self._store.delete_snapshot(org, snapshot_id)
+        if record is None:
+            msg = f"snapshot {snapshot_id!r} not found"
+            raise SnapshotNotFound(msg, snapshotId=snapshot_id)
+        self._provider.lifecycle.delete_snapshot(snapshot_id)
+        log.info("snapshot %s of %s deleted", snapshot_id, org)
+        return record
+
+    def start(self, ctx: CallContext, snapshot_id: str) -> SessionRecord:
+        """A new conversation ``ctx.conversation`` whose sandbox starts from the snapshot;
+        ``ConversationExists`` when that conversation has a sandbox already."""
+        record = self.get(ctx.org, snapshot_id)
+        self._refuse_existing(ctx)
+        return self._start(ctx, record.image_id, _artifacts(record), consume=False)
+
+    def fork(self, source: CallContext, conversations: Sequence[str]) -> Fork:
+        """New conversations, one per id, starting from the source's sandbox as it is
+        now (in the caller's org, as the caller's user): one snapshot, never recorded.
+        Each start succeeds or fails on its own (``Fork.sessions``)."""
+        targets = [replace(source, conversation=c, retry=None) for c in conversations]
+        for target in targets:
+            if target.conversation == source.conversation:
+                msg = "a fork needs a new conversation id, not the source's"
+                raise ConversationExists(msg, conversationId=target.conversation)
+        if len(targets) == 1:
+            self._refuse_existing(targets[0])  # before the copy: a clear answer, no waste
+        started = time.monotonic()
+        snapshot_id = new_snapshot_id()
+        artifacts, record = self._snapshot(source, snapshot_id)
+        taken = time.monotonic()
+        sessions: list[SessionRecord | SiestaError] = []
+        try:
+            for target in targets:
+                try:
+                    # One fork takes the copy as its own disk; several copy it each.
+                    consume = len(targets) == 1
+                    sessions.append(
+                        self._start(target, record.image_id, artifacts, consume=consume)
+                    )
+                except SiestaError as error:
+                    sessions.append(error)
+        finally:
+            # The copy is the forks' now; the image stays while their containers use it.
+            self._provider.lifecycle.delete_snapshot(snapshot_id)
+        log.info("conversation %s forked to %s", source.key, ", ".join(conversations))
+        return Fork(sessions, taken - started, time.monotonic() - taken)
+
+    def _snapshot(
+        self, ctx: CallContext, snapshot_id: str
+    ) -> tuple[SnapshotArtifacts, SessionRecord]:
+        record = self._sessions.describe(ctx)
+        if record is None or not record.status.has_sandbox:  # none, or retired: no files
+            msg = f"conversation {ctx.conversation!r} has no sandbox to snapshot"
+            raise NoSandboxToSnapshot(msg)
+        with self._sessions.operation(ctx) as active:
+            sandbox_id = active.record.sandbox_id
+            return self._provider.lifecycle.snapshot(sandbox_id, snapshot_id), active.record
+
+    def _start(
+        self, ctx: CallContext, image_id: str, artifacts: SnapshotArtifacts, *, consume: bool
+    ) -> SessionRecord:
+        image = self._image(ctx, image_id)
+
+        def make(spec: SandboxSpec) -> str:
+            return self._provider.lifecycle.create_from_snapshot(spec, artifacts, consume=consume)
+
+        session = self._sessions.provision_with(ctx, image, make)
+        if session is None:
+            raise _exists(ctx)
+        return session
+
+    def _image(self, ctx: CallContext, image_id: str) -> CatalogImage:
+        """The source's catalog image (its runtime and limits; the session keeps its id),
+        else the caller's if operators have withdrawn it since."""
+        image = self._catalog.find(image_id)
+        return image if image is not None else self._catalog.select(ctx.base_image)
+
+    def _refuse_existing(self, ctx: CallContext) -> None:
+        if self._sessions.describe(ctx) is not None:
+            raise _exists(ctx)
+
+
+def _artifacts(record: SnapshotRecord) -> SnapshotArtifacts:
+    return SnapshotArtifacts(
+        record.snapshot_id,
+        record.image,
+        record.workspace,
+        record.workspace_bytes,
+        record.workspace_allocated_bytes,
+        record.image_bytes,
+    )
+
+
+def _exists(ctx: CallContext) -> ConversationExists:
+    msg = (
+        f"conversation {ctx.conversation!r} has a sandbox already: a fork or a start from "
+        "a snapshot makes a new conversation"
+    )
+    return ConversationExists(msg, conversationId=ctx.conversation)
+
+
+def _limit_reached(limit: int) -> SnapshotLimitReached:
+    msg = (
+        f"the organisation has {limit} snapshots, the limit (SIESTA_SNAPSHOTS__MAX_PER_ORG): "
+        "delete one first"
+    )
+    return SnapshotLimitReached(msg, limit=limit)

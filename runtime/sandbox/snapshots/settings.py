@@ -1,0 +1,18 @@
+"""Settings of snapshots and forks."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SnapshotSettings(BaseModel):
+    """Snapshots of sandboxes (``SIESTA_SNAPSHOTS__*``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_per_org: int = Field(20, ge=0)
+    """Snapshots an org may keep (each holds a copy of a workspace and an image layer
+    on the engine's disk); 0: none. A fork keeps none: its snapshot is its own disk."""
+    leftover_grace_seconds: float = Field(600.0, ge=0)
+    """How old a snapshot image or copy without a record must be before clean-up
+    removes it (younger ones may be a snapshot being taken right now)."""

@@ -1,0 +1,88 @@
+"""Conversations' network rules and egress refusal counts in SQLite.
+
+The egress proxy child opens the same file (WAL: its reads and the service's
+writes do not block each other for long).
+"""
+
+from __future__ import annotations
+
+from runtime.core.network_rules import EgressRefusals, NetworkRules
+from runtime.store.sqlite.db import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS network_rules (
+    org TEXT NOT NULL, conversation TEXT NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (org, conversation)
+);
+CREATE TABLE IF NOT EXISTS egress_refusals (
+    org TEXT NOT NULL, conversation TEXT NOT NULL, count INTEGER NOT NULL,
+    last_host TEXT NOT NULL, last_reason TEXT NOT NULL, last_at REAL NOT NULL,
+    expires_at REAL NOT NULL, PRIMARY KEY (org, conversation)
+);
+"""
+
+
+class SqliteNetwork:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        # Kept beside the code that uses them (both tables are this module's alone).
+        with db.lock:
+            db.conn.executescript(SCHEMA)
+
+    def set_network_rules(self, org: str, conversation: str, rules: NetworkRules) -> None:
+        with self._db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO network_rules (org, conversation, body) VALUES (?, ?, ?) "
+                "ON CONFLICT (org, conversation) DO UPDATE SET body = excluded.body",
+                (org, conversation, rules.to_json()),
+            )
+
+    def network_rules(self, org: str, conversation: str) -> NetworkRules | None:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                "SELECT body FROM network_rules WHERE org = ? AND conversation = ?",
+                (org, conversation),
+            ).fetchone()
+        return NetworkRules.from_json(row[0]) if row else None
+
+    def add_egress_refusals(
+        self, org: str, conversation: str, refusals: EgressRefusals, keep_seconds: float
+    ) -> None:
+        with self._db.transaction() as conn:
+            conn.execute("DELETE FROM egress_refusals WHERE expires_at < ?", (refusals.last_at,))
+            conn.execute(
+                "INSERT INTO egress_refusals (org, conversation, count, last_host, last_reason,"
+                " last_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (org, conversation) DO UPDATE SET count = count + excluded.count,"
+                " last_host = excluded.last_host, last_reason = excluded.last_reason,"
+                " last_at = excluded.last_at, expires_at = excluded.expires_at",
+                (
+                    org,
+                    conversation,
+                    refusals.count,
+                    refusals.last_host,
+                    refusals.last_reason,
+                    refusals.last_at,
+                    refusals.last_at + keep_seconds,
+                ),
+            )
+
+    def egress_refusals(self, org: str, conversation: str) -> EgressRefusals | None:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                "SELECT count, last_host, last_reason, last_at FROM egress_refusals "
+                "WHERE org = ? AND conversation = ?",
+                (org, conversation),
+            ).fetchone()
+        if row is None:
+            return None
+        count, host, reason, at = row
+        return EgressRefusals(int(count), str(host), str(reason), float(at))
+
+    def forget_network(self, org: str, conversation: str) -> None:
+        with self._db.transaction() as conn:
+            for table in ("network_rules", "egress_refusals"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE org = ? AND conversation = ?",
+                    (org, conversation),
+                )

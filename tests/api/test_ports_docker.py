@@ -1,0 +1,352 @@
+"""A sandbox's ports through the service, on Docker: servers inside a sandbox with no
+network are reached over its agent by HTTP (files, a large body, a POST body, many
+requests at once, a stream of server-sent events) and WebSocket (both ways), behind a
+port token; a closed port is 502; a paused sandbox is resumed by a request."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import websocket
+
+from siesta_client import SiestaClient
+from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation
+
+pytestmark = [pytest.mark.docker]
+
+IMAGE = "python"
+FILE_SERVER, APP_SERVER, ECHO_SERVER = 8001, 8000, 8765
+BIG_BYTES = 1536 * 1024
+APP = """
+import hashlib, http.server, os, time
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        seen = {name: self.headers.get(name) for name in (
+            "Host", "X-Forwarded-Prefix", "Authorization", "X-Siesta-Port-Token",
+            "X-Siesta-Org", "Cookie")}
+        answer = (f"{len(body)} {hashlib.sha256(body).hexdigest()} " + repr(seen)).encode()
+        self.send_response(201)
+        self.send_header("Content-Length", str(len(answer)))
+        self.send_header("Set-Cookie", "a=1")
+        self.send_header("Set-Cookie", "b=2")
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def do_GET(self):  # server-sent events: the second waits for /tmp/go
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: first\\n\\n")
+        self.wfile.flush()
+        while self.path == "/forever":  # until the client is gone
+            time.sleep(0.2)
+            self.wfile.write(b": still here\\n\\n")
+            self.wfile.flush()
+        while not os.path.exists("/tmp/go"):
+            time.sleep(0.05)
+        self.wfile.write(b"data: second\\n\\n")
+
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Handler).serve_forever()
+"""
+ECHO = """
+import base64, hashlib, socket, struct, threading
+
+def exact(c, n):
+    data = b""
+    while len(data) < n:
+        chunk = c.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+def send(c, op, payload):
+    n = len(payload)
+    size = bytes([n]) if n < 126 else bytes([126]) + struct.pack(">H", n) if n < 65536 \\
+        else bytes([127]) + struct.pack(">Q", n)
+    c.sendall(bytes([0x80 | op]) + size + payload)
+
+def serve(c):
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        head += c.recv(4096)
+    lines = head.decode().split("\\r\\n")
+    key = next(l.split(":", 1)[1].strip() for l in lines
+               if l.lower().startswith("sec-websocket-key"))
+    guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+    accept = base64.b64encode(hashlib.sha1((key + guid).encode()).digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\n"
+              b"Connection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\n\\r\\n")
+    send(c, 1, ("path " + lines[0].split(" ")[1]).encode())
+    while True:
+        first, second = exact(c, 2)
+        op, n = first & 15, second & 127
+        if n == 126:
+            n = struct.unpack(">H", exact(c, 2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", exact(c, 8))[0]
+        mask = exact(c, 4)
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(exact(c, n)))
+        if op == 8:
+            send(c, 8, payload[:2])
+            return
+        send(c, op, b"echo: " + payload if op == 1 else payload[::-1])
+
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", 8765))
+server.listen(64)
+while True:
+    threading.Thread(target=serve, args=(server.accept()[0],), daemon=True).start()
+"""
+
+
+@dataclass(frozen=True)
+class Servers:
+    service: ServiceProcess
+    conversation: str
+    big_sha256: str
+    token: dict[str, str]
+    """The conversation's port token, as the header a port request carries."""
+
+    def url(self, port: int, tail: str = "") -> str:
+        return f"/v1/conversations/{self.conversation}/ports/{port}/{tail}"
+
+
+def sandbox_headers(org: str = "org-a") -> dict[str, str]:
+    return headers(org=org, image=IMAGE)
+
+
+def call(service: ServiceProcess, conversation: str, route: str, body: Any) -> Any:
+    response = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/{route}", json=body, headers=sandbox_headers()
+    )
+    assert response.status_code in (200, 201), response.text
+    return response.json()
+
+
+def until(check: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def start_servers(service: ServiceProcess, conversation: str) -> tuple[str, dict[str, str]]:
+    """The three servers in the sandbox, answering; the big file's sha256 and the
+    port token's header."""
+    call(service, conversation, "writeFile", {"path": "app.py", "content": APP})
+    call(service, conversation, "writeFile", {"path": "echo.py", "content": ECHO})
+    made = call(
+        service,
+        conversation,
+        "runCommand",
+        {"command": f"head -c {BIG_BYTES} /dev/urandom > big.bin && sha256sum big.bin"},
+    )
+    for command in (
+        f"python3 -m http.server {FILE_SERVER} --bind 127.0.0.1",
+        "python3 app.py",
+        "python3 echo.py",
+    ):
+        call(service, conversation, "processes", {"command": command})
+
+    access = service.client.get(
+        f"/v1/conversations/{conversation}/sandbox/ports/{FILE_SERVER}", headers=sandbox_headers()
+    )
+    token = {"X-Siesta-Port-Token": access.json()["token"]}
+
+    def answering() -> bool:
+        for port in (FILE_SERVER, APP_SERVER):
+            url = f"/v1/conversations/{conversation}/ports/{port}/"
+            if service.client.post(url, headers=token).status_code == 502:
+                return False
+        return True
+
+    until(answering)
+    return str(made["stdout"].split()[0]), token
+
+
+@pytest.fixture(scope="module")
+def servers(docker_service: ServiceProcess) -> Servers:
+    conversation = new_conversation()
+    return Servers(docker_service, conversation, *start_servers(docker_service, conversation))
+
+
+def port_token(servers: Servers, port: int, org: str = "org-a") -> dict[str, Any]:
+    response = servers.service.client.get(
+        f"/v1/conversations/{servers.conversation}/sandbox/ports/{port}",
+        headers=sandbox_headers(org),
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_files_and_a_large_body_come_through(servers: Servers) -> None:
+    client = servers.service.client
+    listing = client.get(servers.url(FILE_SERVER), headers=servers.token)
+    assert listing.status_code == 200 and "app.py" in listing.text
+    big = client.get(servers.url(FILE_SERVER, "big.bin"), headers=servers.token)
+    assert big.status_code == 200
+    assert int(big.headers["content-length"]) == len(big.content) == BIG_BYTES
+    assert hashlib.sha256(big.content).hexdigest() == servers.big_sha256
+    missing = client.get(servers.url(FILE_SERVER, "nothing?x=1"), headers=servers.token)
+    assert missing.status_code == 404  # the server's own answer, passed on
+
+
+def test_a_post_body_goes_in_and_service_credentials_stay_out(servers: Servers) -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB
+    response = servers.service.client.post(
+        servers.url(APP_SERVER, "upload"), content=body, headers=servers.token
+    )
+    assert response.status_code == 201, response.text
+    length, digest, seen = response.text.split(" ", 2)
+    assert (int(length), digest) == (len(body), hashlib.sha256(body).hexdigest())
+    assert f"'X-Forwarded-Prefix': '/v1/conversations/{servers.conversation}/ports/8000'" in seen
+    assert "'Host': 'localhost:8000'" in seen
+    assert "'Authorization': None" in seen and "'X-Siesta-Org': None" in seen
+    assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]
+
+
+def test_twenty_requests_at_once(servers: Servers) -> None:
+    def fetch(index: int) -> tuple[int, int]:
+        with httpx.Client(base_url=servers.service.base_url, timeout=60) as client:
+            body = f"request {index}".encode() * (index + 1)
+            response = client.post(
+                servers.url(APP_SERVER, f"n/{index}"), content=body, headers=servers.token
+            )
+            return response.status_code, int(response.text.split(" ")[0])
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(fetch, range(20)))
+    assert answers == [(201, len(f"request {i}".encode()) * (i + 1)) for i in range(20)]
+
+
+def test_server_sent_events_stream_while_commands_run(servers: Servers) -> None:
+    client = servers.service.client
+    with client.stream("GET", servers.url(APP_SERVER, "events"), headers=servers.token) as s:
+        assert s.headers["content-type"] == "text/event-stream"
+        lines = s.iter_lines()
+        assert next(lines) == "data: first"
+        # The open stream holds no lease: a command runs beside it, and lets it go on.
+        call(servers.service, servers.conversation, "runCommand", {"command": "touch /tmp/go"})
+        assert [line for line in lines if line] == ["data: second"]
+
+
+def test_a_client_that_goes_away_ends_its_connection_in_the_sandbox(servers: Servers) -> None:
+    client = servers.service.client
+    with client.stream("GET", servers.url(APP_SERVER, "forever"), headers=servers.token) as s:
+        lines = s.iter_lines()  # kept: a line iterator dropped closes the stream
+        assert next(lines) == "data: first"
+        until(lambda: connectors(servers) == 1)  # (an earlier test's may still be ending)
+
+    until(lambda: connectors(servers) == 0)
+
+
+def connectors(servers: Servers) -> int:
+    """How many connections to a port are open in the sandbox (``siesta-fs connect``)."""
+    command = "pgrep -c -f '^/usr/local/lib/siesta/[s]iesta-fs connect' || true"
+    counted = call(servers.service, servers.conversation, "runCommand", {"command": command})
+    return int(counted["stdout"].strip())
+
+
+def test_a_port_nothing_listens_on_answers_502(servers: Servers) -> None:
+    response = servers.service.client.get(servers.url(9), headers=servers.token)
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert (error["code"], error["port"]) == ("port_not_listening", 9)
+    assert port_token(servers, 9)["listening"] is False
+
+
+def test_a_port_token_opens_the_port_and_nothing_else(servers: Servers) -> None:
+    with SiestaClient(servers.service.base_url, TOKEN) as siesta:
+        conversation = siesta.conversation(servers.conversation, org="org-a", user="user-1")
+        access = conversation.port(FILE_SERVER).model_dump()
+    assert access["listening"] is True
+    assert access["path"] == f"/v1/conversations/{servers.conversation}/ports/{FILE_SERVER}/"
+    page = servers.url(FILE_SERVER, "app.py")
+    wrong = {"X-Siesta-Port-Token": access["token"] + "x"}
+    with httpx.Client(base_url=servers.service.base_url, timeout=60) as browser:
+        assert browser.get(page).status_code == 401
+        assert browser.get(page, headers=wrong).status_code == 401
+        right = browser.get(page, headers={"X-Siesta-Port-Token": access["token"]})
+        assert right.status_code == 200
+        # ?token= once, then the cookie it set (HttpOnly, for this port's path).
+        opened = browser.get(access["url"])
+        assert opened.status_code == 200
+        cookie = opened.headers["set-cookie"]
+        assert "HttpOnly" in cookie and f"Path={access['path']}" in cookie
+        assert browser.get(page).status_code == 200
+    # Another conversation's path, even of the same org: refused.
+    other = new_conversation()
+    call(servers.service, other, "runCommand", {"command": "true"})
+    other_page = f"/v1/conversations/{other}/ports/{FILE_SERVER}/app.py"
+    refused = servers.service.client.get(
+        other_page, headers={"X-Siesta-Port-Token": access["token"]}
+    )
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "unauthorized"
+
+
+def test_another_org_never_reaches_the_port(servers: Servers) -> None:
+    client = servers.service.client
+    access = f"/v1/conversations/{servers.conversation}/sandbox/ports/{FILE_SERVER}"
+    answer = client.get(access, headers=sandbox_headers("org-b"))
+    assert answer.status_code == 404  # org B has no such conversation: no token for it
+    assert answer.json()["error"]["code"] == "port_sandbox_not_found"
+    # B's own conversation of the same id: its token opens B's sandbox, never A's.
+    call_b = client.post(
+        f"/v1/conversations/{servers.conversation}/sandbox/runCommand",
+        headers=sandbox_headers("org-b"),
+        json={"command": "true"},
+    )
+    assert call_b.status_code == 200, call_b.text
+    b_token = client.get(access, headers=sandbox_headers("org-b")).json()["token"]
+    assert b_token != servers.token["X-Siesta-Port-Token"]
+    from_b = client.get(servers.url(FILE_SERVER), headers={"X-Siesta-Port-Token": b_token})
+    assert from_b.status_code == 502  # nothing listens in B's sandbox
+    # The bearer token opens no port, whatever its org.
+    bearer = client.get(servers.url(FILE_SERVER), headers=sandbox_headers())
+    assert bearer.status_code == 401
+
+
+def test_a_websocket_relays_both_ways(servers: Servers) -> None:
+    url = servers.service.base_url.replace("http", "ws") + servers.url(ECHO_SERVER, "chat?room=1")
+    socket = websocket.create_connection(url, header=servers.token, timeout=30)
+    try:
+        assert socket.recv() == "path /chat?room=1"  # the server spoke first
+        socket.send("hello")
+        assert socket.recv() == "echo: hello"
+        socket.send_binary(b"\x00\x01\x02" * 50000)
+        assert socket.recv() == b"\x02\x01\x00" * 50000
+    finally:
+        socket.close()
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(url, timeout=30)
+    assert refused.value.status_code == 401
+
+
+def test_a_paused_sandbox_is_resumed_by_a_request(servers: Servers) -> None:
+    client = servers.service.client
+    pause = client.post(
+        f"/v1/conversations/{servers.conversation}/sandbox/pause",
+        headers=sandbox_headers(),
+        json={},
+    )
+    assert pause.status_code == 200, pause.text
+    state = client.get(f"/v1/conversations/{servers.conversation}/sandbox", headers=headers())
+    assert state.json()["state"] == "paused", state.text
+    response = client.get(servers.url(FILE_SERVER, "app.py"), headers=servers.token)
+    assert response.status_code == 200 and "ThreadingHTTPServer" in response.text
+    state = client.get(f"/v1/conversations/{servers.conversation}/sandbox", headers=headers())
+    assert state.json()["state"] == "running", json.dumps(state.json())

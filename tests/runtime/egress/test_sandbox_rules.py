@@ -1,0 +1,143 @@
+"""A conversation's own rules as the proxy applies them: narrowing only, deny on top,
+internet off; read through a short cache that outlives a store outage; E2B's options
+mapped onto them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from runtime.core.errors import InvalidRequest
+from runtime.core.network_rules import Allowlist, EgressPolicy, NetworkRules, outside
+from runtime.e2b.network import e2b_network_rules
+from runtime.egress.sandbox_rules import SandboxRules
+from runtime.sandbox.network import NetworkRuleOutsideAllowlist, SandboxNetwork
+from runtime.store.base import NetworkRuleStore
+
+DEPLOYMENT = Allowlist.parse(["*.pypi.org", "files.pythonhosted.org", "git.example.com:8443"])
+
+
+@pytest.mark.parametrize(
+    ("entry", "wider"),
+    [
+        ("files.pythonhosted.org", False),
+        ("x.pypi.org", False),
+        ("*.a.pypi.org", False),
+        ("*.pypi.org", False),
+        ("pypi.org", True),  # the wildcard lists names below it, not itself
+        ("*.pythonhosted.org", True),
+        ("git.example.com", True),  # listed on 8443 only
+        ("git.example.com:8443", False),
+        ("files.pythonhosted.org:8080", True),
+    ],
+)
+def test_an_entry_is_outside_when_it_reaches_anything_the_list_does_not(
+    entry: str, wider: bool
+) -> None:
+    assert bool(outside(DEPLOYMENT, [entry])) is wider
+
+
+def test_the_policy_narrows_three_times_and_names_why() -> None:
+    own = NetworkRules(allow=("*.pypi.org",), deny=("bad.pypi.org",))
+    policy = EgressPolicy(DEPLOYMENT, None, own)
+    assert policy.refusal("x.pypi.org", 443) is None
+    assert policy.refusal("bad.pypi.org", 443) == "sandbox_deny"
+    assert policy.refusal("files.pythonhosted.org", 443) == "not_in_sandbox_allow"
+    assert policy.refusal("example.com", 443) == "host_not_allowed"
+    assert EgressPolicy(DEPLOYMENT, None, NetworkRules(internet=False)).refusal(
+        "x.pypi.org", 443
+    ) == ("internet_off")
+    agent = EgressPolicy(DEPLOYMENT, Allowlist.parse(["files.pythonhosted.org"]), own)
+    assert agent.refusal("x.pypi.org", 443) == "host_not_allowed"
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.rules: NetworkRules | None = NetworkRules(internet=False)
+        self.failing = False
+        self.reads = 0
+
+    def network_rules(self, org: str, conversation: str) -> NetworkRules | None:
+        self.reads += 1
+        if self.failing:
+            msg = "store down"
+            raise ConnectionError(msg)
+        return self.rules
+
+
+def test_rules_are_cached_briefly_and_kept_while_the_store_is_down() -> None:
+    store, now, events = _Store(), [0.0], list[dict[str, Any]]()
+    rules = SandboxRules(
+        store,  # type: ignore[arg-type]
+        cache_seconds=2.0,
+        emit=events.append,
+        clock=lambda: now[0],
+    )
+
+    async def scenario() -> None:
+        assert await rules.get("o", "c") == NetworkRules(internet=False)
+        store.rules = None
+        assert await rules.get("o", "c") == NetworkRules(internet=False)  # cached
+        now[0] = 2.5
+        assert await rules.get("o", "c") is None  # read again
+        store.failing, now[0] = True, 5.0
+        assert await rules.get("o", "c") is None  # the last read stays in force
+        # Never read: the deployment's and the agent's lists alone, until it answers.
+        assert await rules.get("o", "never-read") is None
+
+    asyncio.run(scenario())
+    assert store.reads == 4
+    assert [e["event"] for e in events] == ["network_rules_unavailable"] * 2
+
+
+def network() -> SandboxNetwork:
+    store: NetworkRuleStore = None  # type: ignore[assignment]  # checking needs none
+    return SandboxNetwork(store, Allowlist.parse(["one.test", "two.test"]))
+
+
+@pytest.mark.parametrize(
+    ("access", "options", "expected"),
+    [
+        (None, None, None),
+        (False, None, NetworkRules(internet=False)),
+        (None, {"denyOut": ["0.0.0.0/0"]}, NetworkRules(internet=False)),
+        (None, {"denyOut": ["0.0.0.0/0"], "allowOut": ["one.test"]}, NetworkRules(("one.test",))),
+        (False, {"allowOut": ["one.test"]}, NetworkRules(("one.test",))),
+        (
+            None,
+            {"denyOut": ["two.test", "one.test"], "allowOut": ["one.test"]},
+            NetworkRules(None, ("two.test",)),
+        ),
+        (None, {"allowOut": ["one.test"]}, NetworkRules()),  # E2B: allowOut only excepts
+        (True, {"allowOut": ["0.0.0.0/0"], "denyOut": ["one.test"]}, NetworkRules()),
+        (None, {"dnsServers": ["1.1.1.1"], "allowPublicTraffic": False}, None),
+    ],
+)
+def test_e2b_options_map_onto_rules(
+    access: bool | None, options: dict[str, Any] | None, expected: NetworkRules | None
+) -> None:
+    assert e2b_network_rules(network(), access, options) == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"allowOut": ["10.0.0.0/8"], "denyOut": ["0.0.0.0/0"]}, "10.0.0.0/8: addresses"),
+        ({"denyOut": ["::1"]}, "::1: addresses"),
+        ({"rules": {"one.test": [{}]}}, "network.rules: not supported"),
+        ({"egressProxy": {"address": "p:1080"}}, "network.egressProxy: not supported"),
+        ({"allowOut": "one.test"}, "must be a list"),
+    ],
+)
+def test_e2b_options_that_cannot_be_honoured_are_refused(
+    options: dict[str, Any], error: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=error):
+        e2b_network_rules(network(), None, options)
+
+
+def test_e2b_hosts_outside_the_deployments_list_are_refused() -> None:
+    with pytest.raises(NetworkRuleOutsideAllowlist, match=r"example\.com"):
+        e2b_network_rules(network(), False, {"allowOut": ["example.com"]})
