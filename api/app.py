@@ -59,6 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
+        openapi.warm(app)
         collectors = [
             metrics.SessionsByStatus(services.stores.sessions.list_sessions),
             metrics.PoolMembers(services.stores.pool.pool_members),

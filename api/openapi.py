@@ -10,6 +10,8 @@ the count limits that are settings (read when the document is made).
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 from fastapi import FastAPI
@@ -46,28 +48,51 @@ KEY_CONFLICT = {
 """What any keyed request may meet (the key's other request, or its first run)."""
 MUTATING = ("post", "put", "patch", "delete")
 
+log = logging.getLogger(__name__)
+
 
 def install(app: FastAPI) -> None:
+    building = threading.Lock()  # one build: callers meanwhile wait for it
+
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = get_openapi(
-                title=app.title,
-                version=app.version,
-                description=app.description,
-                routes=app.routes,
-            )
-            images = _enabled_images(app)
-            for path, path_item in schema.get("paths", {}).items():
-                for method, operation in path_item.items():
-                    _state_context_rules(operation, images)
-                    if method in MUTATING and path.startswith("/v1/") and "/ports/" not in path:
-                        operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
-                        operation["responses"].setdefault("409", dict(KEY_CONFLICT))
-            _state_deployment(schema.get("components", {}).get("schemas", {}), app, images)
-            app.openapi_schema = schema
+        with building:
+            if app.openapi_schema is None:
+                app.openapi_schema = _build(app)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def warm(app: FastAPI) -> None:
+    """Build the document now, in the background: the idempotency middleware reads it
+    on a keyed request, and building it takes over a second (every route's models), a
+    delay the first such request of an instance must not pay."""
+
+    def build() -> None:
+        try:
+            app.openapi()
+        except Exception:  # the next caller builds it again, and sees the error
+            log.exception("the OpenAPI document could not be built ahead")
+
+    threading.Thread(target=build, name="openapi-warm", daemon=True).start()
+
+
+def _build(app: FastAPI) -> dict[str, Any]:
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        description=app.description,
+        routes=app.routes,
+    )
+    images = _enabled_images(app)
+    for path, path_item in schema.get("paths", {}).items():
+        for method, operation in path_item.items():
+            _state_context_rules(operation, images)
+            if method in MUTATING and path.startswith("/v1/") and "/ports/" not in path:
+                operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
+                operation["responses"].setdefault("409", dict(KEY_CONFLICT))
+    _state_deployment(schema.get("components", {}).get("schemas", {}), app, images)
+    return schema
 
 
 def deployment_limits(settings: Settings) -> dict[tuple[str, str], dict[str, int]]:

@@ -257,9 +257,12 @@ def test_answers_that_say_try_again_are_not_kept(start_service: StartService) ->
     path = f"/v1/conversations/{conversation}/sandbox/runCommand"
     call = Call("POST", path, {"command": APPEND})
     used = key()
+    # The sandbox made first, so the holder takes the lease at once; then a second of
+    # margin before the blocked call (a loaded CI machine), which waits 0.2 s for it.
+    assert Call("POST", path, {"command": "true"}).send(hurried, None).status_code == 200
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        holder = pool.submit(Call("POST", path, {"command": "sleep 1.5"}).send, hurried, None)
-        time.sleep(0.5)
+        holder = pool.submit(Call("POST", path, {"command": "sleep 3"}).send, hurried, None)
+        time.sleep(1.0)
         blocked = call.send(hurried, used)
         assert holder.result().status_code == 200
     assert blocked.status_code == 409 and blocked.json()["error"]["code"] == "session_busy"
