@@ -62,6 +62,7 @@ from api.idempotency_answers import (
     spool_body,
     unknown_outcome,
 )
+from api.openapi import document as openapi_document
 from runtime.core.context import RetryKey
 from runtime.core.errors import (
     IdempotencyKeyReused,
@@ -121,7 +122,7 @@ class Idempotency:
         services = scope["app"].state.services
         headers = dict(scope["headers"])
         caller = services.tokens.identify(_bearer(headers.get(b"authorization", b"")))
-        if caller is None or _lacks_required_header(scope, route, headers):  # the route refuses it
+        if caller is None or await _lacks_required_header(scope, route, headers):  # refused
             await self.app(scope, receive, send)
             return
         if not _KEY.fullmatch(key):
@@ -297,10 +298,10 @@ def _context_headers(scope: Scope) -> list[bytes]:
     return sorted(found)
 
 
-def _lacks_required_header(scope: Scope, route: str, headers: dict[bytes, bytes]) -> bool:
+async def _lacks_required_header(scope: Scope, route: str, headers: dict[bytes, bytes]) -> bool:
     """A header the OpenAPI document requires is missing: the route answers 400 and
     runs nothing, whether or not the key came with another request."""
-    paths = scope["app"].openapi().get("paths", {})
+    paths = (await openapi_document(scope["app"])).get("paths", {})
     operation = paths.get(route, {}).get(str(scope["method"]).lower(), {})
     return any(
         parameter.get("in") == "header"

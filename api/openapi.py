@@ -14,6 +14,7 @@ import logging
 import threading
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
@@ -61,6 +62,15 @@ def install(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+async def document(app: FastAPI) -> dict[str, Any]:
+    """The document, for code on the event loop: while it is not built yet (the first
+    build, or the warm-up's, takes over a second and holds a lock), it is built, or
+    waited for, in a worker thread, so the loop serves other requests meanwhile."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    return await to_thread.run_sync(app.openapi)
 
 
 def warm(app: FastAPI) -> None:

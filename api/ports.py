@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -139,6 +139,10 @@ async def http_response(services: Services, target: PortTarget, request: Request
                 await connection.aclose()
             return Response(status_code=499)  # nobody reads it: the client is gone
         answer = forwarding.result()
+    except ClientDisconnect:  # gone mid-upload: the upload's failure ended the forwarding
+        with anyio.CancelScope(shield=True):
+            await connection.aclose()
+        return Response(status_code=499)
     except BaseException:
         forwarding.cancel()
         with anyio.CancelScope(shield=True):
@@ -255,10 +259,7 @@ async def _server_to_client(websocket: WebSocket, server: ServerSocket) -> None:
         message = await server.receive()
         if isinstance(message, Closed):
             with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-                code = (
-                    message.code if 1000 <= message.code < 5000 and message.code != 1006 else 1011
-                )
-                await websocket.close(code=code, reason=message.reason)
+                await websocket.close(code=_sendable(message.code), reason=message.reason)
             return
         if isinstance(message, str):
             await websocket.send_text(message)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -79,6 +81,34 @@ class Bench:
 
     def remove_everything(self, client: docker.DockerClient) -> None:
         remove_labelled(client, self.label, self.disk_root)
+
+
+def run_alone(
+    description: str,
+    quick_help: str,
+    measure: Callable[[Bench, ServiceProcess, bool], list[Any]],
+    **settings: str,
+) -> None:
+    """One measure alone (``python -m bench.NAME [--quick]``), on a service of its own
+    started as the suite starts its, with everything it made removed after."""
+    from bench.suite import render  # the suite imports the measures: not at the top
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    quick = bool(parser.parse_args().quick)
+    bench = Bench()
+    client = docker.from_env()
+    try:
+        with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
+            service = bench.start(Path(tmp), **settings)
+            try:
+                figures = measure(bench, service, quick)
+            finally:
+                service.stop()
+    finally:
+        bench.remove_everything(client)
+        client.close()
+    print(render(figures))
 
 
 def timed(action: Callable[[], object]) -> float:

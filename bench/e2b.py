@@ -24,20 +24,16 @@ fails is left out of the timings and named in the row, which then misses its tar
 
 from __future__ import annotations
 
-import argparse
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from math import nan
-from pathlib import Path
 from typing import Any
 
-import docker
 import httpx
 from e2b import Sandbox, SandboxException
 
-from bench.common import Bench, median, percentile, timed
+from bench.common import Bench, median, percentile, run_alone, timed
 from bench.measures import Figure
 from tests.helpers import ServiceProcess
 
@@ -178,25 +174,11 @@ def _figures(
 
 
 def main() -> None:
-    """This measure alone, on a service of its own started as the suite starts its."""
-    from bench.suite import render
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the suite's quick sample count")
-    n = 20 if parser.parse_args().quick else 100
-    bench = Bench()
-    client = docker.from_env()
-    try:
-        with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
-            service = bench.start(Path(tmp))
-            try:
-                figures = measure(bench, service, n)
-            finally:
-                service.stop()
-    finally:
-        bench.remove_everything(client)
-        client.close()
-    print(render(figures))
+    run_alone(
+        __doc__.splitlines()[0],
+        "the suite's quick sample count",
+        lambda bench, service, quick: measure(bench, service, 20 if quick else 100),
+    )
 
 
 if __name__ == "__main__":

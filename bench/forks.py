@@ -22,17 +22,12 @@ nearly free, but this host's ext4 copies every written block.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-import docker
-
-from bench.common import Bench, median, timed
+from bench.common import Bench, median, run_alone, timed
 from bench.measures import Figure
 from tests.helpers import ServiceProcess
 
@@ -158,25 +153,12 @@ def _du(bench: Bench, snapshot_id: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    """This measure alone, on a service of its own started as the suite starts its."""
-    from bench.suite import render
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one fork instead of three")
-    forks = 1 if parser.parse_args().quick else 3
-    bench = Bench()
-    client = docker.from_env()
-    try:
-        with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
-            service = bench.start(Path(tmp), SIESTA_POOL__ENABLED="false")
-            try:
-                figures = measure(bench, service, forks)
-            finally:
-                service.stop()
-    finally:
-        bench.remove_everything(client)
-        client.close()
-    print(render(figures))
+    run_alone(
+        __doc__.splitlines()[0],
+        "one fork instead of three",
+        lambda bench, service, quick: measure(bench, service, 1 if quick else 3),
+        SIESTA_POOL__ENABLED="false",
+    )
 
 
 if __name__ == "__main__":

@@ -20,16 +20,11 @@ start in the sandbox and two HTTP hops are what it adds); the resume's p50 at mo
 
 from __future__ import annotations
 
-import argparse
 import json
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
-import docker
-
-from bench.common import Bench, median, percentile, timed
+from bench.common import Bench, median, percentile, run_alone, timed
 from bench.measures import Figure
 from tests.helpers import ServiceProcess
 
@@ -138,25 +133,12 @@ def _round_trip(through: list[float], inside: list[float]) -> list[Figure]:
 
 
 def main() -> None:
-    """This measure alone, on a service of its own started as the suite starts its."""
-    from bench.suite import render
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the suite's quick sample count")
-    n = 20 if parser.parse_args().quick else 100
-    bench = Bench()
-    client = docker.from_env()
-    try:
-        with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
-            service = bench.start(Path(tmp), SIESTA_POOL__ENABLED="false")
-            try:
-                figures = measure(bench, service, n)
-            finally:
-                service.stop()
-    finally:
-        bench.remove_everything(client)
-        client.close()
-    print(render(figures))
+    run_alone(
+        __doc__.splitlines()[0],
+        "the suite's quick sample count",
+        lambda bench, service, quick: measure(bench, service, 20 if quick else 100),
+        SIESTA_POOL__ENABLED="false",
+    )
 
 
 if __name__ == "__main__":

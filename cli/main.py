@@ -224,6 +224,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         create_app(settings),
         host=args.host or settings.http.host,
         port=args.port or settings.http.port,
+        timeout_keep_alive=settings.http.idle_connection_seconds,
         log_config=None,  # keep the JSON logging configured above
     )
     return 0

@@ -257,7 +257,12 @@ class Services:
         )
         services.tiers = SandboxTiers(sessions, leases, lifecycle, provider.lifecycle)
         services.snapshots = Snapshots(
-            stores.snapshots, sessions, provider, catalog, settings.snapshots
+            stores.snapshots,
+            sessions,
+            provider,
+            catalog,
+            settings.snapshots,
+            network_rules=stores.network,
         )
         services.e2b = E2bSandboxes(
             stores.e2b,
@@ -269,6 +274,7 @@ class Services:
             hold=leases.hold,
             stop=lambda ctx: services.tiers.pause(ctx, keep_memory=False),
             snapshots=services.snapshots,
+            network_rules=stores.network,
         )
         services.ports = SandboxPorts(sessions, provider.inside, settings.ports)
         services.port_tokens = PortTokens(egress_key(settings.egress, stores.deployment))

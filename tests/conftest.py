@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from tests.egress_upstream import serving_ok
 from tests.helpers import (
     PUBLISH_WITHOUT_APPROVAL,
     TEST_DISK_ROOT,
@@ -59,6 +60,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[int]:
+    """An HTTP server on this host's loopback answering ``200 ok``: where egress tests
+    send a sandbox (the egress proxy runs on the host; see ``egress_to``)."""
+    with serving_ok() as port:
+        yield port
 
 
 @pytest.fixture(scope="module")

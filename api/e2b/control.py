@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from api.e2b.errors import e2b_error, refuse
-from api.e2b.hosts import make_private, public_traffic, traffic_token
+from api.e2b.hosts import public_traffic, traffic_token
 from runtime.core import logs
 from runtime.core.auth import Caller
 from runtime.core.errors import InvalidRequest
@@ -167,7 +167,9 @@ async def create(request: Request) -> Response:
         raise refuse(400, "Idempotency-Key must be 1 to 255 characters of a-z 0-9 -")
     services = services_of(request)
     network = _network_rules(services, body, body.get("network"))  # before anything is made
-    sandbox, made = await to_thread.run_sync(
+    # The rules and privacy are stored with the record, before the sandbox is made: a
+    # retry (or a caller who lists it) never finds it more open than asked for.
+    sandbox, _ = await to_thread.run_sync(
         lambda: services.e2b.create(
             org,
             caller.name,
@@ -177,15 +179,11 @@ async def create(request: Request) -> Response:
             env_vars=env_vars,
             auto_pause=auto_pause,
             auto_resume=auto_resume,
+            public_traffic=public_traffic(body),
+            network=network,
             idempotency_key=key,
         )
     )
-    if made and network is not None:
-        # Before the answer: nothing can run in the sandbox until its id is known.
-        ctx = services.e2b.context(sandbox)
-        await to_thread.run_sync(lambda: services.network.set(ctx, network))
-    if made and not public_traffic(body):
-        sandbox = await to_thread.run_sync(lambda: make_private(services, sandbox))
     # A retry gets the same answer as the first call: the same sandbox, made once.
     return JSONResponse(sandbox_json(sandbox, services), status_code=201)
 

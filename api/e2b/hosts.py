@@ -12,7 +12,6 @@ sandbox's ``trafficAccessToken`` as ``e2b-traffic-access-token``.
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import re
 from typing import Any
@@ -48,12 +47,6 @@ def traffic_token(tokens: PortTokens, sandbox: E2bSandbox) -> str:
     """The sandbox's traffic access token: derived, never stored; it changes with the
     sandbox's envd access token (a new sandbox, a new token)."""
     return tokens.issue(PortGrant(sandbox.org, sandbox.sandbox_id, "e2b:" + sandbox.access_token))
-
-
-def make_private(services: Services, sandbox: E2bSandbox) -> E2bSandbox:
-    private = dataclasses.replace(sandbox, public_traffic=False)
-    services.stores.e2b.put_e2b(private)
-    return private
 
 
 class PortHosts:

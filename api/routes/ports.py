@@ -6,13 +6,14 @@ scope) answers where the port is reached and a port token for it.
 the request to the port inside the sandbox, over its agent; it takes the port token
 alone (as ``X-Siesta-Port-Token``, a ``?token=`` that sets an HttpOnly cookie scoped
 to the port's path, or that cookie), never the bearer token. A paused or stopped sandbox is resumed
-by the request; traffic never makes a sandbox (404 ``port_sandbox_not_found``).
+by the request; traffic never makes a sandbox, nor replaces a retired or lost one (404
+``port_sandbox_not_found``). The server sees the query as sent, less ``token``.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 import anyio
 from fastapi import APIRouter, Depends, Header, Path, Request, Response, WebSocket
@@ -31,7 +32,8 @@ from api.ports import (
 from api.responses import COMMON, error_responses
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
-from runtime.sandbox.ports.errors import PortNotListening, PortSandboxMissing, PortTokenRefused
+from runtime.sandbox.ports.connection import with_sandbox
+from runtime.sandbox.ports.errors import PortNotListening, PortTokenRefused
 from runtime.sandbox.ports.tokens import PortGrant
 from runtime.services import Services
 
@@ -58,17 +60,16 @@ async def port_access(
     request: Request, services: ServicesDep, ctx: ContextDep, port: PortNumber
 ) -> PortAccessPublic:
     """Where the port answers through this service, with a token for browsers."""
-    record = await anyio.to_thread.run_sync(services.sessions.describe, ctx)
-    if record is None:
-        msg = "this conversation has no sandbox (its first command makes one)"
-        raise PortSandboxMissing(msg, port=port)
-    token = services.port_tokens.issue(PortGrant(ctx.org, ctx.conversation, record.session_id))
+    with_sandbox(await anyio.to_thread.run_sync(services.sessions.describe, ctx), port)
     try:
         connection = await services.ports.open(ctx, port)
         await connection.aclose()
         listening = True
     except PortNotListening:
         listening = False
+    # Made after the probe: the token is for the session the sandbox has now.
+    record = with_sandbox(await anyio.to_thread.run_sync(services.sessions.describe, ctx), port)
+    token = services.port_tokens.issue(PortGrant(ctx.org, ctx.conversation, record.session_id))
     path = prefix_of(ctx.conversation, port) + "/"
     base = str(request.base_url).rstrip("/")
     return PortAccessPublic(
@@ -137,11 +138,12 @@ async def _target(
     prefix = prefix_of(conversation_id, port)
     raw_path: bytes = connection.scope.get("raw_path") or connection.scope["path"].encode()
     tail = raw_path[len(prefix.encode()) :] or b"/"
-    query = list(parse_qsl(connection.scope.get("query_string", b"").decode("latin-1"), True))
+    query: bytes = connection.scope.get("query_string", b"")
     cookie_name = services.settings.ports.token_cookie
     set_cookie = None
     token = connection.headers.get(PORT_TOKEN_HEADER)
-    from_query = next((value for name, value in query if name == "token"), None)
+    parameters = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    from_query = next((value for name, value in parameters if name == "token"), None)
     token = token or from_query or connection.cookies.get(cookie_name)
     if token is None:
         msg = (
@@ -151,11 +153,22 @@ async def _target(
         raise PortTokenRefused(msg)
     ctx = await anyio.to_thread.run_sync(_token_context, services, token, conversation_id)
     if from_query is not None:
-        query = [(name, value) for name, value in query if name != "token"]
+        query = without_token(query)
         secure = connection.url.scheme in ("https", "wss")
         set_cookie = cookie_for(cookie_name, from_query, prefix + "/", secure)
-    target = tail + (b"?" + urlencode(query).encode() if query else b"")
+    target = tail + (b"?" + query if query else b"")
     return PortTarget(ctx, port, target, prefix, set_cookie, cookie_name)
+
+
+def without_token(query: bytes) -> bytes:
+    """``query`` without its ``token`` parameters, the rest byte for byte (``?flag``
+    stays bare, ``%20`` stays ``%20``): the server sees what the client sent."""
+    kept = [
+        part
+        for part in query.split(b"&")
+        if unquote_to_bytes(part.split(b"=", 1)[0].replace(b"+", b" ")) != b"token"
+    ]
+    return b"&".join(kept)
 
 
 def _token_context(services: Services, token: str, conversation_id: str) -> CallContext:

@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from siesta_contract.text import EGRESS_ENTRY
 
@@ -196,11 +197,21 @@ class NetworkRules:
         """Why these rules refuse ``host:port`` (a reason code), or ``None``."""
         if not self.internet:
             return "internet_off"
-        if self.allow is not None and not Allowlist.parse(self.allow).allows(host, port):
+        if self._allowlist is not None and not self._allowlist.allows(host, port):
             return "not_in_sandbox_allow"
-        if Allowlist.parse(self.deny).allows(host, port):
+        if self._denylist.allows(host, port):
             return "sandbox_deny"
         return None
+
+    # Parsed once per rules object (the proxy keeps one per conversation and asks it
+    # on every connection), not once per connection: up to 256 + 256 entries.
+    @cached_property
+    def _allowlist(self) -> Allowlist | None:
+        return Allowlist.parse(self.allow) if self.allow is not None else None
+
+    @cached_property
+    def _denylist(self) -> Allowlist:
+        return Allowlist.parse(self.deny)
 
     def to_json(self) -> str:
         """How stores keep them."""

@@ -89,6 +89,11 @@ class HttpSettings(BaseModel):
     """Largest JSON request body accepted (uploads have their own limit)."""
     worker_threads: int = Field(64, ge=4)
     """Sandbox calls that can run at once in one process (each holds a thread)."""
+    idle_connection_seconds: int = Field(75, ge=1)
+    """How long a kept-alive client connection may sit idle before the service closes
+    it. Longer than the idle timeout of the proxies and load balancers in front (60 s
+    is common): a server that closes first races the next request sent on the same
+    connection, which then fails with no answer (uvicorn's own default is 5 s)."""
     sse_keepalive_seconds: float = Field(15.0, gt=0)
     """A streamed answer that has sent nothing for this long sends an SSE comment
     (``: keepalive``), so that proxies with an idle timeout (nginx: 60 s) keep it open

@@ -5,8 +5,15 @@ token's, its user the token's name. So it has a lease, counts against capacity,
 goes through the idle tiers, carries the ownership labels, and reconciliation
 knows it like any other; ``/v1/conversations/{sandboxId}`` (with the same org)
 reaches the same sandbox. What E2B adds is kept in an ``E2bSandbox`` record: the
-template, metadata, environment, access token, and the timeout after which the
-sandbox is killed (or paused, when created with auto-pause).
+template, metadata, environment, access token, whether its ports are public, and
+the timeout after which the sandbox is killed (or paused, when created with
+auto-pause).
+
+Everything a create asks for is stored before the sandbox is provisioned: its
+network rules, then its record (the record is what a retry with the same
+``Idempotency-Key``, ``list`` and ``connect`` find). So whoever reaches the sandbox,
+from its first command on, finds it as private and as narrowed as it was asked for,
+even when the instance making it dies half way.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from dataclasses import replace
 
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
+from runtime.core.network_rules import NetworkRules
 from runtime.core.records import E2bSandbox, SnapshotRecord
 from runtime.e2b.settings import E2bSettings
 from runtime.images.catalog import ImageCatalog
 from runtime.sandbox.snapshots import SnapshotNotFound, Snapshots
 from runtime.sandbox.snapshots.service import ID_PREFIX as SNAPSHOT_ID_PREFIX
 from runtime.sessions.manager import SessionManager
-from runtime.store.base import E2bStore
+from runtime.store.base import E2bStore, NetworkRuleStore
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +66,14 @@ class E2bSandboxes:
         clock: Callable[[], float] = time.time,
         stop: Callable[[CallContext], object] | None = None,
         snapshots: Snapshots | None = None,
+        network_rules: NetworkRuleStore,
     ) -> None:
         """``delete`` tears a conversation down (sandbox, workspace, files, log);
         ``suspend`` pauses its sandbox now (memory kept); ``hold`` holds a lease (one
         create per ``Idempotency-Key`` at a time, across instances); ``stop`` stops its
-        sandbox now (memory freed, disk kept: a pause without memory)."""
+        sandbox now (memory freed, disk kept: a pause without memory);
+        ``network_rules`` holds each conversation's own egress rules."""
+        self._network_rules = network_rules
         self._stop = stop or suspend
         self._snapshots = snapshots
         """A template id may name one of the org's snapshots: the sandbox starts from it."""
@@ -96,64 +107,65 @@ class E2bSandboxes:
         env_vars: dict[str, str] | None = None,
         auto_pause: bool = False,
         auto_resume: bool = False,
+        public_traffic: bool = True,
+        network: NetworkRules | None = None,
         idempotency_key: str | None = None,
     ) -> tuple[E2bSandbox, bool]:
         """A new sandbox of ``template``, running when this returns, and True; with an
-        ``idempotency_key`` an earlier create used (a retry), that sandbox and False."""
-        if idempotency_key is None:
-            return self._create(
+        ``idempotency_key`` an earlier create used (a retry), that sandbox and False.
+        ``network``: its egress rules (``None``: none of its own); ``public_traffic``:
+        whether its ports answer without its traffic access token."""
+
+        def make() -> E2bSandbox:
+            snapshot = self._snapshot_named(org, template)
+            image = self._catalog.find(snapshot.image_id if snapshot else template)
+            if snapshot is None and (image is None or not image.enabled):
+                enabled = ", ".join(i.id for i in self._catalog.enabled())
+                msg = f"template {template!r} not found (the catalog's enabled images: {enabled})"
+                raise TemplateNotFound(msg, templateID=template)
+            sandbox = self.new_record(
                 org,
                 owner,
-                template,
-                timeout_seconds,
-                metadata,
-                env_vars,
-                auto_pause,
-                None,
+                snapshot.image_id if snapshot else template,
+                timeout_seconds=timeout_seconds,
+                metadata=metadata,
+                env_vars=env_vars,
+                auto_pause=auto_pause,
                 auto_resume=auto_resume,
-            ), True
+                public_traffic=public_traffic,
+                idempotency_key=idempotency_key,
+            )
+            return self._create(sandbox, network, snapshot, template)
+
+        if idempotency_key is None:
+            return make(), True
         with self._hold(f"e2b-create/{org}/{idempotency_key}"):
             for sandbox in self._store.list_e2b(org):
                 if sandbox.idempotency_key == idempotency_key:
                     return sandbox, False
-            created = self._create(
-                org,
-                owner,
-                template,
-                timeout_seconds,
-                metadata,
-                env_vars,
-                auto_pause,
-                idempotency_key,
-                auto_resume=auto_resume,
-            )
-            return created, True
+            return make(), True
 
-    def _create(
+    def new_record(
         self,
         org: str,
         owner: str,
         template: str,
+        *,
         timeout_seconds: int | None,
         metadata: dict[str, str] | None,
         env_vars: dict[str, str] | None,
         auto_pause: bool,
-        idempotency_key: str | None,
-        *,
-        auto_resume: bool = False,
+        auto_resume: bool,
+        public_traffic: bool,
+        idempotency_key: str | None = None,
     ) -> E2bSandbox:
-        snapshot = self._snapshot_named(org, template)
-        image = self._catalog.find(snapshot.image_id if snapshot else template)
-        if snapshot is None and (image is None or not image.enabled):
-            enabled = ", ".join(i.id for i in self._catalog.enabled())
-            msg = f"template {template!r} not found (the catalog's enabled images: {enabled})"
-            raise TemplateNotFound(msg, templateID=template)
+        """The record of a sandbox about to be made, with a new id (not stored yet)."""
         now = self._clock()
-        sandbox = E2bSandbox(
+        return E2bSandbox(
             org=org,
             sandbox_id="".join(secrets.choice(ID_ALPHABET) for _ in range(ID_LENGTH)),
             owner=owner,
-            template=snapshot.image_id if snapshot else template,
+            template=template,
             access_token=secrets.token_urlsafe(32),
             started_at=now,
             end_at=now + self._timeout(timeout_seconds),
@@ -162,9 +174,44 @@ class E2bSandboxes:
             metadata=dict(metadata or {}),
             env_vars=dict(env_vars or {}),
             idempotency_key=idempotency_key,
+            public_traffic=public_traffic,
         )
-        # Recorded first: whatever provisioning leaves behind, the timeout removes.
+
+    def record(self, sandbox: E2bSandbox, network: NetworkRules | None) -> None:
+        """Store what a sandbox is before it is made: its rules first, then the record
+        by which it is found (recorded first: whatever provisioning leaves behind, the
+        timeout removes; ``discard`` removes both)."""
+        if network is not None:
+            self._network_rules.set_network_rules(sandbox.org, sandbox.sandbox_id, network)
         self._store.put_e2b(sandbox)
+
+    def network_rules(self, sandbox: E2bSandbox) -> NetworkRules | None:
+        """The sandbox's own egress rules (``None``: none set)."""
+        return self._network_rules.network_rules(sandbox.org, sandbox.sandbox_id)
+
+    def discard(self, sandbox: E2bSandbox) -> None:
+        """A sandbox whose making failed: its conversation (rules included) and record."""
+        self._delete(self.context(sandbox))
+        self._store.delete_e2b(sandbox.org, sandbox.sandbox_id)
+
+    def started(self, sandbox: E2bSandbox) -> E2bSandbox:
+        """The recorded sandbox, its timeout counted from now: it has just started."""
+        current = self.get(sandbox.org, sandbox.sandbox_id)
+        now = self._clock()
+        restarted = replace(
+            current, started_at=now, end_at=now + (current.end_at - current.started_at)
+        )
+        self._store.put_e2b(restarted)
+        return restarted
+
+    def _create(
+        self,
+        sandbox: E2bSandbox,
+        network: NetworkRules | None,
+        snapshot: SnapshotRecord | None,
+        template: str,
+    ) -> E2bSandbox:
+        self.record(sandbox, network)
         try:
             if snapshot is not None and self._snapshots is not None:
                 self._snapshots.start(self.context(sandbox), snapshot.snapshot_id)
@@ -172,10 +219,9 @@ class E2bSandboxes:
                 with self._sessions.operation(self.context(sandbox)):
                     pass  # provisioned (from the warm pool when it has one) and running
         except BaseException:
-            self._delete(self.context(sandbox))
-            self._store.delete_e2b(org, sandbox.sandbox_id)
+            self.discard(sandbox)
             raise
-        log.info("e2b sandbox %s of %s made from %s", sandbox.sandbox_id, org, template)
+        log.info("e2b sandbox %s of %s made from %s", sandbox.sandbox_id, sandbox.org, template)
         return sandbox
 
     def _snapshot_named(self, org: str, template: str) -> SnapshotRecord | None:

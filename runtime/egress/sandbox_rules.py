@@ -57,6 +57,8 @@ class SandboxRules:
         self._emit = emit
         self._clock = clock
         self._cached: dict[Key, _Cached] = {}
+        self._reading: dict[Key, asyncio.Future[NetworkRules | None]] = {}
+        """The read in flight per conversation, which a burst of its connections shares."""
 
     async def get(self, org: str, conversation: str) -> NetworkRules | None:
         """The conversation's rules (``None``: none set, or never read and the store
@@ -69,9 +71,19 @@ class SandboxRules:
             cached.used_at = now
             if now - cached.read_at < self._cache_seconds:
                 return cached.rules
+        reading = self._reading.get(key)
+        if reading is None:  # the first of a burst reads; the others wait for its answer
+            reading = asyncio.ensure_future(self._read(self._source, key))
+            self._reading[key] = reading
+        # Shielded: a connection that goes away does not cancel the others' read.
+        return await asyncio.shield(reading)
+
+    async def _read(self, source: NetworkRuleStore, key: Key) -> NetworkRules | None:
+        org, conversation = key
         try:
-            rules = await asyncio.to_thread(self._source.network_rules, org, conversation)
+            rules = await asyncio.to_thread(source.network_rules, org, conversation)
         except Exception as exc:  # whatever the store raises, the proxy goes on
+            cached = self._cached.get(key)
             self._emit(
                 {
                     "event": "network_rules_unavailable",
@@ -82,6 +94,9 @@ class SandboxRules:
                 }
             )
             return cached.rules if cached is not None else None
+        finally:
+            del self._reading[key]
+        now = self._clock()
         self._cached[key] = _Cached(rules, now, now)
         return rules
 

@@ -54,3 +54,7 @@ class MetricsSettings(BaseModel):
     over too long a time)."""
     max_tracked_sandboxes: int = Field(4096, ge=1)
     """Earlier samples kept (one per sandbox, the oldest forgotten first)."""
+    batch_concurrency: int = Field(8, ge=1, le=64)
+    """Sandboxes sampled at once by a call that measures several (E2B's
+    ``/sandboxes/metrics``): each sample may wait for the engine (about a second when
+    the cgroups cannot be read from here)."""

@@ -121,6 +121,16 @@ class SessionManager:
             ctx.org, ctx.conversation, record.session_id, self._clock(), record.fence
         )
 
+    def known_running(self, ctx: CallContext) -> SessionRecord | None:
+        """The conversation's session when it is active and the provider knows its
+        sandbox runs, read without the lease: for work beside the conversation's
+        operations (a connection to a port) that must not wait for a long command.
+        ``None`` means "take the lease" (``operation`` resumes or restarts it)."""
+        record = self._store.get_session(ctx.org, ctx.conversation)
+        if record is None or record.status is not SessionStatus.ACTIVE:
+            return None
+        return record if self._provider.lifecycle.known_running(record.sandbox_id) else None
+
     def describe(self, ctx: CallContext) -> SessionRecord | None:
         return self._store.get_session(ctx.org, ctx.conversation)
 

@@ -6,15 +6,12 @@ issued before they changed, and the refusals show in the sandbox's network answe
 
 from __future__ import annotations
 
-import http.server
-import json
 import shlex
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.egress_upstream import egress_to
 from tests.helpers import (
     ServiceProcess,
     StartService,
@@ -29,34 +26,11 @@ pytestmark = [pytest.mark.docker]
 CACHE_SECONDS = 0.5
 
 
-class _Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[int]:
-    """An HTTP server on this host's loopback (the proxy runs on the host)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.fixture(scope="module")
 def service(start_service: StartService, upstream: int) -> ServiceProcess:
     return start_service(
         "docker",
-        SIESTA_EGRESS__ALLOW=f"one.test:{upstream},two.test:{upstream}",
-        SIESTA_EGRESS__HOSTS=json.dumps({"one.test": "127.0.0.1", "two.test": "127.0.0.1"}),
-        SIESTA_EGRESS__ALLOWED_PRIVATE_NETWORKS='["127.0.0.0/8"]',
+        **egress_to(upstream, "one.test", "two.test"),
         SIESTA_EGRESS__NETWORK_RULES_CACHE_SECONDS=str(CACHE_SECONDS),
     )
 
@@ -183,3 +157,33 @@ def test_an_entry_wider_than_the_deployments_list_is_refused(
     assert error["entries"] == [entry]
     assert f"one.test:{upstream}, two.test:{upstream}" in error["message"]
     assert rules_of(service, conversation)["allow"] is None
+
+
+def test_a_fork_starts_with_its_sources_rules(service: ServiceProcess, upstream: int) -> None:
+    source, fork = new_conversation(), new_conversation()
+    one, two = f"one.test:{upstream}", f"two.test:{upstream}"
+    put_rules(service, source, deny=[two])
+    assert "two status=403" in applied(service, source, upstream, "two status=403")
+
+    response = service.client.post(
+        f"/v1/conversations/{source}/fork", headers=headers(), json={"conversationId": fork}
+    )
+    assert response.status_code == 201, response.text
+    answer = rules_of(service, fork)
+    assert (answer["allow"], answer["deny"], answer["effective"]) == (None, [two], [one])
+    # Stored before the fork's sandbox existed: its very first requests obey them.
+    first = statuses(service, fork, upstream)
+    assert "one status=200" in first and "two status=403" in first, first
+    # The fork's rules are its own: changing them leaves the source's as they were.
+    put_rules(service, fork, internet=False)
+    assert rules_of(service, source)["deny"] == [two]
+
+    # Rules set for the new id before the fork are what its user chose: they stay.
+    chosen = new_conversation()
+    put_rules(service, chosen, allow=[one])
+    response = service.client.post(
+        f"/v1/conversations/{source}/fork", headers=headers(), json={"conversationId": chosen}
+    )
+    assert response.status_code == 201, response.text
+    answer = rules_of(service, chosen)
+    assert (answer["allow"], answer["deny"]) == ([one], [])

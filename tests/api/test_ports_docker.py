@@ -1,12 +1,14 @@
 """A sandbox's ports through the service, on Docker: servers inside a sandbox with no
 network are reached over its agent by HTTP (files, a large body, a POST body, many
 requests at once, a stream of server-sent events) and WebSocket (both ways), behind a
-port token; a closed port is 502; a paused sandbox is resumed by a request."""
+port token; a closed port is 502; a paused sandbox is resumed by a request, a lost one
+is not replaced; a port answers while a long command holds the conversation."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,14 +19,25 @@ import httpx
 import pytest
 import websocket
 
+from runtime.providers.base import CONVERSATION_LABEL
 from siesta_client import SiestaClient
-from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation
+from tests.helpers import (
+    TOKEN,
+    ServiceProcess,
+    StartService,
+    headers,
+    new_conversation,
+    run_reconcile,
+    run_resources,
+)
 
 pytestmark = [pytest.mark.docker]
 
 IMAGE = "python"
 FILE_SERVER, APP_SERVER, ECHO_SERVER = 8001, 8000, 8765
 BIG_BYTES = 1536 * 1024
+IDLE_SECONDS = 5
+"""The service's port idle limit here: short, so a test outlives it."""
 APP = """
 import hashlib, http.server, os, time
 
@@ -59,7 +72,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Handler).serve_forever()
 """
 ECHO = """
-import base64, hashlib, socket, struct, threading
+import base64, hashlib, socket, struct, threading, time
+
+locks = {}
 
 def exact(c, n):
     data = b""
@@ -74,7 +89,16 @@ def send(c, op, payload):
     n = len(payload)
     size = bytes([n]) if n < 126 else bytes([126]) + struct.pack(">H", n) if n < 65536 \\
         else bytes([127]) + struct.pack(">Q", n)
-    c.sendall(bytes([0x80 | op]) + size + payload)
+    with locks.setdefault(c.fileno(), threading.Lock()):
+        c.sendall(bytes([0x80 | op]) + size + payload)
+
+def ping(c):  # /pings: a Ping every millisecond while the client talks
+    try:
+        while True:
+            send(c, 9, b"ping")
+            time.sleep(0.001)
+    except OSError:
+        pass
 
 def serve(c):
     head = b""
@@ -87,7 +111,11 @@ def serve(c):
     accept = base64.b64encode(hashlib.sha1((key + guid).encode()).digest())
     c.sendall(b"HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\n"
               b"Connection: Upgrade\\r\\nSec-WebSocket-Accept: " + accept + b"\\r\\n\\r\\n")
-    send(c, 1, ("path " + lines[0].split(" ")[1]).encode())
+    path = lines[0].split(" ")[1]
+    send(c, 1, ("path " + path).encode())
+    if path == "/pings":
+        threading.Thread(target=ping, args=(c,), daemon=True).start()
+    heard = 0
     while True:
         first, second = exact(c, 2)
         op, n = first & 15, second & 127
@@ -100,6 +128,13 @@ def serve(c):
         if op == 8:
             send(c, 8, payload[:2])
             return
+        if op == 10:  # a Pong
+            continue
+        if path == "/quiet":  # says nothing until asked how many messages it heard
+            if payload != b"how many?":
+                heard += 1
+                continue
+            payload = str(heard).encode()
         send(c, op, b"echo: " + payload if op == 1 else payload[::-1])
 
 server = socket.socket()
@@ -177,9 +212,15 @@ def start_servers(service: ServiceProcess, conversation: str) -> tuple[str, dict
 
 
 @pytest.fixture(scope="module")
-def servers(docker_service: ServiceProcess) -> Servers:
+def ports_service(start_service: StartService, docker_client: object) -> ServiceProcess:
+    """The Docker service (this module's only one) with a short port idle limit."""
+    return start_service("docker", SIESTA_PORTS__IDLE_TIMEOUT_SECONDS=str(IDLE_SECONDS))
+
+
+@pytest.fixture(scope="module")
+def servers(ports_service: ServiceProcess) -> Servers:
     conversation = new_conversation()
-    return Servers(docker_service, conversation, *start_servers(docker_service, conversation))
+    return Servers(ports_service, conversation, *start_servers(ports_service, conversation))
 
 
 def port_token(servers: Servers, port: int, org: str = "org-a") -> dict[str, Any]:
@@ -350,3 +391,106 @@ def test_a_paused_sandbox_is_resumed_by_a_request(servers: Servers) -> None:
     assert response.status_code == 200 and "ThreadingHTTPServer" in response.text
     state = client.get(f"/v1/conversations/{servers.conversation}/sandbox", headers=headers())
     assert state.json()["state"] == "running", json.dumps(state.json())
+
+
+def ws_url(servers: Servers, tail: str) -> str:
+    return servers.service.base_url.replace("http", "ws") + servers.url(ECHO_SERVER, tail)
+
+
+def test_the_query_reaches_the_server_as_sent_less_the_token(servers: Servers) -> None:
+    token = servers.token["X-Siesta-Port-Token"]
+    url = ws_url(servers, f"chat?flag&q=a%20b+c&token={token}&empty=&x=%2F")
+    socket = websocket.create_connection(url, timeout=30)
+    try:
+        assert socket.recv() == "path /chat?flag&q=a%20b+c&empty=&x=%2F"
+    finally:
+        socket.close()
+
+
+def test_a_websocket_the_client_keeps_talking_on_outlives_the_idle_limit(
+    servers: Servers,
+) -> None:
+    socket = websocket.create_connection(ws_url(servers, "quiet"), header=servers.token, timeout=30)
+    try:
+        assert socket.recv() == "path /quiet"
+        # The server stays quiet past the idle limit; what the client sends keeps it open.
+        messages = IDLE_SECONDS + 2
+        for _ in range(messages):
+            socket.send("still here")
+            time.sleep(1)
+        socket.send("how many?")
+        assert socket.recv() == f"echo: {messages}"
+    finally:
+        socket.close()
+
+
+def test_large_messages_arrive_whole_while_the_server_pings(servers: Servers) -> None:
+    # Each message goes to the server in several stdin frames; the Pongs the service
+    # answers meanwhile must come between messages, never inside one.
+    socket = websocket.create_connection(ws_url(servers, "pings"), header=servers.token, timeout=30)
+    try:
+        assert socket.recv() == "path /pings"
+        for index in range(8):
+            message = bytes([index]) * 300_000 + b"end"
+            socket.send_binary(message)
+            assert socket.recv() == message[::-1]
+    finally:
+        socket.close()
+
+
+def test_a_port_answers_while_a_long_command_holds_the_conversation(servers: Servers) -> None:
+    client = servers.service.client
+    marker = servers.url(FILE_SERVER, "long-command.started")
+    command = {"command": "touch long-command.started && sleep 8 && rm long-command.started"}
+    running = threading.Thread(
+        target=call, args=(servers.service, servers.conversation, "runCommand", command)
+    )
+    running.start()
+    try:
+
+        def started() -> bool:
+            response = client.get(marker, headers=servers.token)
+            assert response.status_code in (200, 404), response.text  # never 409 session_busy
+            return response.status_code == 200
+
+        until(started)
+        # Opened once the command surely held the lease (the first may have been before).
+        again = client.get(marker, headers=servers.token)
+        assert again.status_code == 200, again.text
+        assert running.is_alive()  # the command still holds the lease
+    finally:
+        running.join()
+
+
+def test_traffic_never_replaces_a_lost_sandbox(servers: Servers, docker_client: Any) -> None:
+    service, conversation = servers.service, new_conversation()
+    call(service, conversation, "runCommand", {"command": "true"})
+    state = f"/v1/conversations/{conversation}/sandbox"
+    session = service.client.get(state, headers=headers()).json()["sessionId"]
+    access = f"/v1/conversations/{conversation}/sandbox/ports/{FILE_SERVER}"
+    token = service.client.get(access, headers=sandbox_headers()).json()["token"]
+    docker_client.containers.get(f"siesta-{session}").remove(force=True)
+    docker_client.volumes.get(f"siesta-{session}").remove(force=True)
+    summary = run_reconcile(service, **QUIET_TIERS)
+    assert summary["actions"]["sessions_marked_lost"]["ids"] == [session]
+
+    page = service.client.get(
+        f"/v1/conversations/{conversation}/ports/{FILE_SERVER}/",
+        headers={"X-Siesta-Port-Token": token},
+    )
+    assert page.status_code == 404, page.text
+    assert page.json()["error"]["code"] == "port_sandbox_not_found"
+    asked = service.client.get(access, headers=sandbox_headers())
+    assert asked.status_code == 404 and "lost" in asked.json()["error"]["message"]
+    after = service.client.get(state, headers=headers()).json()
+    assert (after["status"], after["sessionId"]) == ("lost", session)
+    assert run_resources(docker_client, **{CONVERSATION_LABEL: conversation}) == ([], [])
+
+
+QUIET_TIERS = {
+    "SIESTA_LIFECYCLE__PAUSE_AFTER_SECONDS": "100000",
+    "SIESTA_LIFECYCLE__STOP_AFTER_SECONDS": "200000",
+    "SIESTA_LIFECYCLE__RETIRE_AFTER_SECONDS": "300000",
+    "SIESTA_RECONCILE__ORPHAN_GRACE_SECONDS": "100000",
+}
+"""A reconcile pass that only notes what vanished: nothing here is idle or orphaned long."""

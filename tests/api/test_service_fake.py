@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import socket
 import time
 
 import httpx
@@ -87,3 +88,38 @@ def test_uploads_and_downloads_are_streamed_not_held(service: ServiceProcess) ->
     assert uploaded["size"] == len(data)
     assert digest.hexdigest() == uploaded["sha256"] == hashlib.sha256(data).hexdigest()
     assert growth_mb < 20, f"service memory grew by {growth_mb:.1f} MB for a 60 MiB file"
+
+
+def test_a_kept_alive_connection_is_closed_only_after_the_idle_setting(
+    start_service: StartService,
+) -> None:
+    """A client (or a load balancer) that reuses its connection after a pause gets an
+    answer; the service closes a connection only after it sat idle as long as
+    SIESTA_HTTP__IDLE_CONNECTION_SECONDS."""
+    idle_limit = 2
+    service = start_service("fake", SIESTA_HTTP__IDLE_CONNECTION_SECONDS=str(idle_limit))
+    host, port = service.base_url.removeprefix("http://").split(":")
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        for pause in (0.0, idle_limit / 2):
+            time.sleep(pause)
+            conn.sendall(request)
+            assert _response(conn).startswith(b"HTTP/1.1 200 ")
+        time.sleep(idle_limit + 1.5)  # uvicorn's own default (5 s) would keep it open
+        assert conn.recv(65536) == b"", "an idle connection was kept past the setting"
+
+
+def _response(conn: socket.socket) -> bytes:
+    """One whole response (head and its Content-Length body) read off a connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head + b"\r\n\r\n" + body

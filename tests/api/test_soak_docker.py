@@ -1,6 +1,6 @@
-"""Soak: a hundred sessions created, used, suspended, resumed and deleted.
+"""Soak: forty sessions created, used, suspended, resumed and deleted.
 
-Bounded, for the suite's time budget: 100 sessions, 8 calls at a time; suspension
+Bounded, for the suite's time budget: 40 sessions, 8 calls at a time; suspension
 is done by real reconciliation passes (the CronJob's command), so every session
 goes through both tiers whatever the machine's speed. Ends with nothing leaked
 (containers, volumes, records, slots, files) and the service's memory flat.
@@ -31,7 +31,7 @@ from tests.helpers import (
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SESSIONS = 100
+SESSIONS = 40
 PARALLEL = 8
 PAUSE_ONLY = {
     "SIESTA_LIFECYCLE__PAUSE_AFTER_SECONDS": "1",

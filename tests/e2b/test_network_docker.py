@@ -4,42 +4,23 @@
 
 from __future__ import annotations
 
-import http.server
-import json
 import re
-import threading
-from collections.abc import Iterator
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 from e2b import Sandbox, SandboxException
 from e2b.sandbox.network import ALL_TRAFFIC
 
 from tests.e2b.conftest import ORG_A, TOKEN_A, E2bService
+from tests.egress_upstream import egress_to
 from tests.helpers import ServiceProcess, StartService, headers, tokens_setting, wait_until
 
 pytestmark = [pytest.mark.docker]
 
-
-class _Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[int]:
-    """An HTTP server on this host's loopback (the proxy runs on the host)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
+DOMAIN = "ports.network.test"
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +28,9 @@ def e2b(start_service: StartService, upstream: int) -> E2bService:
     service: ServiceProcess = start_service(
         "docker",
         SIESTA_TOKENS=tokens_setting(("e2b-a", TOKEN_A, ["sandbox"], ORG_A)),
-        SIESTA_EGRESS__ALLOW=f"one.test:{upstream},two.test:{upstream}",
-        SIESTA_EGRESS__HOSTS=json.dumps({"one.test": "127.0.0.1", "two.test": "127.0.0.1"}),
-        SIESTA_EGRESS__ALLOWED_PRIVATE_NETWORKS='["127.0.0.0/8"]',
+        **egress_to(upstream, "one.test", "two.test"),
         SIESTA_EGRESS__NETWORK_RULES_CACHE_SECONDS="0.5",
+        SIESTA_E2B__PORTS_DOMAIN=DOMAIN,
     )
     return E2bService(service)
 
@@ -133,3 +113,73 @@ def test_what_cannot_be_honoured_is_refused_before_a_sandbox_is_made(
     with pytest.raises(SandboxException, match=f"400: {re.escape(named)}"):
         Sandbox.create("base", network=network, **e2b.options())  # type: ignore[arg-type]
     assert len(Sandbox.list(**e2b.options()).next_items()) == before
+
+
+def test_a_fork_of_a_private_sandbox_without_internet_is_private_without_internet(
+    e2b: E2bService, upstream: int
+) -> None:
+    sandbox = Sandbox.create(
+        "base",
+        allow_internet_access=False,
+        network={"allow_public_traffic": False},
+        **e2b.options(),
+    )
+    try:
+        # Rules and privacy were stored before the sandbox was made: its first command obeys.
+        off = statuses(sandbox, upstream)
+        assert "one status=403" in off and "two status=403" in off, off
+        forks = sandbox.fork(count=1)
+        fork = forks[0]
+        assert isinstance(fork, Sandbox), fork
+        try:
+            off = statuses(fork, upstream)
+            assert "one status=403" in off and "two status=403" in off, off
+            token = fork.traffic_access_token
+            assert token and token != sandbox.traffic_access_token
+
+            def port_answer(**sent: str) -> httpx.Response:
+                host = {"Host": fork.get_host(8000)}
+                return httpx.get(e2b.service.base_url, headers={**host, **sent}, timeout=60)
+
+            refused = port_answer()
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["error"]["code"] == "traffic_token_refused"
+            let_in = port_answer(**{"e2b-traffic-access-token": token})
+            assert let_in.json()["error"]["code"] == "port_not_listening"  # past the token
+        finally:
+            fork.kill()
+        # The fork's snapshot was never recorded: nothing listed, nothing kept.
+        assert (
+            Sandbox.list_snapshots(sandbox_id=sandbox.sandbox_id, **e2b.options()).next_items()
+            == []
+        )
+    finally:
+        sandbox.kill()
+
+
+def test_a_private_create_and_its_concurrent_retries_all_get_it_private_and_narrowed(
+    e2b: E2bService, upstream: int
+) -> None:
+    key = f"private-{uuid.uuid4().hex}"
+
+    def create(_: int) -> Sandbox:
+        return Sandbox.create(
+            "base",
+            allow_internet_access=False,
+            network={"allow_public_traffic": False},
+            idempotency_key=key,
+            **e2b.options(),
+        )
+
+    with ThreadPoolExecutor(3) as pool:  # the first call and two retries, at once
+        made = list(pool.map(create, range(3)))
+    try:
+        assert len({sandbox.sandbox_id for sandbox in made}) == 1
+        # A retry waits for the first call's sandbox and finds it as that call asked:
+        # stored with the record, never applied after it was handed out.
+        tokens = {sandbox.traffic_access_token for sandbox in made}
+        assert len(tokens) == 1 and None not in tokens, tokens
+        off = statuses(made[1], upstream)
+        assert "one status=403" in off and "two status=403" in off, off
+    finally:
+        made[0].kill()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -9,7 +11,9 @@ import httpx
 import pytest
 from e2b import Sandbox, SandboxNotFoundException
 
-from tests.e2b.conftest import TOKEN_A, TOKEN_B, E2bService
+from runtime.core.records import E2bSandbox
+from runtime.store.sqlite import open_sqlite
+from tests.e2b.conftest import ORG_A, TOKEN_A, TOKEN_B, E2bService
 
 pytestmark = [pytest.mark.docker]
 MIB = 1024 * 1024
@@ -78,6 +82,33 @@ def test_metrics_are_the_sandboxes_own_in_e2bs_shape(sandbox: Sandbox, e2b: E2bS
     )
     assert many.status_code == 200, many.text
     assert set(many.json()["sandboxes"]) == {sandbox.sandbox_id}
+
+
+def test_batch_metrics_measure_every_sandbox_and_skip_one_still_being_made(
+    sandbox: Sandbox, e2b: E2bService
+) -> None:
+    other = Sandbox.create("base", **e2b.options())
+    # A create records its sandbox before the sandbox exists: mid-create, it is listed
+    # but has nothing to measure yet.
+    store = open_sqlite(e2b.service.data_dir / "siesta.db")
+    making = f"making{uuid.uuid4().hex[:8]}"
+    now = time.time()
+    store.e2b.put_e2b(E2bSandbox(ORG_A, making, "e2b-a", "base", "token", now, now + 600))
+    try:
+        asked = [sandbox.sandbox_id, making, other.sandbox_id, "nosuchsandbox"]
+        many = httpx.get(
+            f"{e2b.api_url}/sandboxes/metrics",
+            params={"sandbox_ids": ",".join(asked)},
+            headers={"X-API-Key": TOKEN_A},
+        )
+        assert many.status_code == 200, many.text
+        samples = many.json()["sandboxes"]
+        assert set(samples) == {sandbox.sandbox_id, other.sandbox_id}
+        assert all(s["memUsed"] > 0 and 0 <= s["cpuUsedPct"] <= 100 for s in samples.values())
+    finally:
+        store.e2b.delete_e2b(ORG_A, making)
+        store.close()
+        Sandbox.kill(other.sandbox_id, **e2b.options())
 
 
 def test_another_orgs_token_neither_pauses_nor_measures_it(

@@ -111,7 +111,8 @@ def test_get_host_reaches_the_port_over_http_and_websocket(
     assert get(e2b_ports, host, "/hello.txt").text == "hello from the sandbox"
 
     # Requests to a server that never answers hold their connections: past the limit,
-    # the next request to the sandbox is refused, naming it.
+    # the next request to the sandbox is refused, naming it. Their clients then go away
+    # mid-upload: that ends their connections at once (not at the idle limit, 300 s).
     sandbox.files.write("mute.py", MUTE)
     sandbox.commands.run("python3 mute.py", background=True, timeout=0)
     sandbox.commands.run(f"python3 -c {shlex.quote(LISTENING)}", timeout=30)
@@ -154,10 +155,12 @@ def test_get_host_reaches_the_port_over_http_and_websocket(
 
 
 def hold_a_connection(e2b: E2bService, host: str) -> socket.socket:
-    """A request the server never answers: its connection to the port stays open."""
+    """An upload the server never answers, its body a tenth sent: its connection to the
+    port stays open until the client goes away."""
     url = httpx.URL(e2b.service.base_url)
     held = socket.create_connection((url.host, url.port or 80))
-    held.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    head = f"POST /upload HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n"
+    held.sendall(head.encode() + b"x" * 10000)
     return held
 
 

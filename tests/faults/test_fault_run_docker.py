@@ -65,6 +65,9 @@ class Outcomes:
     acknowledged: dict[str, set[str]] = field(default_factory=dict)
     unknown: dict[str, set[str]] = field(default_factory=dict)
     attempts: Counter[str] = field(default_factory=Counter)
+    calls: int = 0
+    gave_up: dict[str, list[str]] = field(default_factory=dict)
+    """A call retried past its deadline: the answers it got, for the failure message."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -138,18 +141,20 @@ def test_no_acknowledged_write_is_lost_and_no_command_runs_twice(
     )
     conversations = [new_conversation() for _ in range(CLIENTS)]
     outcomes = Outcomes()
-    done = threading.Event()
+    faulted = threading.Event()
     try:
         clients = [
-            threading.Thread(target=_client, args=(fleet, c, i, outcomes), name=f"client-{i}")
+            threading.Thread(
+                target=_client, args=(fleet, c, i, outcomes, faulted), name=f"client-{i}"
+            )
             for i, c in enumerate(conversations)
         ]
         for client in clients:
             client.start()
         applied = _faults(fleet, redis, engine, conversations, clients)
+        faulted.set()
         for client in clients:
-            client.join(timeout=CALLS * CALL_DEADLINE)
-        done.set()
+            client.join(timeout=(CALLS + 1) * CALL_DEADLINE)
         written = {c: _lines(fleet, c) for c in conversations}
     finally:
         fleet.stop()
@@ -157,11 +162,13 @@ def test_no_acknowledged_write_is_lost_and_no_command_runs_twice(
     acknowledged = sum(len(lines) for lines in outcomes.acknowledged.values())
     unknown = sum(len(lines) for lines in outcomes.unknown.values())
     print(
-        f"\nfault run: {CLIENTS * CALLS} calls, {acknowledged} acknowledged, {unknown} "
+        f"\nfault run: {outcomes.calls} calls, {acknowledged} acknowledged, {unknown} "
         f"outcome unknown, {sum(outcomes.attempts.values())} attempts"
     )
+    assert not outcomes.gave_up, f"calls retried past {CALL_DEADLINE} s: {outcomes.gave_up}"
     assert applied == FAULTS, "the clients were through before every fault happened"
-    assert acknowledged + unknown == CLIENTS * CALLS, "a client gave up on a call"
+    assert outcomes.calls >= CLIENTS * CALLS
+    assert acknowledged + unknown == outcomes.calls, "a client gave up on a call"
     for conversation in conversations:
         counts = Counter(written[conversation])
         twice = sorted(line for line, count in counts.items() if count > 1)
@@ -170,15 +177,26 @@ def test_no_acknowledged_write_is_lost_and_no_command_runs_twice(
         assert not lost, f"{conversation}: acknowledged but lost: {sorted(lost)}"
 
 
-def _client(fleet: Fleet, conversation: str, number: int, outcomes: Outcomes) -> None:
-    for call in range(CALLS):
+def _client(
+    fleet: Fleet, conversation: str, number: int, outcomes: Outcomes, faulted: threading.Event
+) -> None:
+    """At least CALLS calls, and on until every fault happened (the run spans them all)."""
+    call = -1
+    while (call := call + 1) < CALLS or not faulted.is_set():
+        with outcomes.lock:
+            outcomes.calls += 1
         time.sleep(PACE)
         line = f"{number}-{call}"
         key = str(uuid.uuid4())
         body = {"command": f"echo {line} >> lines.txt"}
         deadline = time.monotonic() + CALL_DEADLINE
         attempt = 0
-        while time.monotonic() < deadline:
+        answers: list[str] = []
+        while True:
+            if time.monotonic() > deadline:
+                with outcomes.lock:
+                    outcomes.gave_up[f"{conversation} line {line}"] = answers[-8:]
+                return  # this client is stuck: the run fails, with what it was told
             service = fleet.pick(number + attempt)  # each retry goes to the other instance
             attempt += 1
             with outcomes.lock:
@@ -190,11 +208,18 @@ def _client(fleet: Fleet, conversation: str, number: int, outcomes: Outcomes) ->
                     headers={**headers(), "Idempotency-Key": key},
                     timeout=60,
                 )
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
+                answers.append(f"{service.base_url}: {type(exc).__name__}")
                 time.sleep(0.3)
                 continue
-            answer = response.json() if response.content else {}
+            try:
+                answer = response.json() if response.content else {}
+            except ValueError:
+                answer = {}
             code = (answer.get("error") or {}).get("code")
+            answers.append(
+                f"{service.base_url}: {response.status_code} {code or response.text[:120]}"
+            )
             if response.status_code == 200 and answer.get("exitCode") == 0:
                 with outcomes.lock:
                     outcomes.acknowledged.setdefault(conversation, set()).add(line)

@@ -3,9 +3,12 @@ test moves: the sandbox's CPU counter is scripted, the arithmetic is the meter's
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from runtime.core.context import CallContext
+from runtime.core.errors import SandboxUnavailable
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.providers.base import SandboxState, SandboxUsage
 from runtime.sandbox.metrics import NoSandbox, SandboxMeter
@@ -101,3 +104,58 @@ def test_a_counter_that_went_back_is_a_restart_measured_afresh() -> None:
 def test_a_conversation_without_a_session_has_no_sandbox() -> None:
     with pytest.raises(NoSandbox):
         meter(Sandbox()).measure(CallContext(org="org-a", user="u", conversation="conv-2"))
+
+
+class Fleet:
+    """Sandboxes of 2 cores on one clock, each using its ``busy`` cores; one is removed
+    between the conversation's lookup and its sample (the engine no longer has it)."""
+
+    def __init__(self, busy: dict[str, float], removed: str) -> None:
+        self.now = 100.0
+        self.busy = busy
+        self.cpu_seconds = dict.fromkeys(busy, 0.0)
+        self.removed = removed
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        for sandbox_id, cores in self.busy.items():
+            self.cpu_seconds[sandbox_id] += cores * seconds
+
+    def usage(self, sandbox_id: str) -> SandboxUsage:
+        if sandbox_id == self.removed:
+            msg = f"the sandbox {sandbox_id} vanished during the operation"
+            raise SandboxUnavailable(msg)
+        cpu = self.cpu_seconds[sandbox_id]
+        return SandboxUsage(SandboxState.RUNNING, cpu_limit=2.0, cpu_seconds=cpu)
+
+
+def test_many_sandboxes_are_measured_over_one_window_the_unmeasurable_left_out() -> None:
+    fleet = Fleet({"sandbox-a": 1.0, "sandbox-b": 2.0, "sandbox-c": 0.5}, removed="sandbox-c")
+    with_sandbox = {"conv-a": "sandbox-a", "conv-b": "sandbox-b", "conv-c": "sandbox-c"}
+    measuring = SandboxMeter(
+        lambda ctx: (
+            replace(RECORD, sandbox_id=with_sandbox[ctx.conversation])
+            if ctx.conversation in with_sandbox
+            else None
+        ),
+        fleet.usage,
+        MetricsSettings(cpu_window_seconds=0.5),
+        clock=lambda: fleet.now,
+        monotonic=lambda: fleet.now,
+        sleep=fleet.sleep,
+    )
+    asked = {
+        name: CallContext(org="org-a", user="u", conversation=f"conv-{name}")
+        for name in ("a", "b", "c", "making")  # "making": its sandbox is not made yet
+    }
+
+    measured = measuring.measure_many(asked)
+
+    assert {name: m.cpu_used_pct for name, m in measured.items()} == {"a": 50.0, "b": 100.0}
+    assert fleet.sleeps == [0.5]  # one window for all, not one each
+    fleet.sleep(1)
+    again = measuring.measure_many({"a": asked["a"], "b": asked["b"]})
+    assert {name: m.cpu_used_pct for name, m in again.items()} == {"a": 50.0, "b": 100.0}
+    assert fleet.sleeps == [0.5, 1]  # the samples just taken start the next windows

@@ -10,15 +10,11 @@ keep working.
 
 from __future__ import annotations
 
-import http.server
-import json
 import shlex
-import threading
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
+from tests.egress_upstream import egress_to
 from tests.helpers import (
     ServiceProcess,
     StartService,
@@ -33,34 +29,11 @@ pytestmark = [pytest.mark.docker]
 POLL_SECONDS = 0.5
 
 
-class _Ok(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[int]:
-    """An HTTP server on this host's loopback (the proxy runs on the host)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield int(server.server_address[1])
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.fixture(scope="module")
 def service(start_service: StartService, upstream: int) -> ServiceProcess:
     return start_service(
         "docker",
-        SIESTA_EGRESS__ALLOW=f"upstream.test:{upstream}",
-        SIESTA_EGRESS__HOSTS=json.dumps({"upstream.test": "127.0.0.1"}),
-        SIESTA_EGRESS__ALLOWED_PRIVATE_NETWORKS='["127.0.0.0/8"]',
+        **egress_to(upstream, "upstream.test"),
         SIESTA_EGRESS__REVOCATION_POLL_SECONDS=str(POLL_SECONDS),
     )
 

@@ -20,10 +20,12 @@ afresh on those files. The copies live in ``<disk dir>/snapshots/``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,8 @@ FOLDER = "snapshots"
 _CLEARED = (DEPLOYMENT_LABEL, POOL_LABEL, ORG_LABEL, CONVERSATION_LABEL, SESSION_LABEL)
 """The source's labels its image must not carry: a container made from it would
 inherit them (and an image claiming the deployment makes its containers unlisted)."""
+
+log = logging.getLogger(__name__)
 
 
 class DockerSnapshots:
@@ -176,8 +180,9 @@ class DockerSnapshots:
 @contextlib.contextmanager
 def _frozen(mountpoint: str) -> Iterator[None]:
     """The file system flushed and frozen while the block runs. Should this process die
-    meanwhile, a detached watchdog thaws it after ``THAW_AFTER_SECONDS``: a workspace
-    left frozen would hang every write in its sandbox."""
+    meanwhile, or should the thaw fail, a detached watchdog thaws it after
+    ``THAW_AFTER_SECONDS``: a workspace left frozen would hang every write in its
+    sandbox."""
     tool = shutil.which("fsfreeze") or shutil.which("fsfreeze", path="/usr/sbin:/sbin")
     watchdog = subprocess.Popen(
         [
@@ -191,15 +196,36 @@ def _frozen(mountpoint: str) -> Iterator[None]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    frozen = False
     try:
         run_tool("fsfreeze", "--freeze", mountpoint)
-        try:
-            yield
-        finally:
-            run_tool("fsfreeze", "--unfreeze", mountpoint)
+        frozen = True
+        yield
     finally:
-        os.killpg(watchdog.pid, signal.SIGKILL)  # the shell and its sleep
-        watchdog.wait()
+        if frozen and not _thawed(mountpoint):
+            # Left to the watchdog: its thaw comes late, but a kill would leave the
+            # workspace frozen (every write in the sandbox hanging) for good.
+            log.error(
+                "the workspace at %s could not be thawed: its watchdog thaws it within %s s",
+                mountpoint,
+                THAW_AFTER_SECONDS,
+            )
+            threading.Thread(target=watchdog.wait, name="thaw-watchdog", daemon=True).start()
+        else:
+            os.killpg(watchdog.pid, signal.SIGKILL)  # the shell and its sleep
+            watchdog.wait()
+
+
+def _thawed(mountpoint: str, attempts: int = 2) -> bool:
+    """Whether ``fsfreeze --unfreeze`` succeeded (tried ``attempts`` times)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            run_tool("fsfreeze", "--unfreeze", mountpoint)
+        except ProvisioningFailed as exc:
+            log.warning("thawing %s failed (attempt %s): %s", mountpoint, attempt, exc.message)
+        else:
+            return True
+    return False
 
 
 def _copy(source: Path, target: Path) -> None:

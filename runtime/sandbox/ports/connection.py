@@ -2,9 +2,11 @@
 
 The connection is a ``siesta-fs connect PORT`` process started over the sandbox's
 agent channel with stdin: what is written to it goes to the server, what the server
-sends comes back as its stdout. It is started under the conversation's lease, which
-resumes a paused or stopped sandbox, and outlives the lease as background processes
-do: a long stream never keeps ``runCommand`` waiting.
+sends comes back as its stdout. A sandbox known to run gets it without the
+conversation's lease (a preview answers while a long command holds it); any other is
+started under the lease, which resumes a paused or stopped sandbox. Either way it
+outlives the lease as background processes do: a long stream never keeps
+``runCommand`` waiting. Traffic never makes a sandbox, nor replaces a retired or lost one.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 from anyio import to_thread
 
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
+from runtime.core.records import SessionRecord
 from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sandbox.ports.errors import (
     PortConnectionLost,
@@ -40,6 +44,33 @@ REFUSED_EXIT = 111
 CONNECTED = b"siesta-fs: connected"
 TOUCH_EVERY_SECONDS = 30.0
 """How often traffic marks the sandbox used, so the idle tiers leave a live stream be."""
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """One of a connection's limits: what its error says, its settings field and the
+    environment variable that sets it."""
+
+    template: str
+    field: str
+    setting: str
+
+
+_CONNECT = _Limit(
+    "the connection to port {port} did not open within {limit:g} s",
+    "connect_timeout_seconds",
+    "SIESTA_PORTS__CONNECT_TIMEOUT_SECONDS",
+)
+_IDLE = _Limit(
+    "nothing went to or came from port {port} for {limit:g} s",
+    "idle_timeout_seconds",
+    "SIESTA_PORTS__IDLE_TIMEOUT_SECONDS",
+)
+_BUFFER = _Limit(
+    "the client read port {port} too slowly: more than {limit:.0f} bytes waited",
+    "connection_buffer_bytes",
+    "SIESTA_PORTS__CONNECTION_BUFFER_BYTES",
+)
 
 
 class PortConnection:
@@ -62,7 +93,10 @@ class PortConnection:
         self._release: Callable[[], None] | None = release
         self._early: list[bytes] = []
         self._ended = False
-        self._touched = time.monotonic()
+        self._touched = self._last_traffic = time.monotonic()
+        # Both directions of a WebSocket write (a message, a Pong): each write whole, as
+        # the process's stdin takes a large one in several frames.
+        self._writing = threading.Lock()
 
     async def opened(self) -> None:
         """Wait until the connection is made inside the sandbox (its server may not
@@ -71,17 +105,11 @@ class PortConnection:
         while True:
             event = await self._reader.next(max(0.0, deadline - time.monotonic()))
             if event is None:
-                msg = (
-                    f"the connection to port {self.port} did not open within "
-                    f"{self._settings.connect_timeout_seconds:g} s "
-                    "(SIESTA_PORTS__CONNECT_TIMEOUT_SECONDS)"
-                )
-                raise PortConnectionLost(
-                    msg, port=self.port, limit=self._settings.connect_timeout_seconds
-                )
+                raise self._over_limit(_CONNECT)
             if isinstance(event, Output) and event.stream == "stdout":
                 self._early.append(event.data)  # a server that speaks first
             elif isinstance(event, Output) and CONNECTED in event.data:
+                self._last_traffic = time.monotonic()
                 return
             elif isinstance(event, Ended):
                 self._ended = True
@@ -97,17 +125,14 @@ class PortConnection:
         """The server's next bytes; ``b""`` when it closed its side."""
         if self._early:
             return self._early.pop(0)
+        idle = self._settings.idle_timeout_seconds
         while not self._ended:
-            event = await self._reader.next(self._settings.idle_timeout_seconds)
+            quiet_until = self._last_traffic + idle
+            event = await self._reader.next(max(0.0, quiet_until - time.monotonic()))
             if event is None:
-                msg = (
-                    f"nothing came from port {self.port} for "
-                    f"{self._settings.idle_timeout_seconds:g} s "
-                    "(SIESTA_PORTS__IDLE_TIMEOUT_SECONDS)"
-                )
-                raise PortConnectionLost(
-                    msg, port=self.port, limit=self._settings.idle_timeout_seconds
-                )
+                if time.monotonic() - self._last_traffic < idle:
+                    continue  # the client sent something meanwhile: still alive
+                raise self._over_limit(_IDLE)
             if isinstance(event, Output) and event.stream == "stdout":
                 await self._note_traffic()
                 return event.data
@@ -115,24 +140,17 @@ class PortConnection:
                 self._ended = True
             elif isinstance(event, Dropped):
                 self._ended = True
-                msg = (
-                    f"the client read port {self.port} too slowly: more than "
-                    f"{self._settings.connection_buffer_bytes} bytes waited "
-                    "(SIESTA_PORTS__CONNECTION_BUFFER_BYTES)"
-                )
-                raise PortConnectionLost(
-                    msg, port=self.port, limit=self._settings.connection_buffer_bytes
-                )
+                raise self._over_limit(_BUFFER)
         return b""
 
     async def send(self, data: bytes) -> None:
         if data:
             await self._note_traffic()
-            await to_thread.run_sync(self._handle.write, data)
+            await to_thread.run_sync(self._write, data)
 
     async def send_eof(self) -> None:
         with contextlib.suppress(SiestaError):  # the server is gone already
-            await to_thread.run_sync(self._handle.close_input)
+            await to_thread.run_sync(self._close_input)
 
     async def aclose(self) -> None:
         """End the connection (the process in the sandbox) if it still runs."""
@@ -148,8 +166,23 @@ class PortConnection:
             finally:
                 release()
 
+    def _over_limit(self, cut_at: _Limit) -> PortConnectionLost:
+        """The error of a connection cut at one of its limits, naming the setting."""
+        limit: float = getattr(self._settings, cut_at.field)
+        msg = f"{cut_at.template.format(port=self.port, limit=limit)} ({cut_at.setting})"
+        return PortConnectionLost(msg, port=self.port, limit=limit)
+
+    def _write(self, data: bytes) -> None:
+        with self._writing:
+            self._handle.write(data)
+
+    def _close_input(self) -> None:
+        with self._writing:
+            self._handle.close_input()
+
     async def _note_traffic(self) -> None:
-        now = time.monotonic()
+        """Traffic either way: the connection is not idle, nor is its sandbox."""
+        now = self._last_traffic = time.monotonic()
         if now - self._touched >= TOUCH_EVERY_SECONDS:
             self._touched = now
             with contextlib.suppress(SiestaError):
@@ -171,7 +204,8 @@ class SandboxPorts:
 
     async def open(self, ctx: CallContext, port: int) -> PortConnection:
         """A connection to ``port`` of the conversation's sandbox, resumed if it was
-        paused or stopped. The conversation must have a sandbox: traffic never makes one."""
+        paused or stopped. The conversation must have a sandbox: traffic never makes one,
+        nor replaces a retired or lost one (``PortSandboxMissing``)."""
         loop = asyncio.get_running_loop()
         connection = await to_thread.run_sync(lambda: self._start(ctx, port, loop))
         try:
@@ -188,20 +222,10 @@ class SandboxPorts:
     def _start(
         self, ctx: CallContext, port: int, loop: asyncio.AbstractEventLoop
     ) -> PortConnection:
-        if self._sessions.describe(ctx) is None:
-            msg = "this conversation has no sandbox (its first command makes one)"
-            raise PortSandboxMissing(msg, port=port)
+        with_sandbox(self._sessions.describe(ctx), port)
         self._take(ctx)
         try:
-            spec = ProcessSpec(
-                argv=[CONNECTOR, "connect", str(port)],
-                timeout_seconds=0,
-                max_output_bytes=0,
-                kill_grace_seconds=1,
-                stdin=True,
-            )
-            with self._sessions.operation(ctx) as session:
-                handle = self._inside.start_process(session.record.sandbox_id, spec)
+            handle = self._start_connector(ctx, port)
         except BaseException:
             self._give_back(ctx)
             raise
@@ -218,6 +242,23 @@ class SandboxPorts:
             touch=lambda: self._sessions.note_used(ctx),
             release=lambda: self._give_back(ctx),
         )
+
+    def _start_connector(self, ctx: CallContext, port: int) -> RunningProcess:
+        spec = ProcessSpec(
+            argv=[CONNECTOR, "connect", str(port)],
+            timeout_seconds=0,
+            max_output_bytes=0,
+            kill_grace_seconds=1,
+            stdin=True,
+        )
+        running = self._sessions.known_running(ctx)
+        if running is not None:
+            # No lease: a long command holds it, and the port must answer meanwhile.
+            handle = self._inside.start_process(running.sandbox_id, spec)
+            self._sessions.note_used(ctx)
+            return handle
+        with self._sessions.operation(ctx) as session:  # resumes a paused or stopped one
+            return self._inside.start_process(session.record.sandbox_id, spec)
 
     def _take(self, ctx: CallContext) -> None:
         limit = self.settings.max_connections_per_sandbox
@@ -237,6 +278,21 @@ class SandboxPorts:
                 self._open[ctx.key] = left
             else:
                 self._open.pop(ctx.key, None)
+
+
+def with_sandbox(record: SessionRecord | None, port: int) -> SessionRecord:
+    """``record``, if it has a sandbox to reach; else ``PortSandboxMissing``: traffic
+    never makes one, nor replaces a retired or lost one (anyone with a port link could)."""
+    if record is None:
+        msg = "this conversation has no sandbox (its first command makes one)"
+        raise PortSandboxMissing(msg, port=port)
+    if not record.status.has_sandbox:
+        msg = (
+            f"this conversation's sandbox is {record.status.value} "
+            "(its next command makes a new one)"
+        )
+        raise PortSandboxMissing(msg, port=port)
+    return record
 
 
 def _follow(handle: RunningProcess, reader: Reader) -> None:

@@ -119,9 +119,30 @@ async def _next_event(
             raise PortConnectionLost(msg, port=connection.port) from exc
         if event is not h11.NEED_DATA:
             return event
-        if upload.done() and not upload.cancelled() and upload.exception() is not None:
-            raise upload.exception()  # type: ignore[misc]
-        client.receive_data(await connection.receive())
+        client.receive_data(await _receive_unless_upload_fails(connection, upload))
+
+
+async def _receive_unless_upload_fails(
+    connection: PortConnection, upload: asyncio.Task[None]
+) -> bytes:
+    """The server's next bytes; the upload's error as soon as it fails (a client gone
+    mid-upload ends the connection now, not at the idle limit)."""
+    if upload.done():
+        _raise_if_failed(upload)
+        return await connection.receive()
+    receiving = asyncio.ensure_future(connection.receive())
+    try:
+        await asyncio.wait({receiving, upload}, return_when=asyncio.FIRST_COMPLETED)
+        if not receiving.done():
+            _raise_if_failed(upload)  # else the upload ended well: keep waiting for the server
+        return await receiving
+    finally:
+        receiving.cancel()
+
+
+def _raise_if_failed(upload: asyncio.Task[None]) -> None:
+    if not upload.cancelled() and upload.exception() is not None:
+        raise upload.exception()  # type: ignore[misc]
 
 
 async def _body(

@@ -10,7 +10,12 @@ A conversation started from a snapshot is a new session like any first one (its 
 lease, capacity slot, labels, egress credentials), whose sandbox starts from the
 snapshot's image with its own copy of the workspace: what either side changes later
 the other never sees. A fork is both in one call; its snapshot is never recorded,
-and its workspace copy becomes the fork's own (one copy, not two).
+and its workspace copy becomes the fork's own (one copy, not two; of several forks,
+the last one's). A fork also starts with the source's network rules, so it can reach
+no more than the source could (unless rules of its own were set before it was made);
+a conversation started from a snapshot does not: a snapshot is a template, kept by
+the org beyond its source, and gets the rules set for the new conversation, as E2B's
+templates leave network options to each ``Sandbox.create``.
 
 Deleting a snapshot never breaks a sandbox made from it: each has its own copy of
 the workspace, and the engine keeps an image while containers use it.
@@ -27,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
+from runtime.core.network_rules import NetworkRules
 from runtime.core.records import SessionRecord, SnapshotRecord
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.base import SandboxProvider, SandboxSpec, SnapshotArtifacts
@@ -38,12 +44,11 @@ from runtime.sandbox.snapshots.errors import (
 )
 from runtime.sandbox.snapshots.settings import SnapshotSettings
 from runtime.sessions.manager import SessionManager
-from runtime.store.base import SnapshotStore
+from runtime.store.base import NetworkRuleStore, SnapshotStore
 
 log = logging.getLogger(__name__)
 
 ID_PREFIX = "snap"
-UNCOUNTED = 2**31
 _ALPHABET = string.ascii_lowercase + string.digits
 """E2B's SDKs put a snapshot id in paths as a template id: ``[a-z0-9]``."""
 
@@ -69,8 +74,12 @@ class Snapshots:
         catalog: ImageCatalog,
         settings: SnapshotSettings,
         clock: Callable[[], float] = time.time,
+        *,
+        network_rules: NetworkRuleStore,
     ) -> None:
+        """``network_rules``: each conversation's own; a fork starts with its source's."""
         self._store = store
+        self._network_rules = network_rules
         self._sessions = sessions
         self._provider = provider
         self._catalog = catalog
@@ -82,13 +91,9 @@ class Snapshots:
         ctx: CallContext,
         name: str | None = None,
         metadata: dict[str, str] | None = None,
-        *,
-        counted: bool = True,
     ) -> SnapshotRecord:
-        """A snapshot of the conversation's sandbox (resumed first if it was suspended).
-        Not ``counted``: one a caller takes to start sandboxes from and deletes at once
-        (E2B's fork), which the org's limit does not refuse."""
-        limit = self._settings.max_per_org if counted else UNCOUNTED
+        """A snapshot of the conversation's sandbox (resumed first if it was suspended)."""
+        limit = self._settings.max_per_org
         if len(self._store.list_snapshots(ctx.org)) >= limit:
             raise _limit_reached(limit)
         snapshot_id = new_snapshot_id()
@@ -143,29 +148,38 @@ class Snapshots:
         self._refuse_existing(ctx)
         return self._start(ctx, record.image_id, _artifacts(record), consume=False)
 
-    def fork(self, source: CallContext, conversations: Sequence[str]) -> Fork:
+    def fork(
+        self, source: CallContext, conversations: Sequence[str], *, user: str | None = None
+    ) -> Fork:
         """New conversations, one per id, starting from the source's sandbox as it is
-        now (in the caller's org, as the caller's user): one snapshot, never recorded.
-        Each start succeeds or fails on its own (``Fork.sessions``)."""
-        targets = [replace(source, conversation=c, retry=None) for c in conversations]
+        now, with its network rules (in the caller's org, as ``user``, else the
+        source's): one snapshot, never recorded. Each start succeeds or fails on its own
+        (``Fork.sessions``)."""
+        targets = [
+            replace(source, conversation=c, user=user or source.user, retry=None)
+            for c in conversations
+        ]
         for target in targets:
             if target.conversation == source.conversation:
                 msg = "a fork needs a new conversation id, not the source's"
                 raise ConversationExists(msg, conversationId=target.conversation)
         if len(targets) == 1:
             self._refuse_existing(targets[0])  # before the copy: a clear answer, no waste
+        rules = self._network_rules.network_rules(source.org, source.conversation)
         started = time.monotonic()
         snapshot_id = new_snapshot_id()
         artifacts, record = self._snapshot(source, snapshot_id)
         taken = time.monotonic()
         sessions: list[SessionRecord | SiestaError] = []
         try:
-            for target in targets:
+            for index, target in enumerate(targets):
                 try:
-                    # One fork takes the copy as its own disk; several copy it each.
-                    consume = len(targets) == 1
+                    # The last fork takes the copy as its own disk; the others copy it.
+                    consume = index == len(targets) - 1
                     sessions.append(
-                        self._start(target, record.image_id, artifacts, consume=consume)
+                        self._start(
+                            target, record.image_id, artifacts, consume=consume, rules=rules
+                        )
                     )
                 except SiestaError as error:
                     sessions.append(error)
@@ -187,14 +201,35 @@ class Snapshots:
             return self._provider.lifecycle.snapshot(sandbox_id, snapshot_id), active.record
 
     def _start(
-        self, ctx: CallContext, image_id: str, artifacts: SnapshotArtifacts, *, consume: bool
+        self,
+        ctx: CallContext,
+        image_id: str,
+        artifacts: SnapshotArtifacts,
+        *,
+        consume: bool,
+        rules: NetworkRules | None = None,
     ) -> SessionRecord:
+        """``rules``: the new conversation's network rules, unless it has its own."""
         image = self._image(ctx, image_id)
+        inherited = False
 
         def make(spec: SandboxSpec) -> str:
+            nonlocal inherited
+            # Here, under the new conversation's lease and only once it is known to have
+            # no session: a fork that finds the conversation taken changes nothing of it.
+            # Stored before the sandbox exists, so its first connection obeys them.
+            own = self._network_rules.network_rules(ctx.org, ctx.conversation)
+            if rules is not None and own is None:
+                self._network_rules.set_network_rules(ctx.org, ctx.conversation, rules)
+                inherited = True
             return self._provider.lifecycle.create_from_snapshot(spec, artifacts, consume=consume)
 
-        session = self._sessions.provision_with(ctx, image, make)
+        try:
+            session = self._sessions.provision_with(ctx, image, make)
+        except BaseException:
+            if inherited:  # no sandbox came of it: the id is free again, as it was
+                self._network_rules.forget_network(ctx.org, ctx.conversation)
+            raise
         if session is None:
             raise _exists(ctx)
         return session

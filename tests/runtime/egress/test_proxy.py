@@ -54,6 +54,9 @@ def _response(conn: socket.socket) -> tuple[int, str, str]:
         if not chunk:
             break
         data += chunk
+    if not data:
+        msg = "the proxy closed the connection without an answer"
+        raise ConnectionAbortedError(msg)
     head, _, body = data.partition(b"\r\n\r\n")
     try:
         while chunk := conn.recv(65536):

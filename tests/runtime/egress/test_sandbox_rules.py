@@ -9,8 +9,16 @@ from typing import Any
 
 import pytest
 
+from runtime.core import network_rules
 from runtime.core.errors import InvalidRequest
-from runtime.core.network_rules import Allowlist, EgressPolicy, NetworkRules, outside
+from runtime.core.network_rules import (
+    Allowlist,
+    EgressPolicy,
+    HostRule,
+    NetworkRules,
+    outside,
+    parse_rule,
+)
 from runtime.e2b.network import e2b_network_rules
 from runtime.egress.sandbox_rules import SandboxRules
 from runtime.sandbox.network import NetworkRuleOutsideAllowlist, SandboxNetwork
@@ -53,6 +61,24 @@ def test_the_policy_narrows_three_times_and_names_why() -> None:
     assert agent.refusal("x.pypi.org", 443) == "host_not_allowed"
 
 
+def test_a_conversations_lists_are_parsed_once_not_on_every_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed: list[str] = []
+
+    def counting(entry: str) -> HostRule:
+        parsed.append(entry)
+        return parse_rule(entry)
+
+    monkeypatch.setattr(network_rules, "parse_rule", counting)
+    own = NetworkRules(allow=("*.pypi.org",), deny=("bad.pypi.org",))
+    for _ in range(50):
+        assert own.refusal("x.pypi.org", 443) is None
+        assert own.refusal("bad.pypi.org", 443) == "sandbox_deny"
+        assert own.refusal("example.com", 443) == "not_in_sandbox_allow"
+    assert sorted(parsed) == ["*.pypi.org", "bad.pypi.org"]
+
+
 class _Store:
     def __init__(self) -> None:
         self.rules: NetworkRules | None = NetworkRules(internet=False)
@@ -90,6 +116,33 @@ def test_rules_are_cached_briefly_and_kept_while_the_store_is_down() -> None:
     asyncio.run(scenario())
     assert store.reads == 4
     assert [e["event"] for e in events] == ["network_rules_unavailable"] * 2
+
+
+def test_a_burst_of_connections_on_a_cache_miss_costs_one_read_per_conversation() -> None:
+    store, events = _Store(), list[dict[str, Any]]()
+    rules = SandboxRules(store, cache_seconds=2.0, emit=events.append)  # type: ignore[arg-type]
+
+    async def burst() -> list[NetworkRules | None]:
+        connections = [rules.get("o", conversation) for conversation in ("c", "d") * 20]
+        return await asyncio.gather(*connections)
+
+    assert asyncio.run(burst()) == [NetworkRules(internet=False)] * 40
+    assert store.reads == 2
+
+
+def test_one_connection_going_away_does_not_fail_the_others_waiting_for_the_read() -> None:
+    store = _Store()
+    rules = SandboxRules(store, cache_seconds=2.0, emit=lambda event: None)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(rules.get("o", "c"))
+        second = asyncio.ensure_future(rules.get("o", "c"))
+        await asyncio.sleep(0)  # both wait for the one read
+        first.cancel()
+        assert await second == NetworkRules(internet=False)
+
+    asyncio.run(scenario())
+    assert store.reads == 1
 
 
 def network() -> SandboxNetwork:
