@@ -208,6 +208,7 @@ def test_a_retry_while_the_first_runs_waits_for_its_answer(service: ServiceProce
 
 def test_a_retry_waits_only_as_long_as_the_setting(start_service: StartService) -> None:
     impatient = start_service("fake", SIESTA_IDEMPOTENCY__WAIT_SECONDS="0.5")
+    impatient.wait_contract_built()
     conversation = new_conversation()
     call = Call(
         "POST", f"/v1/conversations/{conversation}/sandbox/runCommand", {"command": "sleep 2"}
@@ -253,6 +254,7 @@ def test_an_answer_over_the_size_kept_is_not_run_again(start_service: StartServi
 
 def test_answers_that_say_try_again_are_not_kept(start_service: StartService) -> None:
     hurried = start_service("fake", SIESTA_LEASE__WAIT_SECONDS="0.2")
+    hurried.wait_contract_built()
     conversation = new_conversation()
     path = f"/v1/conversations/{conversation}/sandbox/runCommand"
     call = Call("POST", path, {"command": APPEND})

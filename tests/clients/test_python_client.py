@@ -209,6 +209,7 @@ def test_a_retry_while_the_first_runs_gets_session_busy_past_the_wait(
     start_service: StartService,
 ) -> None:
     impatient = start_service("fake", SIESTA_IDEMPOTENCY__WAIT_SECONDS="0.3")
+    impatient.wait_contract_built()
     conversation = new_conversation()
 
     async def scenario() -> None:
