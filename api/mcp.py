@@ -9,16 +9,20 @@ them once per server entry. A request without a valid token gets 401, without th
 
 Stateless: no MCP session lives in this process between requests (they carry all
 their context), so any instance behind a load balancer can serve any request.
+
+The MCP SDK is loaded on the first request, not at start-up: importing it costs
+~0.6 s of CPU (a fifth of the service's start), and most instances of a fleet, and
+every one-shot command, never serve MCP. The first request waits for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+import anyio
+from anyio import to_thread
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
@@ -31,8 +35,12 @@ from runtime.core.errors import (
     StateUnavailable,
     Unauthorized,
 )
-from runtime.mcp.server import McpCaller, build_server
+from runtime.mcp.caller import McpCaller
 from runtime.services import Services
+
+if TYPE_CHECKING:
+    from mcp.server import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 METHODS = ("GET", "POST")
 """What the endpoint takes: POST for messages, GET for the server's stream. The SDK
@@ -42,25 +50,54 @@ CALLER_KEY = "siesta.mcp.caller"
 
 
 class McpEndpoint:
-    """The ASGI app of ``/mcp``; it serves while ``serving`` (the app's lifespan) runs."""
+    """The ASGI app of ``/mcp``; it serves while ``serving`` (the app's lifespan) runs.
+
+    The SDK's session manager runs in a task of the lifespan (its task group must
+    be entered and left in one task), started when the first request asks for it."""
 
     def __init__(self) -> None:
         self._services: Services | None = None
         self._manager: StreamableHTTPSessionManager | None = None
+        self._wanted = anyio.Event()
+        self._settled = anyio.Event()
+        self._failure: BaseException | None = None
 
     @contextlib.asynccontextmanager
     async def serving(self, services: Services) -> AsyncIterator[None]:
-        server = build_server(services, _caller_of)
-        manager = StreamableHTTPSessionManager(app=server, stateless=True)
+        self._wanted, self._settled, self._failure = anyio.Event(), anyio.Event(), None
+        self._services = services
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._serve_when_wanted, services)
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            self._services = self._manager = None
+
+    async def _serve_when_wanted(self, services: Services) -> None:
+        await self._wanted.wait()
+        try:
+            # In a thread: the import must not stall the event loop's other requests.
+            manager = await to_thread.run_sync(_session_manager, services)
+        except Exception as exc:  # the endpoint answers 503 with it; the service lives on
+            self._failure = exc
+            self._settled.set()
+            return
         async with manager.run():
-            self._services, self._manager = services, manager
-            try:
-                yield
-            finally:
-                self._services = self._manager = None
+            self._manager = manager
+            self._settled.set()
+            await anyio.sleep_forever()
+
+    async def _ready_manager(self) -> StreamableHTTPSessionManager | None:
+        self._wanted.set()
+        await self._settled.wait()
+        return self._manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._services is None or self._manager is None:
+        services = self._services
+        if services is None:
             error: SiestaError = StateUnavailable("the MCP endpoint is not serving yet")
             await error_response(503, error.to_dict())(scope, receive, send)
             return
@@ -68,14 +105,27 @@ class McpEndpoint:
             await method_not_allowed(scope["method"], METHODS)(scope, receive, send)
             return
         try:
-            scope[CALLER_KEY] = _check(self._services, Request(scope))
+            scope[CALLER_KEY] = _check(services, Request(scope))
         except SiestaError as refused:
             headers = {"WWW-Authenticate": "Bearer"} if isinstance(refused, Unauthorized) else None
             await error_response(status_for(refused), refused.to_dict(), headers)(
                 scope, receive, send
             )
             return
-        await self._manager.handle_request(scope, receive, send)
+        manager = await self._ready_manager()
+        if manager is None:
+            error = StateUnavailable(f"the MCP endpoint could not start: {self._failure!r}")
+            await error_response(503, error.to_dict())(scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+
+def _session_manager(services: Services) -> StreamableHTTPSessionManager:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from runtime.mcp.server import build_server
+
+    return StreamableHTTPSessionManager(app=build_server(services, _caller_of), stateless=True)
 
 
 def _check(services: Services, request: Request) -> McpCaller:

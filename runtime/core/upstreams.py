@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from runtime.core import tracing
+from runtime.core.tls import client_context
 
 USER_AGENT = "SiestaRuntime/0.1"
 
@@ -47,6 +48,7 @@ class Upstreams:
                     timeout=self._timeout,
                     transport=transport or self._transport,
                     follow_redirects=False,
+                    verify=client_context(),
                     headers={"User-Agent": USER_AGENT},
                 )
             return self._clients[name]

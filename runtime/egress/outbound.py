@@ -18,6 +18,7 @@ import httpcore
 import httpx
 
 from runtime.core.network_rules import IpAddress, refusal
+from runtime.core.tls import client_context
 
 Resolver = Callable[[str, int], list[IpAddress]]
 
@@ -77,10 +78,8 @@ class CheckedBackend(httpcore.NetworkBackend):
 
 
 def checked_transport(backend: CheckedBackend) -> httpx.HTTPTransport:
-    transport = httpx.HTTPTransport()
+    transport = httpx.HTTPTransport(verify=client_context())
     # httpx exposes no network-backend option; its transport is a thin shell over
     # this pool, so we give it a pool whose every connection passes the check.
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=httpx.create_ssl_context(), network_backend=backend
-    )
+    transport._pool = httpcore.ConnectionPool(ssl_context=client_context(), network_backend=backend)
     return transport

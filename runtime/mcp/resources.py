@@ -17,11 +17,11 @@ import mcp_types as types
 
 from runtime.core.errors import NotFound
 from runtime.core.records import FileRecord
-from runtime.mcp.results import FileLink
+from runtime.mcp.caller import FileLink
 from runtime.services import Services
 
 if TYPE_CHECKING:
-    from runtime.mcp.server import McpCaller
+    from runtime.mcp.caller import McpCaller
 
 _FILE_PATH = re.compile(r"/v1/conversations/(?P<conversation>[^/]+)/files/(?P<id>[^/]+)/content$")
 

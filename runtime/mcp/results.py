@@ -15,8 +15,8 @@ from typing import Any
 import mcp_types as types
 
 from runtime.core.errors import SiestaError
+from runtime.mcp.caller import FileLink
 
-FileLink = Callable[[str], str]
 """A conversation file's id → the URI a host can fetch it from."""
 
 

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -26,13 +25,13 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from runtime.core import logs
 from runtime.core.cancellation import Cancellation
-from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError, ToolFailed
 from runtime.functions.base import FunctionSpec, tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.processes import PROCESSES
 from runtime.functions.sandbox import SANDBOX
 from runtime.mcp import resources, results
+from runtime.mcp.caller import McpCaller
 from runtime.services import Services
 from runtime.tools.call import CallEvents, FailedWithResult
 
@@ -47,16 +46,6 @@ TOOLS: dict[str, tuple[FunctionSpec, str]] = {
 READ_ONLY = frozenset({"readFile", "listFiles", "readProcess"})
 PROGRESS_QUEUE = 256
 """Notifications waiting for a slow client; more are dropped (the result has all)."""
-
-
-@dataclass(frozen=True)
-class McpCaller:
-    """Whom an MCP request serves and who asks: what a transport resolves."""
-
-    ctx: CallContext
-    requested_by: str
-    """The name logged as the requester (the token's name on HTTP)."""
-    file_link: results.FileLink
 
 
 Resolve = Callable[[ServerRequestContext[Any, Any]], McpCaller]

@@ -13,7 +13,8 @@ from __future__ import annotations
 from mcp.server.stdio import stdio_server
 
 from runtime.core.context import CallContext
-from runtime.mcp.server import McpCaller, build_server
+from runtime.mcp.caller import McpCaller
+from runtime.mcp.server import build_server
 from runtime.services import Services
 
 REQUESTED_BY = "mcp-stdio"
