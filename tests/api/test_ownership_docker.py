@@ -8,9 +8,7 @@ ours. Only the deployment label the service sets at creation counts.
 from __future__ import annotations
 
 import contextlib
-import io
 import subprocess
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -92,23 +90,24 @@ def other_deployment(docker_client: docker.DockerClient) -> Iterator[str]:
 
 
 class BuildInProgress:
-    """A ``docker build`` whose RUN step's container is alive while the test runs."""
+    """A ``docker build`` whose RUN step's container is alive while the test runs (its
+    step sleeps far longer than the test needs; ``finish`` ends it)."""
 
     def __init__(self, client: docker.DockerClient) -> None:
         self._client = client
-        self.error: Exception | None = None
         self.tag = f"siesta-test/build-step:{TEST_RUN_ID}"
-        dockerfile = f"FROM siesta/debian-base:1\nRUN sleep 40 && echo {BUILD_MARKER}\n"
-        self._thread = threading.Thread(target=self._build, args=(dockerfile,))
-        self._thread.start()
-
-    def _build(self, dockerfile: str) -> None:
-        try:
-            self._client.images.build(
-                fileobj=io.BytesIO(dockerfile.encode()), tag=self.tag, rm=True, forcerm=True
-            )
-        except Exception as exc:  # the test reads it after join
-            self.error = exc
+        dockerfile = f"FROM siesta/debian-base:1\nRUN sleep 600 && echo {BUILD_MARKER}\n"
+        # The engine's own client, not the SDK's: a build cut short leaves the SDK's
+        # stream unread and its socket open.
+        self._build = subprocess.Popen(
+            ["docker", "build", "--rm", "--force-rm", "--tag", self.tag, "-"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self._build.stdin is not None
+        self._build.stdin.write(dockerfile.encode())
+        self._build.stdin.close()
 
     def step_container(self) -> str | None:
         for container in self._client.containers.list():
@@ -117,8 +116,16 @@ class BuildInProgress:
         return None
 
     def finish(self) -> None:
-        self._thread.join(120)
-        if not self.error:
+        """Kills the step (the build then fails, as it should) and waits for the build."""
+        step = self.step_container()
+        if step is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                self._client.containers.get(step).kill()
+        try:
+            self._build.wait(120)
+        finally:
+            self._build.kill()
+        with contextlib.suppress(docker.errors.ImageNotFound):
             self._client.images.remove(self.tag, force=True)
 
 
@@ -176,11 +183,12 @@ def test_reconciliation_and_clean_up_touch_only_what_this_deployment_created(
         assert not _volume_exists(docker_client, kept_sandbox)
         for name in [*hand_started, other_deployment, step]:
             assert _exists(docker_client, name), f"{name} was removed by clean-sandboxes"
+        # Neither stopped it: the build's step still runs.
+        assert build.step_container() == step
     finally:
         build.finish()
         for cleanup in reversed(cleanups):
             cleanup()
-    assert build.error is None  # the build's step container lived through it all
     # The conversation whose sandbox clean-up removed starts afresh, and says so.
     assert run_command(service.client, kept, "true")["workspaceReset"] is True
 

@@ -303,7 +303,11 @@ def test_service_suspends_and_resumes_conversations_on_kubernetes(
         **tiers,
     )
     conversation = new_conversation()
-    run_command(service.client, conversation, "echo kept > notes.txt; nohup sleep 1003 &")
+    # The background process lets go of the command's output: a command's answer
+    # waits for its output to end, as a shell over ssh does.
+    started = run_command(
+        service.client, conversation, "echo kept > notes.txt; nohup sleep 1003 >/dev/null 2>&1 &"
+    )
     time.sleep(1.2)
     summary = run_reconcile(service, **tiers)
     state = service.client.get(
@@ -314,6 +318,7 @@ def test_service_suspends_and_resumes_conversations_on_kubernetes(
     )
     deleted = service.client.delete(f"/v1/conversations/{conversation}", headers=headers())
 
+    assert (started["exitCode"], started["timedOut"]) == (0, False)
     assert summary["actions"]["idle_sessions_paused"]["ids"] == [state["sessionId"]]
     assert (state["status"], state["state"]) == ("paused", "paused")
     assert resumed["resumed"] == "paused" and resumed["workspaceReset"] is False
