@@ -432,12 +432,14 @@ def tool_call(
     role: str = "Owner",
     org: str = "org",
     conversation: str = "conv",
+    parameters: dict[str, Any] | None = None,
 ) -> ToolCall:
     """A call as the executor hands it to an adapter (agent fields in wire form)."""
     config = AgentConfig.model_validate({"id": "agent-1", **(agent or {})})
     person = UserInfo.model_validate({"id": user, "role": role})
     ctx = agent_context(org, conversation, config, person)
-    return ToolCall(ctx, config, person, CatalogFunction(function, "", {}, group, source))
+    entry = CatalogFunction(function, "", parameters or {}, group, source)
+    return ToolCall(ctx, config, person, entry)
 
 
 PUBLISH_WITHOUT_APPROVAL = {"SIESTA_TOOLS__FUNCTION_POLICIES": '{"publishFiles": "enabled"}'}

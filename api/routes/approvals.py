@@ -1,4 +1,4 @@
-"""Deciding a call that waits for approval: the ``approve`` scope.
+"""Calls that wait for approval, shown and decided: the ``approve`` scope.
 
 Apart from the tool routes because it is a person's decision, relayed by whoever
 shows approvals to people; by default that must be another token than the one
@@ -7,10 +7,12 @@ that asked for the call (``SIESTA_TOOLS__ALLOW_SELF_APPROVAL``).
 
 from __future__ import annotations
 
-from anyio import to_thread
-from fastapi import APIRouter
+from typing import Annotated
 
-from siesta_contract.tools import Decision, ExecutionOutcome
+from anyio import to_thread
+from fastapi import APIRouter, Query
+
+from siesta_contract.tools import ApprovalPublic, ApprovalsPublic, Decision, ExecutionOutcome
 
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
@@ -22,6 +24,33 @@ router = APIRouter(
     dependencies=requires("approve"),
     responses=error_responses(*COMMON, 404, 409, 410),
 )
+
+
+@router.get("")
+def list_approvals(
+    services: ServicesDep,
+    x_siesta_org: OrgHeader = None,
+    conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> ApprovalsPublic:
+    """The org's calls waiting for a decision, oldest first: who asked, when each
+    expires, which rule asked, and the arguments (texts over 4,096 characters cut here;
+    ``GET .../approvals/{id}`` has them complete)."""
+    found = services.tools.approvals(org_of(x_siesta_org), conversation_id, limit)
+    return ApprovalsPublic.model_validate({"approvals": found})
+
+
+@router.get("/{approval_id}")
+def get_approval(
+    approval_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> ApprovalPublic:
+    """One call waiting for a decision, with the complete arguments that run once it
+    is approved (only values under secret-looking keys masked: ``maskedKeys``).
+
+    404 for an id the org does not have; 409 when it was decided already; 410 when it
+    expired or its conversation was deleted."""
+    found = services.tools.approval(org_of(x_siesta_org), approval_id)
+    return ApprovalPublic.model_validate(found)
 
 
 @router.post("/{approval_id}", response_model_exclude_unset=True)

@@ -20,6 +20,7 @@ from siesta_contract.tools import (
     ExecutionOutcome,
     ExecutionsPublic,
     ExecutionStatus,
+    SchemaMode,
     SystemToolPublic,
     SystemToolsPublic,
 )
@@ -34,6 +35,7 @@ from runtime.core.errors import (
     MissingContext,
 )
 from runtime.core.records import ExecutionFilter
+from runtime.functions.base import strict_schema
 from runtime.tools.call import CallEvents
 from runtime.tools.system_tools import Deployment, system_tools
 
@@ -80,11 +82,24 @@ def list_system_tools(services: ServicesDep) -> SystemToolsPublic:
 
 
 @router.post("/catalog")
-def catalog(body: CatalogRequest, services: ServicesDep) -> CatalogPublic:
+def catalog(
+    body: CatalogRequest,
+    services: ServicesDep,
+    schema_mode: Annotated[
+        SchemaMode,
+        Query(
+            alias="schemaMode",
+            description="`strict`: each function's parameters in the strict form of "
+            "function calling (OpenAI `strict: true`): every property required, the "
+            "optional ones nullable (`null` is read as not given), no other properties.",
+        ),
+    ] = "standard",
+) -> CatalogPublic:
     result = services.tool_catalog(body.agent, body.user)
-    return CatalogPublic.model_validate(
-        {"functions": [f.public() for f in result.functions], "notes": result.notes}
-    )
+    functions = [f.public() for f in result.functions]
+    if schema_mode == "strict":
+        functions = [{**f, "parameters": strict_schema(f["parameters"])} for f in functions]
+    return CatalogPublic.model_validate({"functions": functions, "notes": result.notes})
 
 
 @router.post(

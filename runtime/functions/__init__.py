@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
+from runtime.functions.content import CONTENT
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.processes import PROCESSES
@@ -24,6 +25,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         *FIRECRAWL,
         WEB_FETCH,
         *PLATFORM,
+        *CONTENT,
     ]
 }
 """The system functions this service knows (connection functions come with the agent)."""

@@ -9,12 +9,13 @@ model and what the service accepts cannot drift apart.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from siesta_contract.base import Arguments
+from siesta_contract.base import Arguments, allows_null, optional_properties_allow_null
 
 from runtime.core.errors import InvalidArguments
 
@@ -81,3 +82,57 @@ def _clean(node: Any, definitions: dict[str, Any]) -> Any:
 def _clean_properties(properties: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
     # Inside "properties" the keys are field names (a field may be called "title").
     return {name: _clean(value, definitions) for name, value in properties.items()}
+
+
+def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` in the strict form of function calling (OpenAI ``strict: true``):
+    every object lists all its properties as required, the optional ones allowing
+    ``null`` (which the service reads as "not given"), and takes no others.
+
+    An object that declares no properties (any keys at all) has no strict form; it
+    is left as it is, and a strict model provider will refuse that function."""
+    strict: dict[str, Any] = _strict(copy.deepcopy(schema))
+    return strict
+
+
+_VALUES = ("default", "examples", "enum", "const")
+"""Keywords whose value is data, not a schema: never rewritten."""
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result = {
+        key: (
+            value
+            if key in _VALUES
+            else {name: _strict(prop) for name, prop in value.items()}
+            if key == "properties" and isinstance(value, dict)
+            else _strict(value)
+        )
+        for key, value in node.items()
+    }
+    properties = result.get("properties")
+    if isinstance(properties, dict) and properties:
+        optional_properties_allow_null(result)
+        result["required"] = list(properties)
+        result["additionalProperties"] = False
+    return result
+
+
+def without_null_optionals(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """A connection function's call read as the service reads its own: ``null`` for an
+    optional property its schema declares is "not given" (left out), unless the
+    property's schema takes ``null`` as a value of its own."""
+    properties: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    return {
+        name: value
+        for name, value in arguments.items()
+        if value is not None
+        or name not in properties
+        or name in required
+        or allows_null(properties[name])
+    }

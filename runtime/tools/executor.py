@@ -41,6 +41,7 @@ from runtime.core.errors import (
 from runtime.core.records import ExecutionFilter, ToolExecution
 from runtime.functions.base import FunctionSpec
 from runtime.store.base import ExecutionStore
+from runtime.tools.approval_view import approval_view
 from runtime.tools.call import (
     Adapter,
     CallEvents,
@@ -256,6 +257,20 @@ class ToolExecutor:
         call = call_from_data(request, approval=execution.id)
         return self._run(execution, call, request.get("arguments") or {})
 
+    def approvals(self, org: str, conversation: str | None, limit: int) -> list[dict[str, Any]]:
+        """The org's calls waiting for a decision (oldest first), long texts cut."""
+        now = self._clock()
+        where = ExecutionFilter(
+            conversation=conversation, status=ExecutionStatus.PENDING_APPROVAL, limit=limit
+        )
+        found = [e for e in self._log.find(org, where) if not e.expired(now)]
+        return [approval_view(e, complete=False) for e in sorted(found, key=_created)]
+
+    def approval(self, org: str, approval_id: str) -> dict[str, Any]:
+        """One call waiting for a decision, its arguments complete; raises as ``decide``
+        does when it no longer waits (decided, expired, cancelled, not the org's)."""
+        return approval_view(self._pending(org, approval_id, self._clock()), complete=True)
+
     def forget_conversation(self, org: str, conversation: str) -> int:
         """The conversation was deleted: its log entries go, its approvals are cancelled."""
         return self._log.forget_conversation(org, conversation, self._clock())
@@ -384,3 +399,7 @@ def _span(
         source=call.function.source,
         execution_id=execution.id,
     )
+
+
+def _created(execution: ToolExecution) -> float:
+    return execution.created_at

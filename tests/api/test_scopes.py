@@ -70,6 +70,8 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("POST", "/v1/tools/catalog"): "tools",
     ("POST", "/v1/tools/execute"): "tools",
     ("GET", "/v1/tools/executions"): "tools",
+    ("GET", "/v1/tools/approvals"): "approve",
+    ("GET", "/v1/tools/approvals/{approval_id}"): "approve",
     ("POST", "/v1/tools/approvals/{approval_id}"): "approve",
     ("POST", "/v1/admin/reconcile"): "admin",
 }

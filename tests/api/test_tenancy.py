@@ -159,6 +159,16 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         NOT_FOUND,
         lambda c, a: c.get(conv(a, f"/files/{a.file_id}/content"), headers=B),
     ),
+    ("GET", "/v1/tools/approvals"): (
+        OWN_EMPTY,
+        lambda c, a: c.get(
+            "/v1/tools/approvals", headers=B_APPROVER, params={"conversationId": a.conversation}
+        ),
+    ),
+    ("GET", "/v1/tools/approvals/{approval_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/tools/approvals/{a.approval_id}", headers=B_APPROVER),
+    ),
     ("POST", "/v1/tools/approvals/{approval_id}"): (
         NOT_FOUND,
         lambda c, a: c.post(
@@ -377,7 +387,8 @@ def test_org_b_never_sees_org_a(
         assert response.status_code in (200, 201), response.text
         # Ids B itself sent may be echoed in a message; A's others never appear.
         assert org_a.execution_id not in response.text
-        listed = response.json().get("files", response.json().get("executions", []))
+        body = response.json()
+        listed = body.get("files", body.get("executions", body.get("approvals", [])))
         assert isinstance(listed, list) and listed == [] if route[0] == "GET" else True
     assert_org_a_unchanged(service, org_a)
 

@@ -105,6 +105,137 @@ def test_catalog_over_http(service: InProcessService) -> None:
     assert by_name["readFile"]["parameters"]["required"] == ["path"]
 
 
+def test_the_catalog_in_strict_form(service: InProcessService) -> None:
+    response = service.client.post(
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        params={"schemaMode": "strict"},
+        json={"agent": AGENT, "user": USER},
+    )
+    assert response.status_code == 200, response.text
+    read_file = {f["name"]: f for f in response.json()["functions"]}["readFile"]["parameters"]
+    assert read_file["required"] == ["path", "maxBytes", "offset"]
+    assert read_file["additionalProperties"] is False
+    assert {"type": "null"} in read_file["properties"]["offset"]["anyOf"]
+    refused = service.client.post(
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        params={"schemaMode": "loose"},
+        json={"agent": AGENT, "user": USER},
+    )
+    assert refused.status_code == 422
+
+
+def test_a_strict_call_runs_on_every_path(service: InProcessService) -> None:
+    """Optional arguments sent as null, as strict models send them: through the tool
+    layer and through the direct routes, each runs as if they were left out."""
+    conversation = new_conversation()
+    agent = {**AGENT, "functionPolicies": {}}
+    written = execute(
+        service, conversation, "writeFile", {"path": "notes.txt", "content": "0123456789"}, agent
+    )
+    assert written["ok"] is True, written
+    read = execute(
+        service,
+        conversation,
+        "readFile",
+        {"path": "notes.txt", "maxBytes": None, "offset": None},
+        agent,
+    )
+    assert read["ok"] is True and read["result"]["content"] == "0123456789", read
+    listed = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/listFiles",
+        headers={**HEADERS, "X-Siesta-User": "user-1", "X-Siesta-Base-Image": "debian-base"},
+        json={"path": None},
+    )
+    assert listed.status_code == 200, listed.text
+    assert [e["name"] for e in listed.json()["entries"]] == ["notes.txt"]
+    ran = execute(
+        service,
+        conversation,
+        "runCommand",
+        {"command": "cat notes.txt", "timeoutSeconds": None, "files": None},
+        agent,
+    )
+    assert ran["ok"] is True and ran["result"]["timeoutSeconds"] == 60, ran
+
+
+def test_an_approver_sees_the_complete_call_that_will_run(service: InProcessService) -> None:
+    """The log cuts texts at 4,096 characters; the approval shows what runs, whole."""
+    conversation = new_conversation()
+    command = "echo " + "x" * 20_000 + " > big.txt; wc -c < big.txt"
+    content = "line\n" * 40_000  # 200,000 bytes
+    agent = {**AGENT, "functionPolicies": {"runCommand": "confirm", "writeFile": "confirm"}}
+    ran = execute(service, conversation, "runCommand", {"command": command}, agent)
+    wrote = execute(
+        service, conversation, "writeFile", {"path": "a.txt", "content": content}, agent
+    )
+    listed = service.client.get(
+        "/v1/tools/approvals", headers=APPROVER, params={"conversationId": conversation}
+    )
+    assert listed.status_code == 200, listed.text
+    entries = listed.json()["approvals"]
+    assert [e["approvalId"] for e in entries] == [
+        ran["error"]["approvalId"],
+        wrote["error"]["approvalId"],
+    ]
+    first = entries[0]
+    assert first["function"] == "runCommand" and first["source"] == "system:sandbox"
+    assert (first["conversationId"], first["agentId"], first["userId"]) == (
+        conversation,
+        "agent-1",
+        "user-1",
+    )
+    assert first["requestedBy"] == "api-token" and first["policy"] == "confirm"
+    assert first["policyReason"] == "the agent's configuration"
+    assert first["expiresAt"] == ran["error"]["expiresAt"] > first["requestedAt"]
+    assert first["argumentsComplete"] is False  # a list cuts long texts as the log does
+    assert f"cut in the log: {len(command)} characters" in first["arguments"]["command"]
+    assert first["argumentsBytes"] == len(f'{{"command": "{command}"}}')
+
+    whole = service.client.get(f"/v1/tools/approvals/{first['approvalId']}", headers=APPROVER)
+    assert whole.status_code == 200, whole.text
+    assert whole.json()["arguments"] == {"command": command}
+    assert whole.json()["argumentsComplete"] is True and whole.json()["maskedKeys"] == []
+
+    write = service.client.get(
+        f"/v1/tools/approvals/{wrote['error']['approvalId']}", headers=APPROVER
+    ).json()
+    assert write["arguments"]["content"] == content
+    assert write["writeFile"] == {
+        "path": "a.txt",
+        "sizeBytes": 200_000,
+        "head": content[:2000],
+        "headChars": 2000,
+    }
+
+    assert decide(service, first["approvalId"], "approve").json()["result"]["stdout"] == "20001\n"
+    decided = service.client.get(f"/v1/tools/approvals/{first['approvalId']}", headers=APPROVER)
+    assert decided.status_code == 409
+    assert decided.json()["error"]["code"] == "approval_already_decided"
+    left = service.client.get(
+        "/v1/tools/approvals", headers=APPROVER, params={"conversationId": conversation}
+    ).json()["approvals"]
+    assert [e["function"] for e in left] == ["writeFile"]
+
+
+def test_an_approval_masks_only_what_names_a_secret(service: InProcessService) -> None:
+    conversation = new_conversation()
+    held = execute(
+        service,
+        conversation,
+        "Gmail.Send",
+        {"to": "a@b.c", "auth": {"apiKey": "s3cret-value", "scope": "mail"}},
+    )
+    shown = service.client.get(
+        f"/v1/tools/approvals/{held['error']['approvalId']}", headers=APPROVER
+    ).json()
+    assert "s3cret-value" not in str(shown)
+    assert shown["arguments"] == {"to": "a@b.c", "auth": {"apiKey": "[redacted]", "scope": "mail"}}
+    assert shown["maskedKeys"] == ["auth.apiKey"]
+    assert shown["source"] == "connection:c1"
+
+
 def test_approval_round_trip_runs_once_and_records_the_approver(service: InProcessService) -> None:
     conversation = new_conversation()
     requested = execute(

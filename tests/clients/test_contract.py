@@ -75,7 +75,9 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "move": lambda: _calls.move(CTX, "conv-1", "a.txt", "/tmp/b.txt", "user"),
     "remove": lambda: _calls.remove(CTX, "conv-1", "app", None),
     "delete": lambda: _calls.delete(CTX, "conv-1"),
-    "catalog": lambda: _calls.catalog(AGENT, USER),
+    "catalog": lambda: _calls.catalog(AGENT, USER, "strict"),
+    "approvals": lambda: _calls.approvals("org-a", "conv-1", 10),
+    "approval": lambda: _calls.approval("org-a", "approval-1"),
     "execute": lambda: _calls.execute("org-a", "conv-1", AGENT, USER, "runCommand", {}),
     "decide": lambda: _calls.decide("org-a", "approval-1", True, "u1"),
     "executions": lambda: _calls.executions(

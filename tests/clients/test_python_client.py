@@ -58,6 +58,10 @@ def test_the_sync_client_covers_the_file_workflow(service: ServiceProcess) -> No
         with pytest.raises(ApprovalRequired) as held:
             conv.publish_files(["cleaned.csv"])
         assert held.value.status == 202 and held.value.approval_id
+        waiting = siesta.tools.approvals(org="org-a", conversation=conv.id)
+        assert [a.approvalId for a in waiting.approvals] == [held.value.approval_id]
+        shown = siesta.tools.approval(held.value.approval_id, org="org-a")
+        assert shown.function == "publishFiles" and shown.arguments == {"paths": ["cleaned.csv"]}
         decided = siesta.tools.decide(held.value.approval_id, org="org-a", approve=True, by="u1")
         assert decided.ok
         artifact = next(f for f in conv.files().files if f.kind == "artifact")
@@ -91,6 +95,9 @@ def test_the_tool_layer(service: ServiceProcess) -> None:
     with SiestaClient(service.base_url, TOKEN) as siesta:
         catalog = siesta.tools.catalog(AGENT, USER)
         assert "runCommand" in [f.name for f in catalog.functions]
+        strict = siesta.tools.catalog(AGENT, USER, schema_mode="strict")
+        run = next(f for f in strict.functions if f.name == "runCommand").parameters
+        assert run["required"] == ["command", "timeoutSeconds", "files"]
         outcome = siesta.tools.execute(
             org="org-a",
             conversation=conversation,

@@ -109,6 +109,16 @@ def test_google_search_clamps_fetches_and_extracts(apis: FakeApis) -> None:
     assert search(CTX, {"query": "q"})["results"][0]["url"].endswith("/pages/a")
 
 
+def test_google_search_in_strict_mode_sends_the_defaults(apis: FakeApis) -> None:
+    """A strict model's call, every optional property null: the request our code sends
+    is the one for the query alone (3 results, country cz, no date restriction)."""
+    search = google_search_adapter(settings(apis), UPSTREAMS)
+    search(CTX, {"query": "siesta", "count": None, "country": None, "timePeriod": None})
+    sent = [r for r in apis.requests if r["path"] == "/customsearch/v1"][-1]["query"]
+    assert (sent["q"], sent["num"], sent["gl"]) == ("siesta", "3", "cz")
+    assert "dateRestrict" not in sent
+
+
 def test_google_search_lists_urls_and_a_view_on_google_button(apis: FakeApis) -> None:
     search = google_search_adapter(settings(apis), UPSTREAMS)
     result = search(CTX, {"query": "siesta runtime", "country": "us", "timePeriod": "w1"})
@@ -556,6 +566,28 @@ def test_connection_functions_say_whose_credential(
             "conversationId": "conv",
         },
     }
+
+
+def test_a_strict_call_of_a_connection_function_leaves_out_its_null_optionals(
+    apis: FakeApis,
+) -> None:
+    """Null for an optional property is "not given" (as for the system functions),
+    unless the connection's schema takes null as a value; anything else is sent as it is."""
+    parameters = {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string"},
+            "cc": {"type": "string"},
+            "label": {"type": ["string", "null"]},
+            "subject": {"type": "string"},
+        },
+        "required": ["to", "subject"],
+    }
+    call = tool_call("Gmail.Send", source="connection:c1", group="Shared", parameters=parameters)
+    send = connection_adapter(settings(apis), UPSTREAMS)("Gmail.Send")
+    send(call, {"to": "a@b.c", "cc": None, "label": None, "subject": None, "extra": None})
+    sent = [r for r in apis.requests if r["path"] == "/connections"][-1]["body"]["arguments"]
+    assert sent == {"to": "a@b.c", "label": None, "subject": None, "extra": None}
 
 
 def test_connection_functions_need_a_connection_and_the_gateway(apis: FakeApis) -> None:

@@ -41,12 +41,15 @@ from siesta_contract.snapshots import (
     SnapshotsPublic,
 )
 from siesta_contract.tools import (
+    ApprovalPublic,
+    ApprovalsPublic,
     CatalogPublic,
     CatalogRequest,
     Decision,
     ExecuteRequest,
     ExecutionOutcome,
     ExecutionsPublic,
+    SchemaMode,
 )
 
 from siesta_client._ops import Context, Op, args, model, no_content, raw_bytes
@@ -148,10 +151,21 @@ def delete(ctx: Context, conversation: str) -> Op[ConversationDeleted]:
 
 
 def catalog(
-    agent: AgentConfig | dict[str, Any], user: UserInfo | dict[str, Any]
+    agent: AgentConfig | dict[str, Any],
+    user: UserInfo | dict[str, Any],
+    schema_mode: SchemaMode = "standard",
 ) -> Op[CatalogPublic]:
     body = args(CatalogRequest, agent=agent, user=user)
-    return Op("POST", "/v1/tools/catalog", model(CatalogPublic), {}, body, body=CatalogRequest)
+    params = {"schemaMode": schema_mode}
+    return Op(
+        "POST",
+        "/v1/tools/catalog",
+        model(CatalogPublic),
+        {},
+        body,
+        params=params,
+        body=CatalogRequest,
+    )
 
 
 def execute(
@@ -180,6 +194,21 @@ def decide(org: str, approval_id: str, approve: bool, by: str) -> Op[ExecutionOu
     headers = {"X-Siesta-Org": org}
     path = f"/v1/tools/approvals/{approval_id}"
     return Op("POST", path, model(ExecutionOutcome), headers, body, body=Decision)
+
+
+def approvals(org: str, conversation: str | None, limit: int | None) -> Op[ApprovalsPublic]:
+    params = {
+        name: value
+        for name, value in {"conversationId": conversation, "limit": limit}.items()
+        if value is not None
+    }
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", "/v1/tools/approvals", model(ApprovalsPublic), headers, params=params)
+
+
+def approval(org: str, approval_id: str) -> Op[ApprovalPublic]:
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", f"/v1/tools/approvals/{approval_id}", model(ApprovalPublic), headers)
 
 
 def executions(org: str, **filters: Any) -> Op[ExecutionsPublic]:

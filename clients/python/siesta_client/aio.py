@@ -30,7 +30,14 @@ from siesta_contract.snapshots import (
     SnapshotPublic,
     SnapshotsPublic,
 )
-from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
+from siesta_contract.tools import (
+    ApprovalPublic,
+    ApprovalsPublic,
+    CatalogPublic,
+    ExecutionOutcome,
+    ExecutionsPublic,
+    SchemaMode,
+)
 
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
@@ -307,9 +314,13 @@ class AsyncTools:
         self.client = client
 
     async def catalog(
-        self, agent: AgentConfig | dict[str, Any], user: UserInfo | dict[str, Any]
+        self,
+        agent: AgentConfig | dict[str, Any],
+        user: UserInfo | dict[str, Any],
+        schema_mode: SchemaMode = "standard",
     ) -> CatalogPublic:
-        return await self.client.call(_calls.catalog(agent, user))
+        """``schema_mode="strict"``: parameters in the strict form of function calling."""
+        return await self.client.call(_calls.catalog(agent, user, schema_mode))
 
     async def execute(
         self,
@@ -324,6 +335,16 @@ class AsyncTools:
         """A function call as the model made it; failures are outcomes (``ok: false``)."""
         op = _calls.execute(org, conversation, agent, user, function, arguments or {})
         return await self.client.call(op)
+
+    async def approvals(
+        self, *, org: str, conversation: str | None = None, limit: int | None = None
+    ) -> ApprovalsPublic:
+        """Calls waiting for a decision (long texts cut; ``approval`` has them whole)."""
+        return await self.client.call(_calls.approvals(org, conversation, limit))
+
+    async def approval(self, approval_id: str, *, org: str) -> ApprovalPublic:
+        """One call waiting for a decision, with the complete arguments it runs with."""
+        return await self.client.call(_calls.approval(org, approval_id))
 
     async def decide(
         self, approval_id: str, *, org: str, approve: bool, by: str

@@ -30,7 +30,14 @@ from siesta_contract.snapshots import (
     SnapshotPublic,
     SnapshotsPublic,
 )
-from siesta_contract.tools import CatalogPublic, ExecutionOutcome, ExecutionsPublic
+from siesta_contract.tools import (
+    ApprovalPublic,
+    ApprovalsPublic,
+    CatalogPublic,
+    ExecutionOutcome,
+    ExecutionsPublic,
+    SchemaMode,
+)
 
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
@@ -301,9 +308,13 @@ class Tools:
         self.client = client
 
     def catalog(
-        self, agent: AgentConfig | dict[str, Any], user: UserInfo | dict[str, Any]
+        self,
+        agent: AgentConfig | dict[str, Any],
+        user: UserInfo | dict[str, Any],
+        schema_mode: SchemaMode = "standard",
     ) -> CatalogPublic:
-        return self.client.call(_calls.catalog(agent, user))
+        """``schema_mode="strict"``: parameters in the strict form of function calling."""
+        return self.client.call(_calls.catalog(agent, user, schema_mode))
 
     def execute(
         self,
@@ -318,6 +329,16 @@ class Tools:
         """A function call as the model made it; failures are outcomes (``ok: false``)."""
         op = _calls.execute(org, conversation, agent, user, function, arguments or {})
         return self.client.call(op)
+
+    def approvals(
+        self, *, org: str, conversation: str | None = None, limit: int | None = None
+    ) -> ApprovalsPublic:
+        """Calls waiting for a decision (long texts cut; ``approval`` has them whole)."""
+        return self.client.call(_calls.approvals(org, conversation, limit))
+
+    def approval(self, approval_id: str, *, org: str) -> ApprovalPublic:
+        """One call waiting for a decision, with the complete arguments it runs with."""
+        return self.client.call(_calls.approval(org, approval_id))
 
     def decide(self, approval_id: str, *, org: str, approve: bool, by: str) -> ExecutionOutcome:
         return self.client.call(_calls.decide(org, approval_id, approve, by))

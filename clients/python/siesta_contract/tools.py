@@ -11,6 +11,10 @@ from siesta_contract.agents import AgentConfig, Policy, Role, SystemToolId, User
 from siesta_contract.errors import ErrorBody
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
+SchemaMode = Literal["standard", "strict"]
+"""How the catalog writes each function's parameters: as the service publishes them, or
+in the strict form of function calling (every property required, optionals nullable)."""
+
 
 class CatalogRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -97,6 +101,53 @@ class ExecutionPublic(BaseModel):
 
 class ExecutionsPublic(BaseModel):
     executions: list[ExecutionPublic]
+
+
+class WriteFileSummary(BaseModel):
+    """What a ``writeFile`` waiting for approval would write."""
+
+    path: str
+    sizeBytes: int
+    """The content's size in UTF-8 bytes."""
+    head: str
+    """The content's beginning (at most ``headChars`` characters)."""
+    headChars: int
+
+
+class ApprovalPublic(BaseModel):
+    """A call waiting for a person's decision: everything that person needs to decide."""
+
+    approvalId: str
+    function: str
+    source: str
+    """``system:<tool id>`` or ``connection:<id>``."""
+    conversationId: str
+    agentId: str
+    userId: str
+    """The conversation's user the call acts for."""
+    requestedBy: str | None
+    """The name of the token that made the call."""
+    requestedAt: float
+    expiresAt: float
+    policy: Literal["confirm"]
+    policyReason: str
+    """Which rule asked for the approval (as the catalog's ``policyReason``)."""
+    arguments: dict[str, Any]
+    """The arguments that run once approved: complete on ``GET .../approvals/{id}``
+    (only the values of secret-looking keys masked, named in ``maskedKeys``); in a
+    list, texts longer than 4,096 characters are cut, saying how long they are."""
+    argumentsComplete: bool
+    """Whether ``arguments`` is all of them (false in a list where a text was cut)."""
+    argumentsBytes: int
+    """The size of the complete arguments, as JSON."""
+    maskedKeys: list[str]
+    """Paths (``a.b``) whose values are masked because their key names a secret."""
+    writeFile: WriteFileSummary | None = None
+    """For ``writeFile``: the path, the size and the head of what it writes."""
+
+
+class ApprovalsPublic(BaseModel):
+    approvals: list[ApprovalPublic]
 
 
 class Decision(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any
 
 from runtime.core.errors import FunctionNotAvailable, ToolNotConfigured
 from runtime.core.upstreams import Upstreams
+from runtime.functions.base import without_null_optionals
 from runtime.tools.adapters.search import call_api
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings
@@ -47,7 +48,8 @@ def connection_adapter(settings: ToolSettings, upstreams: Upstreams) -> Callable
                 headers={"Authorization": f"Bearer {token}"} if token else {},
                 json={
                     "function": function,
-                    "arguments": arguments,
+                    # Strict models send null for what they leave out (see base.py).
+                    "arguments": without_null_optionals(arguments, call.function.parameters),
                     "connection": {"id": connection_id, "kind": kind},
                     "context": call.upstream_context(),
                 },
