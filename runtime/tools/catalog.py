@@ -122,7 +122,11 @@ def build_catalog(
             continue
         for function in connection.functions:
             rule = effective_policy(
-                function.name, system=False, agent=function.policy, deployment=floor
+                function.name,
+                system=False,
+                agent=function.policy,
+                deployment=floor,
+                annotations=function.annotations,
             )
             if rule.policy == "disabled":
                 continue

@@ -2,8 +2,11 @@
 
 The reference (seeds/000, "Connections"): "Require confirmation for send,
 publish, create, update, delete, permission, financial, or production-impacting
-actions." So a function whose name says it does one of those defaults to
-``confirm``. Three layers decide, in this order:
+actions." A connection function's default comes from what it declares (MCP-style
+``annotations``: ``readOnlyHint`` true runs at once, anything else asks first), else
+from its name: one that names such an action asks first, one that names a read
+(``Gmail.ReadEmail``, ``Drive.ListFiles``) runs at once, and one whose name says
+neither (``crm_op_17``, ``Jira.Issue``) asks first. Three layers decide, in this order:
 
 1. the agent's configuration (``functionPolicies`` for System Tool functions, a
    connection function's own ``policy``) — it may relax the default;
@@ -19,7 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from siesta_contract.agents import Policy
+from siesta_contract.agents import Policy, ToolAnnotations
 
 STRICTNESS: dict[Policy, int] = {"enabled": 0, "confirm": 1, "disabled": 2}
 
@@ -44,6 +47,29 @@ nothing; table-tested)."""
 ACTION_WORDS: dict[str, str] = {
     word: action for action, words in ACTIONS.items() for word in words.split()
 }
+READ_WORDS = frozenset(
+    [
+        "get",
+        "list",
+        "read",
+        "search",
+        "find",
+        "fetch",
+        "query",
+        "lookup",
+        "view",
+        "show",
+        "describe",
+        "count",
+        "retrieve",
+        "inspect",
+        "preview",
+        "browse",
+        "download",
+    ]
+)
+"""Words in a function's name that say it reads (whole words, after the actions: a
+name that names an action and a read, ``SearchAndDelete``, is an action)."""
 
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
@@ -53,12 +79,19 @@ def name_words(name: str) -> list[str]:
     return [word.lower() for word in _WORD.findall(name)]
 
 
+def _local_words(name: str) -> list[str]:
+    local = name.rsplit(".", 1)[-1]  # "Gmail.Send": the service's name is not the action
+    return name_words(local.removeprefix("Platform_"))
+
+
 def action_of(name: str) -> str | None:
     """The consequential action a function's name names, if any."""
-    local = name.rsplit(".", 1)[-1]  # "Gmail.Send": the service's name is not the action
-    if local.startswith("Platform_"):
-        local = local.removeprefix("Platform_")
-    return next((ACTION_WORDS[w] for w in name_words(local) if w in ACTION_WORDS), None)
+    return next((ACTION_WORDS[w] for w in _local_words(name) if w in ACTION_WORDS), None)
+
+
+def says_it_reads(name: str) -> bool:
+    """Whether a function's name names a read (and no action)."""
+    return action_of(name) is None and any(w in READ_WORDS for w in _local_words(name))
 
 
 @dataclass(frozen=True)
@@ -67,16 +100,33 @@ class EffectivePolicy:
     reason: str
 
 
-def default_policy(name: str, *, system: bool) -> EffectivePolicy:
-    """The reference's rule for a function nobody configured."""
+def default_policy(
+    name: str, *, system: bool, annotations: ToolAnnotations | None = None
+) -> EffectivePolicy:
+    """The rule for a function nobody configured: for ours, what each does; for a
+    connection's, what it declares, else what its name says, else ask first."""
     if system and name in CONFIRMED_SYSTEM_FUNCTIONS:
         return EffectivePolicy("confirm", f"default: {name} publishes or creates for the user")
     if system and not name.startswith("Platform_"):
         return EffectivePolicy("enabled", "default")
+    if not system and annotations is not None and annotations.read_only is not None:
+        if annotations.read_only:
+            return EffectivePolicy("enabled", "default: declared read-only (readOnlyHint)")
+        harm = "may destroy" if annotations.destructive is not False else "changes things"
+        return EffectivePolicy(
+            "confirm", f"default: declared not read-only (readOnlyHint false; it {harm})"
+        )
     action = action_of(name)
     if action is not None:
         return EffectivePolicy("confirm", f"default: {action} actions need confirmation")
-    return EffectivePolicy("enabled", "default")
+    if system:
+        return EffectivePolicy("enabled", "default")
+    if says_it_reads(name):
+        return EffectivePolicy("enabled", "default: its name says it reads")
+    return EffectivePolicy(
+        "confirm",
+        "default: neither declared read-only (readOnlyHint) nor named as a read, so it asks first",
+    )
 
 
 def effective_policy(
@@ -85,6 +135,7 @@ def effective_policy(
     system: bool,
     agent: Policy | None,
     deployment: Mapping[str, Policy],
+    annotations: ToolAnnotations | None = None,
 ) -> EffectivePolicy:
     """The policy ``name`` runs under: the agent's, else the deployment's, else the
     default — never below the deployment's."""
@@ -94,7 +145,7 @@ def effective_policy(
     elif floor is not None:
         chosen = EffectivePolicy(floor, "the deployment's policy")
     else:
-        chosen = default_policy(name, system=system)
+        chosen = default_policy(name, system=system, annotations=annotations)
     if floor is not None and STRICTNESS[floor] > STRICTNESS[chosen.policy]:
         return EffectivePolicy(floor, f"the deployment's policy (the agent asked for {agent})")
     return chosen

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from siesta_contract.agents import Policy
+from siesta_contract.agents import Policy, ToolAnnotations
 
 from runtime.functions import FUNCTIONS
 from runtime.tools.policy import action_of, default_policy, effective_policy
@@ -104,7 +104,53 @@ def test_connection_names_that_say_so_ask_first(name: str, action: str) -> None:
 )
 def test_reads_stay_enabled(name: str) -> None:
     assert action_of(name) is None
-    assert default_policy(name, system=False).policy == "enabled"
+    rule = default_policy(name, system=False)
+    assert (rule.policy, rule.reason) == ("enabled", "default: its name says it reads")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["crm_op_17", "Jira.Issue", "Salesforce.Opportunity", "Db.Execute", "Gmail.SearchAndDelete"],
+)
+def test_a_connection_function_whose_name_says_nothing_asks_first(name: str) -> None:
+    rule = default_policy(name, system=False)
+    assert rule.policy == "confirm"
+
+
+@pytest.mark.parametrize(
+    ("name", "annotations", "policy", "reason"),
+    [
+        ("crm_op_17", {"readOnlyHint": True}, "enabled", "declared read-only"),
+        ("Jira.Issue", {"readOnlyHint": False}, "confirm", "it may destroy"),
+        (
+            "Jira.Issue",
+            {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
+            "confirm",
+            "it changes things",
+        ),
+        # what a function declares wins over what its name seems to say
+        ("Gmail.ReadEmail", {"readOnlyHint": False}, "confirm", "declared not read-only"),
+        ("Gmail.SendEmail", {"readOnlyHint": True}, "enabled", "declared read-only"),
+        # hints that say nothing about reading leave the name to decide
+        ("Gmail.ReadEmail", {"openWorldHint": True}, "enabled", "its name says it reads"),
+        ("crm_op_17", {"idempotentHint": True}, "confirm", "asks first"),
+    ],
+)
+def test_declared_behaviour_decides_before_the_name(
+    name: str, annotations: dict[str, bool], policy: Policy, reason: str
+) -> None:
+    declared = ToolAnnotations.model_validate(annotations)
+    rule = default_policy(name, system=False, annotations=declared)
+    assert rule.policy == policy and reason in rule.reason
+
+
+def test_an_agent_or_the_deployment_still_decides_over_annotations() -> None:
+    declared = ToolAnnotations.model_validate({"readOnlyHint": True})
+    floor: dict[str, Policy] = {"crm_op_17": "confirm"}
+    rule = effective_policy(
+        "crm_op_17", system=False, agent=None, deployment=floor, annotations=declared
+    )
+    assert (rule.policy, rule.reason) == ("confirm", "the deployment's policy")
 
 
 @pytest.mark.parametrize(

@@ -370,7 +370,7 @@ def test_the_catalog_shows_each_effective_policy_and_why() -> None:
         "readFile": ("enabled", "default"),
         "runCommand": ("confirm", "the deployment's policy (the agent asked for enabled)"),
         "Gmail.SendEmail": ("confirm", "default: send actions need confirmation"),
-        "Gmail.ReadEmail": ("enabled", "default"),
+        "Gmail.ReadEmail": ("enabled", "default: its name says it reads"),
         "Slack.PostMessage": ("enabled", "the agent's configuration"),
     }
     assert {name: shown[name] for name in expected} == expected

@@ -33,13 +33,30 @@ class ModelRef(_Wire):
     name: str
 
 
+class ToolAnnotations(_Wire):
+    """What a function declares it does, as MCP's tool annotations say it: hints from
+    whoever defines the function, which decide its default policy."""
+
+    read_only: bool | None = Field(None, alias="readOnlyHint")
+    """It changes nothing (MCP's default: false)."""
+    destructive: bool | None = Field(None, alias="destructiveHint")
+    """A change it makes may destroy or overwrite (MCP's default: true)."""
+    idempotent: bool | None = Field(None, alias="idempotentHint")
+    """Repeating a call changes nothing more (MCP's default: false)."""
+    open_world: bool | None = Field(None, alias="openWorldHint")
+    """It reaches outside its own system (MCP's default: true)."""
+
+
 class ConnectionFunction(_Wire):
     name: str = Field(min_length=1, max_length=128)
     policy: Policy | None = None
-    """``None``: the deployment's policy, else the reference's rule (confirmation for
-    send, publish, create, update, delete, permission and financial actions)."""
+    """``None``: the deployment's policy, else the default rule: what ``annotations``
+    declare, else what the name says (confirmation for send, publish, create, update,
+    delete, permission, financial and production-impacting actions; none for reads);
+    a function that says neither asks first."""
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=dict)
+    annotations: ToolAnnotations | None = None
 
 
 Principal = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS)]
