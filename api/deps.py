@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Path, Request, WebSocket
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from siesta_contract.text import EGRESS_HEADER
+from siesta_contract.text import EGRESS_HEADER, ID_MAX_CHARS, ID_PATTERN
 
 from api.idempotency import RETRY_STATE
 from runtime.core import logs
@@ -93,6 +93,16 @@ def call_context(
             "a script's callAgent / callAgentsParallel may call (absent: none)"
         ),
     ] = None,
+    x_siesta_message_id: Annotated[
+        str | None,
+        Header(
+            description="The assistant message this call belongs to: the files it "
+            "publishes (publishFiles, image_generation, a script's artifacts) are attached "
+            "to it",
+            pattern=ID_PATTERN,
+            max_length=ID_MAX_CHARS,
+        ),
+    ] = None,
 ) -> CallContext:
     return _context(
         conversation_id,
@@ -103,6 +113,7 @@ def call_context(
             "x-siesta-base-image": x_siesta_base_image,
             "x-siesta-egress-allow": x_siesta_egress_allow,
             "x-siesta-sub-agents": x_siesta_sub_agents,
+            "x-siesta-message-id": x_siesta_message_id,
         },
         retry=request.scope.get("state", {}).get(RETRY_STATE),
     )
@@ -128,6 +139,7 @@ def _context(
         egress_allow=_host_list(headers.get("x-siesta-egress-allow")),
         sub_agents=_host_list(headers.get("x-siesta-sub-agents")) or (),
         retry=retry,
+        message=headers.get("x-siesta-message-id") or None,
     )
 
 

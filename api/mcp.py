@@ -153,6 +153,7 @@ def _check(services: Services, request: Request) -> McpCaller:
         x_siesta_base_image=headers.get("x-siesta-base-image"),
         x_siesta_egress_allow=headers.get("x-siesta-egress-allow"),
         x_siesta_sub_agents=headers.get("x-siesta-sub-agents"),
+        x_siesta_message_id=headers.get("x-siesta-message-id"),
     )
     base = str(request.base_url).rstrip("/")
 

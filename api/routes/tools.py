@@ -135,6 +135,7 @@ async def execute(
             body.arguments,
             requested_by=caller.name,
             events=events,
+            message=body.messageId,
         )
         return ExecutionOutcome.model_validate(outcome).model_dump(mode="json", exclude_unset=True)
 

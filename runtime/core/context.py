@@ -75,11 +75,16 @@ class CallContext:
     approval stands (a deletion of the conversation cancels it, even after approval)."""
     retry: RetryKey | None = None
     """The call's ``Idempotency-Key`` (``None``: it came without one)."""
+    message: str | None = None
+    """The assistant message the call belongs to (the agent backend's id): artifacts the
+    call makes are attached to it. The backend says it, never the model."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)
         check_id(self.org, "organisation id (X-Siesta-Org)", InvalidContext)
         check_id(self.user, "user id (X-Siesta-User)", InvalidContext)
+        if self.message is not None:
+            check_id(self.message, "assistant message id (X-Siesta-Message-Id)", InvalidContext)
         if self.egress_allow is not None:
             check_egress_allow(self.egress_allow)
 

@@ -149,7 +149,8 @@ class ConversationFiles:
         editable: bool = False,
         message_id: str | None = None,
     ) -> FileRecord:
-        """Store a new file whose bytes ``fill`` writes; over ``limit`` nothing is kept."""
+        """Store a new file whose bytes ``fill`` writes; over ``limit`` nothing is kept.
+        An artifact belongs to ``message_id``, else to the call's assistant message."""
         check_file_name(name)
         file_id = uuid.uuid4().hex
 
@@ -170,7 +171,9 @@ class ConversationFiles:
             kind=kind,
             created_at=self._clock(),
             editable=editable,
-            message_id=message_id,
+            message_id=message_id
+            if message_id is not None or kind is not FileKind.ARTIFACT
+            else ctx.message,
         )
         try:
             self._store.add_file(record)

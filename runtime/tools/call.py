@@ -75,8 +75,15 @@ class FailedWithResult(SiestaError):
         self.result = result
 
 
-def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInfo) -> CallContext:
-    """The conversation context of a call made through the catalog."""
+def agent_context(
+    org: str,
+    conversation: str,
+    agent: AgentConfig,
+    user: UserInfo,
+    message: str | None = None,
+) -> CallContext:
+    """The conversation context of a call made through the catalog (``message``: the
+    assistant message it belongs to)."""
     return CallContext(
         org,
         user.id,
@@ -85,6 +92,7 @@ def agent_context(org: str, conversation: str, agent: AgentConfig, user: UserInf
         base_image=agent.base_image,
         egress_allow=tuple(agent.egress_allow) if agent.egress_allow is not None else None,
         sub_agents=tuple(agent.sub_agents),
+        message=message,
     )
 
 

@@ -102,9 +102,11 @@ class ToolExecutor:
         arguments: dict[str, Any],
         requested_by: str | None = None,
         events: CallEvents | None = None,
+        message: str | None = None,
     ) -> dict[str, Any]:
-        """Run (or hold for approval) one call; ``requested_by`` is the token's name."""
-        ctx = agent_context(org, conversation, agent, user)
+        """Run (or hold for approval) one call; ``requested_by`` is the token's name,
+        ``message`` the assistant message the call belongs to."""
+        ctx = agent_context(org, conversation, agent, user, message)
         catalog = self._catalog_for(agent, user)
         entry = catalog.find(function)
         execution = self._new_execution(ctx, agent, user, function, arguments, requested_by)

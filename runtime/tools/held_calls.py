@@ -29,6 +29,7 @@ def call_data(call: ToolCall) -> dict[str, Any]:
             "base_image": ctx.base_image,
             "egress_allow": list(ctx.egress_allow) if ctx.egress_allow is not None else None,
             "sub_agents": list(ctx.sub_agents),
+            "message": ctx.message,
         },
         "agent": call.agent.model_dump(mode="json", by_alias=True, exclude_none=True),
         "user": call.user.model_dump(mode="json"),

@@ -236,6 +236,62 @@ def test_an_approval_masks_only_what_names_a_secret(service: InProcessService) -
     assert shown["source"] == "connection:c1"
 
 
+def test_published_files_belong_to_the_calls_assistant_message(
+    service: InProcessService,
+) -> None:
+    """The backend says which assistant message a call belongs to (the model cannot
+    know it): a header on the direct routes, ``messageId`` on /v1/tools/execute, kept
+    while a call waits for approval."""
+    conversation = new_conversation()
+    direct = {**HEADERS, "X-Siesta-User": "user-1", "X-Siesta-Base-Image": "debian-base"}
+    agent = {**AGENT, "functionPolicies": {"publishFiles": "confirm"}}
+    for name in ("a.txt", "b.txt", "c.txt"):
+        written = service.client.post(
+            f"/v1/conversations/{conversation}/sandbox/writeFile",
+            headers=direct,
+            json={"path": name, "content": name},
+        )
+        assert written.status_code == 200, written.text
+    published = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/publishFiles",
+        headers={**direct, "X-Siesta-Message-Id": "msg-direct"},
+        json={"paths": ["a.txt"]},
+    )
+    assert published.status_code == 200, published.text
+    assert published.json()["files"][0]["artifact"]["messageId"] == "msg-direct"
+    held = service.client.post(
+        "/v1/tools/execute",
+        headers=HEADERS,
+        json={
+            "conversationId": conversation,
+            "agent": agent,
+            "user": USER,
+            "function": "publishFiles",
+            "arguments": {"paths": ["b.txt"]},
+            "messageId": "msg-7",
+        },
+    ).json()
+    approved = decide(service, held["error"]["approvalId"], "approve").json()
+    assert approved["result"]["files"][0]["artifact"]["messageId"] == "msg-7"
+    untied = execute(
+        service,
+        conversation,
+        "publishFiles",
+        {"paths": ["c.txt"]},
+        {**AGENT, "functionPolicies": {}},
+    )
+    assert untied["result"]["files"][0]["artifact"]["messageId"] is None
+    files = service.client.get(f"/v1/conversations/{conversation}/files", headers=direct).json()
+    tied = {f["name"]: f["messageId"] for f in files["files"] if f["kind"] == "artifact"}
+    assert tied == {"a.txt": "msg-direct", "b.txt": "msg-7", "c.txt": None}
+    refused = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/publishFiles",
+        headers={**direct, "X-Siesta-Message-Id": "a/b"},
+        json={"paths": ["a.txt"]},
+    )
+    assert refused.status_code == 422, refused.text
+
+
 def test_approval_round_trip_runs_once_and_records_the_approver(service: InProcessService) -> None:
     conversation = new_conversation()
     requested = execute(

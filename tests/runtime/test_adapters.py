@@ -3,6 +3,7 @@ bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Iterator
@@ -304,7 +305,8 @@ def test_image_generation_forwards_the_size(
         ({"aspectRatio": "wide"}, "aspectRatio"),
         ({"aspectRatio": "landscape", "size": "1024x1536"}, "conflicts with aspectRatio"),
         ({"aspectRatio": "square", "size": "auto"}, "conflicts with aspectRatio"),
-        ({"messageId": "a/b"}, "messageId"),
+        # the message is the backend's to say, never the model's
+        ({"messageId": "msg-42"}, "messageId: Extra inputs are not permitted"),
     ],
 )
 def test_image_generation_refuses_bad_shapes(
@@ -317,11 +319,12 @@ def test_image_generation_refuses_bad_shapes(
     assert len(apis.requests) == before and files.list_files(CTX.ctx) == []
 
 
-def test_image_generation_ties_the_artifact_to_the_message(
+def test_image_generation_ties_the_artifact_to_the_calls_message(
     apis: FakeApis, files: ConversationFiles
 ) -> None:
     generate = image_adapter(settings(apis), files, UPSTREAMS)
-    result = generate(CTX, {"prompt": "a cat", "messageId": "msg-42"})
+    call = dataclasses.replace(CTX, ctx=dataclasses.replace(CTX.ctx, message="msg-42"))
+    result = generate(call, {"prompt": "a cat"})
     assert result["messageId"] == "msg-42" and result["artifact"]["messageId"] == "msg-42"
     assert files.get(CTX.ctx, result["artifact"]["id"]).message_id == "msg-42"
     (listed,) = files.list_files(CTX.ctx)

@@ -53,6 +53,12 @@ class ExecuteRequest(BaseModel):
     user: UserInfo
     function: str = Field(min_length=1)
     arguments: dict[str, Any] = Field(default_factory=dict)
+    messageId: str | None = Field(
+        None,
+        description="The assistant message the call belongs to: the files it publishes "
+        "are attached to it (the backend's id; never the model's)",
+        json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS},
+    )
 
 
 class ExecutionStatus(enum.StrEnum):

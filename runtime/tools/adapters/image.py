@@ -52,13 +52,13 @@ def image_adapter(
         if not png.startswith(PNG_SIGNATURE):
             msg = "the OpenAI Images API answered with something that is not a PNG"
             raise ProviderFailed(msg)
-        record = files.add_bytes(
-            call.ctx, image_name(), FileKind.ARTIFACT, png, message_id=args.messageId
-        )
+        # The artifact belongs to the call's assistant message (the backend's header
+        # or ``messageId``), which the model cannot know.
+        record = files.add_bytes(call.ctx, image_name(), FileKind.ARTIFACT, png)
         return ImageResult(
             artifact=file_public(record),
             size=args.chosen_size or "auto",
-            messageId=args.messageId,
+            messageId=record.message_id,
         ).model_dump(mode="json")
 
     return run

@@ -8,7 +8,6 @@ from pydantic import Field, model_validator
 
 from siesta_contract.base import Arguments, Result
 from siesta_contract.files import FilePublic
-from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 ImageSize = Literal["1024x1024", "1536x1024", "1024x1536", "auto"]
 AspectRatio = Literal["square", "landscape", "portrait"]
@@ -26,12 +25,6 @@ class ImageArgs(Arguments):
     aspectRatio: AspectRatio | None = Field(
         None,
         description="Shorthand for size: square 1024x1024, landscape 1536x1024, portrait 1024x1536",
-    )
-    messageId: str | None = Field(
-        None,
-        max_length=ID_MAX_CHARS,
-        pattern=ID_PATTERN,
-        description="The assistant message the image belongs to",
     )
 
     @model_validator(mode="after")
