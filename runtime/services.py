@@ -281,14 +281,16 @@ class Services:
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 
-    def tool_catalog(self, agent: AgentConfig, user: UserInfo) -> Catalog:
-        """The functions this agent gets for this user, with notes on what was left out."""
+    def tool_catalog(self, agent: AgentConfig, user: UserInfo, org: str | None = None) -> Catalog:
+        """The functions this agent gets for this user (of ``org``: its policies
+        apply), with notes on what was left out."""
         return build_catalog(
             agent,
             user,
             self.settings.tools,
             self.catalog,
             sandbox_enabled=self.settings.sandbox.enabled,
+            org=org,
         )
 
     def _tool_executor(self, gateway: AgentGateway) -> ToolExecutor:
@@ -315,6 +317,7 @@ class Services:
             connections,
             approvals=rules,
             deployment_policies=tools.function_policies,
+            org_floor=tools.org_floor,
         )
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:

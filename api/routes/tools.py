@@ -94,8 +94,13 @@ def catalog(
             "optional ones nullable (`null` is read as not given), no other properties.",
         ),
     ] = "standard",
+    x_siesta_org: Annotated[
+        str | None,
+        Header(description="The agent's organization: its own policies apply (see execute)"),
+    ] = None,
 ) -> CatalogPublic:
-    result = services.tool_catalog(body.agent, body.user)
+    org = org_of(x_siesta_org) if x_siesta_org is not None else None
+    result = services.tool_catalog(body.agent, body.user, org)
     functions = [f.public() for f in result.functions]
     if schema_mode == "strict":
         functions = [{**f, "parameters": strict_schema(f["parameters"])} for f in functions]

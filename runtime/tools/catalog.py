@@ -90,14 +90,22 @@ def build_catalog(
     images: ImageCatalog,
     *,
     sandbox_enabled: bool,
+    org: str | None = None,
 ) -> Catalog:
     catalog = Catalog()
     floor = settings.function_policies
+    org_floor = settings.org_floor(org, agent.id)
     for definition, tool in _system_functions(
         agent, user, settings, images, sandbox_enabled, catalog.notes
     ):
         agent_policy = agent.function_policies.get(definition.name)
-        rule = effective_policy(definition.name, system=True, agent=agent_policy, deployment=floor)
+        rule = effective_policy(
+            definition.name,
+            system=True,
+            agent=agent_policy,
+            deployment=floor,
+            organization=org_floor,
+        )
         if rule.policy == "disabled":
             continue
         _add(
@@ -127,6 +135,7 @@ def build_catalog(
                 agent=function.policy,
                 deployment=floor,
                 annotations=function.annotations,
+                organization=org_floor,
             )
             if rule.policy == "disabled":
                 continue

@@ -56,7 +56,10 @@ from runtime.tools.policy import effective_policy
 
 log = logging.getLogger(__name__)
 
-CatalogFor = Callable[[AgentConfig, UserInfo], Catalog]
+CatalogFor = Callable[[AgentConfig, UserInfo, str], Catalog]
+"""The catalog of an agent for a user of an org (``Services.tool_catalog``)."""
+OrgFloor = Callable[[str, str | None], Mapping[str, Policy]]
+"""An org's floor as it holds for an agent (``ToolSettings.org_floor``)."""
 ConnectionAdapters = Callable[[str], Adapter]
 
 
@@ -83,8 +86,10 @@ class ToolExecutor:
         clock: Callable[[], float] = time.time,
         approvals: ApprovalRules | None = None,
         deployment_policies: Mapping[str, Policy] | None = None,
+        org_floor: OrgFloor | None = None,
     ) -> None:
         self._catalog_for = catalog_for
+        self._org_floor = org_floor or (lambda org, agent: {})
         self._adapters = adapters
         self._connection = connection
         self._log = log
@@ -107,7 +112,7 @@ class ToolExecutor:
         """Run (or hold for approval) one call; ``requested_by`` is the token's name,
         ``message`` the assistant message the call belongs to."""
         ctx = agent_context(org, conversation, agent, user, message)
-        catalog = self._catalog_for(agent, user)
+        catalog = self._catalog_for(agent, user, org)
         entry = catalog.find(function)
         execution = self._new_execution(ctx, agent, user, function, arguments, requested_by)
         if entry is None:
@@ -147,10 +152,14 @@ class ToolExecutor:
         deployment's policy for it, one log entry, and the adapter's result — or the
         error raised (``approval_required`` when the policy is ``confirm``)."""
         rule = effective_policy(
-            function.name, system=True, agent=None, deployment=self._deployment_policies
+            function.name,
+            system=True,
+            agent=None,
+            deployment=self._deployment_policies,
+            organization=self._org_floor(ctx.org, ctx.agent),
         )
         if rule.policy == "disabled":
-            msg = f"{function.name} is disabled in this deployment ({rule.reason})"
+            msg = f"{function.name} is disabled for this caller ({rule.reason})"
             raise FunctionNotAvailable(msg)
         entry = CatalogFunction(
             function.name,

@@ -10,9 +10,11 @@ neither (``crm_op_17``, ``Jira.Issue``) asks first. Three layers decide, in this
 
 1. the agent's configuration (``functionPolicies`` for System Tool functions, a
    connection function's own ``policy``) — it may relax the default;
-2. the deployment's ``SIESTA_TOOLS__FUNCTION_POLICIES`` — used when the agent
-   says nothing, and a floor the agent cannot go below (an operator's
-   ``runCommand: confirm`` holds for every agent and every route);
+2. the organization's policy (``SIESTA_TOOLS__ORG_POLICIES``), then the deployment's
+   ``SIESTA_TOOLS__FUNCTION_POLICIES`` — used when the agent says nothing, and floors
+   the agent cannot go below (an operator's ``runCommand: confirm`` holds for every
+   agent and every route; an org's holds for its agents, except those it trusts with
+   the function);
 3. the reference's rule above.
 """
 
@@ -136,16 +138,27 @@ def effective_policy(
     agent: Policy | None,
     deployment: Mapping[str, Policy],
     annotations: ToolAnnotations | None = None,
+    organization: Mapping[str, Policy] | None = None,
 ) -> EffectivePolicy:
-    """The policy ``name`` runs under: the agent's, else the deployment's, else the
-    default — never below the deployment's."""
-    floor = deployment.get(name)
+    """The policy ``name`` runs under: the agent's, else the organization's, else the
+    deployment's, else the default — never below the organization's or the
+    deployment's."""
+    floors = [
+        (floor, whose)
+        for floor, whose in (
+            ((organization or {}).get(name), "the organization's policy"),
+            (deployment.get(name), "the deployment's policy"),
+        )
+        if floor is not None
+    ]
     if agent is not None:
         chosen = EffectivePolicy(agent, "the agent's configuration")
-    elif floor is not None:
-        chosen = EffectivePolicy(floor, "the deployment's policy")
+    elif floors:
+        chosen = EffectivePolicy(*floors[0])
     else:
         chosen = default_policy(name, system=system, annotations=annotations)
-    if floor is not None and STRICTNESS[floor] > STRICTNESS[chosen.policy]:
-        return EffectivePolicy(floor, f"the deployment's policy (the agent asked for {agent})")
+    strictest = max(floors, key=lambda f: STRICTNESS[f[0]], default=None)
+    if strictest is not None and STRICTNESS[strictest[0]] > STRICTNESS[chosen.policy]:
+        asked = f"the agent asked for {agent}" if agent else f"{chosen.reason}: {chosen.policy}"
+        return EffectivePolicy(strictest[0], f"{strictest[1]} ({asked})")
     return chosen

@@ -7,6 +7,26 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
+class OrgPolicies(BaseModel):
+    """One organization's own floor (``SIESTA_TOOLS__ORG_POLICIES``)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    function_policies: dict[str, Literal["enabled", "disabled", "confirm"]] = Field(
+        default_factory=dict, alias="functionPolicies"
+    )
+    trusted_agents: dict[str, list[str]] = Field(default_factory=dict, alias="trustedAgents")
+    """Function name → the agents of the org its floor does not hold for."""
+
+    def floor_for(self, agent: str | None) -> dict[str, Literal["enabled", "disabled", "confirm"]]:
+        """The org's floor as it holds for ``agent``."""
+        return {
+            name: policy
+            for name, policy in self.function_policies.items()
+            if agent is None or agent not in self.trusted_agents.get(name, [])
+        }
+
+
 class ToolSettings(BaseModel):
     """The tool-catalog layer."""
 
@@ -68,6 +88,13 @@ class ToolSettings(BaseModel):
     used when an agent's configuration says nothing, and a floor it cannot go below
     (it holds on the direct sandbox and JS routes too). Functions nobody configured
     follow the reference: create/update/delete/send/publish actions ask first."""
+    org_policies: dict[str, OrgPolicies] = Field(default_factory=dict)
+    """Per organization (by id): a floor of its own between the deployment's and the
+    agent's, e.g. ``{"acme": {"functionPolicies": {"JsExecutorAgent": "disabled"},
+    "trustedAgents": {"JsExecutorAgent": ["agent-ops"]}}}``. The org's policy is used
+    when the agent's configuration says nothing, and no agent of the org goes below it
+    — except the agents it trusts with that function (the deployment's floor still
+    holds for them)."""
     search_deadline_seconds: float = Field(20.0, gt=0)
     """One ``GoogleSearch.Search`` call from start to answer: the search request and
     the fetches of its result pages together; pages not read by then get no context."""
@@ -77,3 +104,10 @@ class ToolSettings(BaseModel):
     """One ``run_function_batch`` call, all its inputs together: calls not finished by
     then are reported as failed, and the batch answers. Each call is also held to
     ``SIESTA_AGENTS__TIMEOUT_SECONDS``."""
+
+    def org_floor(
+        self, org: str | None, agent: str | None
+    ) -> dict[str, Literal["enabled", "disabled", "confirm"]]:
+        """``org``'s floor for ``agent`` (empty without an org or a policy for it)."""
+        policies = self.org_policies.get(org) if org is not None else None
+        return policies.floor_for(agent) if policies is not None else {}

@@ -3,6 +3,7 @@ and the executions log."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,9 @@ def service(
         "SIESTA_AGENTS__GATEWAY__TYPE": "http",
         "SIESTA_AGENTS__GATEWAY__BACKEND_URL": f"{agents.url}/subagents",
         "SIESTA_TOKENS": tokens_setting(("approver", APPROVER_TOKEN, ["approve"])),
+        "SIESTA_TOOLS__ORG_POLICIES": json.dumps(
+            {"org-strict": {"functionPolicies": {"runCommand": "disabled"}}}
+        ),
     }
     with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
         yield running
@@ -290,6 +294,39 @@ def test_published_files_belong_to_the_calls_assistant_message(
         json={"paths": ["a.txt"]},
     )
     assert refused.status_code == 422, refused.text
+
+
+def test_an_organizations_policy_holds_on_every_path(service: InProcessService) -> None:
+    """org-strict disabled runCommand for its agents: the catalog, the tool layer and
+    the direct route all say so; another org is not touched."""
+    strict = {**HEADERS, "X-Siesta-Org": "org-strict"}
+    agent = {**AGENT, "functionPolicies": {"runCommand": "enabled"}}
+    listed = service.client.post(
+        "/v1/tools/catalog", headers=strict, json={"agent": agent, "user": USER}
+    ).json()
+    assert "runCommand" not in [f["name"] for f in listed["functions"]]
+    conversation = new_conversation()
+    refused = service.client.post(
+        "/v1/tools/execute",
+        headers=strict,
+        json={
+            "conversationId": conversation,
+            "agent": agent,
+            "user": USER,
+            "function": "runCommand",
+            "arguments": {"command": "true"},
+        },
+    ).json()
+    assert refused["ok"] is False and refused["error"]["code"] == "function_not_available"
+    direct = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/runCommand",
+        headers={**strict, "X-Siesta-User": "user-1", "X-Siesta-Base-Image": "debian-base"},
+        json={"command": "true"},
+    )
+    assert direct.status_code == 403, direct.text
+    assert "the organization's policy" in direct.json()["error"]["message"]
+    elsewhere = execute(service, conversation, "runCommand", {"command": "true"}, agent)
+    assert elsewhere["ok"] is True
 
 
 def test_approval_round_trip_runs_once_and_records_the_approver(service: InProcessService) -> None:

@@ -75,7 +75,7 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "move": lambda: _calls.move(CTX, "conv-1", "a.txt", "/tmp/b.txt", "user"),
     "remove": lambda: _calls.remove(CTX, "conv-1", "app", None),
     "delete": lambda: _calls.delete(CTX, "conv-1"),
-    "catalog": lambda: _calls.catalog(AGENT, USER, "strict"),
+    "catalog": lambda: _calls.catalog(AGENT, USER, "strict", "org-a"),
     "approvals": lambda: _calls.approvals("org-a", "conv-1", 10),
     "approval": lambda: _calls.approval("org-a", "approval-1"),
     "execute": lambda: _calls.execute("org-a", "conv-1", AGENT, USER, "runCommand", {}),

@@ -144,6 +144,36 @@ def test_declared_behaviour_decides_before_the_name(
     assert rule.policy == policy and reason in rule.reason
 
 
+@pytest.mark.parametrize(
+    ("agent", "org", "floor", "policy", "reason"),
+    [
+        # the organization's policy is used when the agent says nothing
+        (None, "confirm", None, "confirm", "the organization's policy"),
+        (None, "enabled", None, "enabled", "the organization's policy"),
+        # ... and is a floor its agents cannot go below
+        ("enabled", "confirm", None, "confirm", "the organization's policy (the agent asked"),
+        ("disabled", "confirm", None, "disabled", "the agent's configuration"),
+        # the deployment's floor holds over the organization's
+        (None, "enabled", "confirm", "confirm", "the deployment's policy (the organization's"),
+        ("enabled", "confirm", "disabled", "disabled", "the deployment's policy"),
+        # an org stricter than the deployment wins
+        (None, "disabled", "confirm", "disabled", "the organization's policy"),
+    ],
+)
+def test_the_organizations_floor_sits_between_the_agent_and_the_deployment(
+    agent: Policy | None, org: Policy, floor: Policy | None, policy: Policy, reason: str
+) -> None:
+    deployment: dict[str, Policy] = {"runCommand": floor} if floor else {}
+    rule = effective_policy(
+        "runCommand",
+        system=True,
+        agent=agent,
+        deployment=deployment,
+        organization={"runCommand": org},
+    )
+    assert rule.policy == policy and reason in rule.reason
+
+
 def test_an_agent_or_the_deployment_still_decides_over_annotations() -> None:
     declared = ToolAnnotations.model_validate({"readOnlyHint": True})
     floor: dict[str, Policy] = {"crm_op_17": "confirm"}

@@ -238,6 +238,40 @@ def test_system_functions_can_require_confirmation_or_be_disabled() -> None:
     assert "publishFiles" not in by_name and by_name["readFile"].policy == "enabled"
 
 
+ORG_POLICIES = ToolSettings.model_validate(
+    {
+        "org_policies": {
+            "acme": {
+                "functionPolicies": {"JsExecutorAgent": "disabled", "runCommand": "confirm"},
+                "trustedAgents": {"JsExecutorAgent": ["agent-ops"]},
+            }
+        }
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("org", "agent", "js", "run"),
+    [
+        ("acme", "agent-1", None, ("confirm", "the organization's policy")),
+        ("acme", "agent-ops", "enabled", ("confirm", "the organization's policy")),
+        ("other", "agent-1", "enabled", ("enabled", "default")),
+        (None, "agent-1", "enabled", ("enabled", "default")),
+    ],
+)
+def test_an_organizations_policies_hold_for_its_agents_except_those_it_trusts(
+    org: str | None, agent: str, js: str | None, run: tuple[str, str]
+) -> None:
+    config = AgentConfig.model_validate(
+        {"id": agent, "systemToolIds": ["sandbox", "js_executor"], "baseImage": "debian-base"}
+    )
+    user = UserInfo(id="u", role="User")
+    catalog = build_catalog(config, user, ORG_POLICIES, IMAGES, sandbox_enabled=True, org=org)
+    by_name = {f.name: f for f in catalog.functions}
+    assert (by_name["JsExecutorAgent"].policy if "JsExecutorAgent" in by_name else None) == js
+    assert (by_name["runCommand"].policy, by_name["runCommand"].policy_reason) == run
+
+
 def test_definitions_are_openai_function_schemas() -> None:
     everything = AgentConfig.model_validate(
         {

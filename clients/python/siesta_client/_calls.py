@@ -154,6 +154,7 @@ def catalog(
     agent: AgentConfig | dict[str, Any],
     user: UserInfo | dict[str, Any],
     schema_mode: SchemaMode = "standard",
+    org: str | None = None,
 ) -> Op[CatalogPublic]:
     body = args(CatalogRequest, agent=agent, user=user)
     params = {"schemaMode": schema_mode}
@@ -161,7 +162,7 @@ def catalog(
         "POST",
         "/v1/tools/catalog",
         model(CatalogPublic),
-        {},
+        {"X-Siesta-Org": org} if org else {},
         body,
         params=params,
         body=CatalogRequest,

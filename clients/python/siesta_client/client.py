@@ -312,9 +312,11 @@ class Tools:
         agent: AgentConfig | dict[str, Any],
         user: UserInfo | dict[str, Any],
         schema_mode: SchemaMode = "standard",
+        org: str | None = None,
     ) -> CatalogPublic:
-        """``schema_mode="strict"``: parameters in the strict form of function calling."""
-        return self.client.call(_calls.catalog(agent, user, schema_mode))
+        """``schema_mode="strict"``: parameters in the strict form of function calling;
+        ``org``: the agent's organization, whose own policies then apply."""
+        return self.client.call(_calls.catalog(agent, user, schema_mode, org))
 
     def execute(
         self,

@@ -47,7 +47,7 @@ class Approvals:
             return "done"
 
         self.executor = ToolExecutor(
-            lambda agent, user: CATALOG,
+            lambda agent, user, org: CATALOG,
             {"send": record, "look": record},
             store.executions,
             clock=self.clock.time,
