@@ -306,7 +306,7 @@ class Services:
             "GoogleSearch.Search": google_search_adapter(tools, upstreams),
             "web_fetch": web_fetch_adapter(tools, upstreams),
             "image_generation": image_adapter(tools, self.files, upstreams),
-            "siesta_help_resolve": help_adapter(),
+            "siesta_help_resolve": help_adapter(tools.docs_base_url),
         }
         connections = connection_adapter(tools, upstreams)
         rules = ApprovalRules(tools.approval_ttl_seconds, tools.allow_self_approval)

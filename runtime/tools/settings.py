@@ -95,6 +95,9 @@ class ToolSettings(BaseModel):
     when the agent's configuration says nothing, and no agent of the org goes below it
     — except the agents it trusts with that function (the deployment's floor still
     holds for them)."""
+    docs_base_url: str | None = None
+    """Where this service's README is published (e.g. a repository page): the help
+    function links its sections there. Unset: it names the section, without a link."""
     search_deadline_seconds: float = Field(20.0, gt=0)
     """One ``GoogleSearch.Search`` call from start to answer: the search request and
     the fetches of its result pages together; pages not read by then get no context."""

@@ -23,9 +23,10 @@ from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.web import web_fetch_adapter
+from runtime.tools.docs_topics import TOPICS, heading_anchor
 from runtime.tools.settings import ToolSettings
 from tests.fake_apis import PNG, FakeApis
-from tests.helpers import tool_call
+from tests.helpers import REPO, tool_call
 
 CTX = tool_call()
 UPSTREAMS = Upstreams(timeout_seconds=1.5)
@@ -369,8 +370,22 @@ WRITER = {"targetAgentName": "Writer", "targetAgentMentionedByUser": True}
 
 # (rule of the module docstring, agent, arguments, state, what else the answer holds)
 HELP_TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]] = [
-    ("1 docs", BARE, {"intent": "platform_docs", "topic": "workflows"}, "docs", {}),
-    ("1 docs", BARE, {"topic": "agents"}, "docs", {"docsUrl": "/docs/agents"}),
+    (
+        "1 docs",
+        BARE,
+        {"intent": "platform_docs", "topic": "workflows"},
+        "docs",
+        {"docs.topic": "javascript", "docs.section": "JavaScript executor", "docs.url": None},
+    ),
+    (
+        "1 docs",
+        BARE,
+        {"topic": "agents"},
+        "docs",
+        {"docs.anchor": "tool-catalog-execution-and-approvals"},
+    ),
+    ("1 docs", BARE, {"topic": "../../etc/passwd"}, "unknown_topic", {"docs": None}),
+    ("1 docs", BARE, {"intent": "platform_docs"}, "docs", {"docs.topic": "tools"}),
     ("1 not docs", BARE, {"topic": "email", "capability": "email.send"}, "needs_service", {}),
     (
         "2 other agent",
@@ -505,7 +520,7 @@ HELP_TABLE: list[tuple[str, dict[str, Any], dict[str, Any], str, dict[str, Any]]
 
 def _at(answer: Any, path: str) -> Any:
     for part in path.split("."):
-        answer = answer[int(part)] if isinstance(answer, list) else answer[part]
+        answer = answer[int(part)] if isinstance(answer, list) else answer.get(part)
     return answer
 
 
@@ -537,6 +552,28 @@ def test_help_never_says_connect_what_is_connected(
     assert "Connect Gmail" not in text and "Connect Gmail" not in str(answer.get("action"))
     if answer.get("action", {}).get("kind") == "setup_connection":
         assert "Gmail" not in answer["action"]["services"]
+
+
+def test_every_documentation_topic_is_a_section_of_the_readme() -> None:
+    headings = {
+        line.lstrip("#").strip()
+        for line in (REPO / "README.md").read_text().splitlines()
+        if line.startswith("## ") or line.startswith("### ")
+    }
+    assert {topic.section for topic in TOPICS} <= headings
+    assert heading_anchor("Safe retries (`Idempotency-Key`)") == "safe-retries-idempotency-key"
+    assert heading_anchor("Living in a sandbox: ports, snapshots, metrics, pause") == (
+        "living-in-a-sandbox-ports-snapshots-metrics-pause"
+    )
+
+
+def test_help_links_a_section_only_where_the_docs_are_published() -> None:
+    base = "https://example.com/siesta/README.md"
+    answer = help_adapter(base)(tool_call(), {"userRequest": "x", "topic": "E2B sandboxes"})
+    assert answer["docs"]["url"] == f"{base}#e2b-compatibility"
+    unknown = help_adapter(base)(tool_call(), {"userRequest": "x", "topic": "quantum knitting"})
+    assert unknown["state"] == "unknown_topic" and "docs" not in unknown
+    assert "e2b" in unknown["topics"] and "quantum knitting" in unknown["message"]
 
 
 def test_help_reads_the_call_not_only_the_arguments() -> None:

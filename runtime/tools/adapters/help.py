@@ -31,6 +31,7 @@ from siesta_contract.functions.assistant import HelpArgs
 
 from runtime.functions.base import parse_arguments as parse
 from runtime.tools.call import Adapter, ToolCall
+from runtime.tools.docs_topics import TOPICS, find_topic
 
 AREA_SERVICES: dict[str, tuple[str, ...]] = {
     "email": ("Gmail", "Outlook"),
@@ -136,12 +137,24 @@ def _answer(title: str, state: str, message: str, **extra: Any) -> dict[str, Any
     return {"title": title, "state": state, "message": message, **extra}
 
 
-def _docs(topic: str) -> dict[str, Any]:
+def _docs(topic: str | None, docs_base_url: str | None) -> dict[str, Any]:
+    """The README section about ``topic`` (a link only where the operator published
+    the documentation); a topic the table does not know gets the list of topics."""
+    entry = find_topic(topic or "tools")
+    if entry is None:
+        known = ", ".join(t.id for t in TOPICS)
+        return _answer(
+            "Which part of the documentation?",
+            "unknown_topic",
+            f"There is no documentation section about {topic!r}. Topics: {known}.",
+            topics=[t.id for t in TOPICS],
+        )
+    url = f"{docs_base_url.rstrip('/')}#{entry.anchor}" if docs_base_url else None
     return _answer(
-        f"Documentation: {topic}",
+        f"Documentation: {entry.section}",
         "docs",
-        f"Here is the documentation about {topic}.",
-        docsUrl=f"/docs/{topic}",
+        entry.summary,
+        docs={"topic": entry.id, "section": entry.section, "anchor": entry.anchor, "url": url},
     )
 
 
@@ -268,15 +281,16 @@ def _connected_answer(a: HelpArgs, service: str, connections: list[Connection]) 
     )
 
 
-def help_adapter() -> Adapter:
-    """Guidance from the agent's configuration: what is there, what to press. Grants nothing."""
+def help_adapter(docs_base_url: str | None = None) -> Adapter:
+    """Guidance from the agent's configuration: what is there, what to press. Grants
+    nothing. ``docs_base_url``: where the README is published (links to its sections)."""
 
     def run(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(HelpArgs, "siesta_help_resolve", arguments)
         d = Diagnosis(call.agent)
         services, named = _services(a, d)
         if a.intent == "platform_docs" or (a.topic and not a.capability and not services):
-            return _docs(a.topic or "tools")
+            return _docs(a.topic, docs_base_url)
         other = a.targetAgentId or a.targetAgentName
         if a.targetAgentMentionedByUser and other and other != call.agent.id:
             return _other_agent(other, services if named else [], d)
