@@ -219,6 +219,52 @@ def test_firecrawl_functions(apis: FakeApis) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("function", "arguments", "path", "expected"),
+    [
+        (
+            "ScrapePageAsync",
+            {"url": "https://x"},
+            "/v1/scrape",
+            {"url": "https://x", "formats": ["markdown"], "onlyMainContent": True},
+        ),
+        (
+            "ScrapePageAsync",
+            {"url": "https://x", "onlyMainContent": False},
+            "/v1/scrape",
+            {"url": "https://x", "formats": ["markdown"], "onlyMainContent": False},
+        ),
+        (
+            "CrawlSiteAsync",
+            {"url": "https://site", "limit": 5, "includePaths": ["/docs/*"]},
+            "/v1/crawl",
+            {"url": "https://site", "limit": 5, "includePaths": ["/docs/*"], "excludePaths": []},
+        ),
+        ("MapSiteAsync", {"url": "https://site"}, "/v1/map", {"url": "https://site", "limit": 100}),
+        (
+            "MapSiteAsync",
+            {"url": "https://site", "search": "docs", "limit": 2},
+            "/v1/map",
+            {"url": "https://site", "limit": 2, "search": "docs"},
+        ),
+        ("SearchWebAsync", {"query": "q"}, "/v1/search", {"query": "q", "limit": 5}),
+        ("SearchWebAsync", {"query": "q", "limit": None}, "/v1/search", {"query": "q", "limit": 5}),
+    ],
+)
+def test_each_firecrawl_call_sends_exactly_this(
+    apis: FakeApis, function: str, arguments: dict[str, Any], path: str, expected: dict[str, Any]
+) -> None:
+    apis.crawl_polls = 0
+    before = len(apis.requests)
+    firecrawl_adapters(settings(apis), UPSTREAMS)[function](CTX, arguments)
+    first = apis.requests[before]
+    assert (first["method"], first["path"], first["body"]) == ("POST", path, expected)
+    assert first["headers"]["Authorization"] == "Bearer good-key"
+    if function == "CrawlSiteAsync":  # then its status, polled by the job's id
+        polls = apis.requests[before + 1 :]
+        assert polls and {(r["method"], r["path"]) for r in polls} == {("GET", "/v1/crawl/job-1")}
+
+
 def test_firecrawl_failure_modes(apis: FakeApis) -> None:
     fire = firecrawl_adapters(settings(apis), UPSTREAMS)
     assert (

@@ -146,6 +146,73 @@ def test_the_required_fields_are_enough_and_nothing_else_is_accepted(
     assert "bogus: Extra inputs are not permitted" in error.message
 
 
+CONTEXT = {"org": "org", "user": "user", "agentId": "agent-1", "conversationId": "conv"}
+SENT: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("Platform_CreateAgent", {"name": "N", "temperature": 0.2}, {"name": "N", "temperature": 0.2}),
+    ("Platform_CreateAgentFromTemplate", {"templateId": "tpl-1"}, {"templateId": "tpl-1"}),
+    ("Platform_GetAgent", {}, {"id": "agent-1"}),
+    ("Platform_GetAgent", {"id": "agent-9"}, {"id": "agent-9"}),
+    ("Platform_ListAgents", {"search": "ops", "limit": 5}, {"search": "ops", "limit": 5}),
+    (
+        "Platform_UpdateAgent",
+        {"name": "N", "skillIds": ["s1"], "description": None},
+        {"id": "agent-1", "name": "N", "skillIds": ["s1"], "replaceLists": ["skillIds"]},
+    ),
+    ("Platform_ListConversations", {"agentId": "a-2"}, {"agentId": "a-2"}),
+    (
+        "Platform_ListMessages",
+        {"conversationId": "c-1", "role": "user"},
+        {"conversationId": "c-1", "role": "user"},
+    ),
+    (
+        "Platform_CreateSkill",
+        {"name": "N", "instructions": "Do it"},
+        {"name": "N", "instructions": "Do it"},
+    ),
+    ("Platform_GetSkill", {"id": "sk-1"}, {"id": "sk-1"}),
+    ("Platform_ListSkills", {}, {}),
+    (
+        "Platform_UpdateSkill",
+        {"id": "sk-1", "description": "d"},
+        {"id": "sk-1", "description": "d"},
+    ),
+    ("Platform_GetTemplate", {"id": "tpl-1"}, {"id": "tpl-1"}),
+    ("Platform_ListTemplates", {"search": "sales"}, {"search": "sales"}),
+    ("Platform_CreateMemoryCollection", {"name": "N"}, {"name": "N"}),
+    ("Platform_GetMemoryCollection", {"id": "mc-1"}, {"id": "mc-1"}),
+    ("Platform_ListMemoryCollections", {}, {}),
+    ("Platform_UpdateMemoryCollection", {"id": "mc-1", "name": "N"}, {"id": "mc-1", "name": "N"}),
+    (
+        "Platform_CreateMemoryPage",
+        {"collectionId": "mc-1", "name": "N", "body": "text"},
+        {"collectionId": "mc-1", "name": "N", "body": "text"},
+    ),
+    ("Platform_GetMemoryPage", {"id": "mp-1"}, {"id": "mp-1"}),
+    ("Platform_UpdateMemoryPage", {"id": "mp-1", "order": 2}, {"id": "mp-1", "order": 2}),
+]
+"""What each Platform function's call sends the platform: exactly the given fields (an
+omitted or null one is not sent, so the platform keeps its own default), the current
+agent for an omitted id, ``replaceLists`` naming the lists an update replaces."""
+
+
+def test_the_sent_table_covers_every_platform_function_but_create_task() -> None:
+    assert {name for name, _, _ in SENT} == set(REQUIRED) - {"Platform_CreateTask"}
+
+
+@pytest.mark.parametrize(("name", "arguments", "expected"), SENT, ids=[c[0] for c in SENT])
+def test_each_platform_call_sends_exactly_this_and_answers_the_platforms_result(
+    apis: FakeApis, name: str, arguments: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    run = adapter(apis, name, platform_token="tok-1")
+    answer = run(call_of(name), arguments)
+    request = apis.requests[-1]
+    assert (request["method"], request["path"]) == ("POST", f"/functions/{name}")
+    assert request["headers"]["Authorization"] == "Bearer tok-1"
+    assert request["body"] == {"arguments": expected, "context": CONTEXT}
+    if name != "Platform_ListAgents":  # the fake lists only agents it knows by name
+        assert answer == {"function": name, **expected}  # the platform's "result", unwrapped
+
+
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
 def test_no_function_takes_arguments_it_does_not_publish(name: str) -> None:
     spec = FUNCTIONS[name]

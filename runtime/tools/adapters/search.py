@@ -260,9 +260,10 @@ def firecrawl_adapters(settings: ToolSettings, upstreams: Upstreams) -> dict[str
 
     def site_map(_: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(MapArgs, "MapSiteAsync", arguments)
-        body = post(
-            "/v1/map", {"url": a.url, "search": a.search, "limit": a.limit}, "Firecrawl map"
-        )
+        request: dict[str, Any] = {"url": a.url, "limit": a.limit}
+        if a.search is not None:  # Firecrawl takes a string or nothing, not null
+            request["search"] = a.search
+        body = post("/v1/map", request, "Firecrawl map")
         links = body.get("links") if isinstance(body, dict) else None
         if not isinstance(links, list):
             msg = "Firecrawl map: no links in the answer"
