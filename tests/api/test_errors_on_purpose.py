@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runtime.core.context import conversation_key
+from runtime.core.records import conversation_key
 from tests.helpers import TOKEN, new_conversation
 from tests.inprocess import InProcessService, in_process_service
 
