@@ -56,14 +56,20 @@ class ContentReader:
             limit=limit,
         )
 
-    def peek(self, ctx: CallContext, a: PeekContentArgs) -> PeekContentResult:
-        record = self._text_file(ctx, a.file)
+    def load(self, ctx: CallContext, file: str, offset: int) -> PeekContentResult:
+        """The file's text from ``offset``, up to ``max_load_chars`` (then ``next``)."""
+        record = self._text_file(ctx, file)
+        return self._peek_chars(record, offset, None, self._settings.max_load_chars)
+
+    def peek(self, ctx: CallContext, file: str, a: PeekContentArgs) -> PeekContentResult:
+        record = self._text_file(ctx, file)
         if a.startLine is not None or a.endLine is not None:
             return self._peek_lines(record, a.startLine or 1, a.endLine)
-        return self._peek_chars(record, a.start or 0, a.stop)
+        return self._peek_chars(record, a.start or 0, a.stop, self._settings.max_peek_chars)
 
-    def _peek_chars(self, record: FileRecord, start: int, stop: int | None) -> PeekContentResult:
-        limit = self._settings.max_peek_chars
+    def _peek_chars(
+        self, record: FileRecord, start: int, stop: int | None, limit: int
+    ) -> PeekContentResult:
         until = start + limit if stop is None else min(stop, start + limit)
         position, parts, more = 0, [], False
         for chunk in self._text(record):
@@ -121,10 +127,10 @@ class ContentReader:
             limit=max_lines,
         )
 
-    def grep(self, ctx: CallContext, a: GrepContentArgs) -> GrepContentResult:
+    def grep(self, ctx: CallContext, file: str, a: GrepContentArgs) -> GrepContentResult:
         settings = self._settings
         pattern = _pattern(a, settings.max_pattern_chars)
-        record = self._text_file(ctx, a.file)
+        record = self._text_file(ctx, file)
         cap = min(a.maxMatches or settings.max_grep_matches, settings.max_grep_matches)
         context = min(a.contextLines, settings.max_context_lines)
         width, budget = settings.max_line_chars, settings.max_scan_chars

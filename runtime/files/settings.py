@@ -12,6 +12,8 @@ class ContentSettings(BaseModel):
 
     max_peek_chars: int = Field(20_000, ge=1)
     """Most characters one ``peek_content`` returns (a larger range is cut)."""
+    max_load_chars: int = Field(200_000, ge=1)
+    """Most characters one ``load_content`` returns; a longer text is paged (``next``)."""
     max_peek_lines: int = Field(500, ge=1)
     """Most lines one ``peek_content`` in lines returns."""
     max_line_chars: int = Field(2_000, ge=16)

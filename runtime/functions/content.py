@@ -9,6 +9,7 @@ from siesta_contract.functions.content import (
     GrepContentResult,
     ListContentSourcesArgs,
     ListContentSourcesResult,
+    LoadContentArgs,
     PeekContentArgs,
     PeekContentResult,
 )
@@ -21,6 +22,13 @@ LIST_CONTENT_SOURCES = FunctionSpec(
     "with the fileId the other content tools take.",
     ListContentSourcesArgs,
     ListContentSourcesResult,
+)
+LOAD_CONTENT = FunctionSpec(
+    "load_content",
+    "Load a conversation file's whole text (capped; a longer one goes on from `next`). "
+    "For a part of a large file, peek_content or grep_content cost less.",
+    LoadContentArgs,
+    PeekContentResult,
 )
 PEEK_CONTENT = FunctionSpec(
     "peek_content",
@@ -42,4 +50,6 @@ GET_CONTENT_STATS = FunctionSpec(
     GetContentStatsArgs,
     ContentStatsResult,
 )
-CONTENT = [LIST_CONTENT_SOURCES, PEEK_CONTENT, GREP_CONTENT, GET_CONTENT_STATS]
+CONTENT = [LIST_CONTENT_SOURCES, LOAD_CONTENT, PEEK_CONTENT, GREP_CONTENT, GET_CONTENT_STATS]
+FILE_FUNCTIONS = frozenset(f.name for f in CONTENT if f is not LIST_CONTENT_SOURCES)
+"""The content functions that read one file (``file``, or the run's default)."""

@@ -32,7 +32,7 @@ from siesta_contract.agents import AgentConfig, Connection, Policy, UserInfo
 
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
-from runtime.functions.content import CONTENT
+from runtime.functions.content import CONTENT, FILE_FUNCTIONS, LIST_CONTENT_SOURCES
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
@@ -113,7 +113,7 @@ def build_catalog(
             CatalogFunction(
                 definition.name,
                 definition.description,
-                definition.parameters(),
+                _parameters(definition, agent),
                 "System",
                 f"system:{tool}",
                 rule.policy,
@@ -241,5 +241,27 @@ def _system_functions(
     if "js_executor" in assigned:
         chosen.append((JS_EXECUTOR, "js_executor"))
     if "content" in assigned:
-        chosen.extend((function, "content") for function in CONTENT)
+        # The run names its content: the tools read it by default, nothing to list.
+        known = agent.content_default is not None
+        chosen.extend(
+            (function, "content")
+            for function in CONTENT
+            if not (known and function is LIST_CONTENT_SOURCES)
+        )
     return chosen
+
+
+def _parameters(definition: FunctionSpec, agent: AgentConfig) -> dict[str, Any]:
+    """The function's schema as this agent sees it: a content tool's ``file`` is
+    required, or defaults to the run's content item (the reference's scenarios)."""
+    parameters = definition.parameters()
+    if definition.name in FILE_FUNCTIONS:
+        if agent.content_default is None:
+            parameters["required"] = sorted({*parameters["required"], "file"})
+            file = parameters["properties"]["file"]
+            text = next(o for o in file.pop("anyOf") if o.get("type") != "null")
+            file.pop("default", None)
+            parameters["properties"]["file"] = {**text, **file}  # a name, never null
+        else:
+            parameters["properties"]["file"]["default"] = agent.content_default
+    return parameters

@@ -39,15 +39,29 @@ class Tools:
             ctx, name, None, iter([raw[i : i + 7] for i in range(0, len(raw), 7)])
         ).file_id
 
-    def __call__(self, function: str, *, ctx: CallContext = CTX, **arguments: Any) -> Any:
-        base = tool_call(function)
+    def __call__(
+        self,
+        function: str,
+        *,
+        ctx: CallContext = CTX,
+        agent: dict[str, Any] | None = None,
+        **arguments: Any,
+    ) -> Any:
+        base = tool_call(function, agent=agent)
         return self.adapters[function](
             ToolCall(ctx, base.agent, base.user, base.function), arguments
         )
 
-    def error(self, function: str, *, ctx: CallContext = CTX, **arguments: Any) -> dict[str, Any]:
+    def error(
+        self,
+        function: str,
+        *,
+        ctx: CallContext = CTX,
+        agent: dict[str, Any] | None = None,
+        **arguments: Any,
+    ) -> dict[str, Any]:
         with pytest.raises(SiestaError) as caught:
-            self(function, ctx=ctx, **arguments)
+            self(function, ctx=ctx, agent=agent, **arguments)
         return caught.value.to_dict()
 
 
@@ -327,7 +341,13 @@ def test_the_content_tools_come_with_their_system_tool(
         ImageCatalog([CatalogImage(id="b", title="B", image="b:1")], tmp_path),
         sandbox_enabled=True,
     )
-    names = {"list_content_sources", "peek_content", "grep_content", "get_content_stats"}
+    names = {
+        "list_content_sources",
+        "load_content",
+        "peek_content",
+        "grep_content",
+        "get_content_stats",
+    }
     found = {f.name: f for f in catalog.functions if f.name in names}
     assert set(found) == (names if offered else set())
     if offered:
@@ -346,3 +366,54 @@ def test_the_content_tools_come_with_their_system_tool(
 def test_bad_arguments_are_refused_by_the_published_schema(tools: Tools) -> None:
     with pytest.raises(InvalidArguments):
         tools("get_content_stats", file="x", extra=1)
+
+
+# -- load, and the run's own content ------------------------------------------------------
+
+
+def test_load_gives_the_whole_text_in_capped_pages(tmp_path: Path) -> None:
+    for tools in make_tools(tmp_path, max_load_chars=1000):
+        file = tools.upload("app.log", LOG)
+        first = tools("load_content", file=file)
+        assert (first["unit"], first["start"], first["limit"]) == ("chars", 0, 1000)
+        assert first["content"] == LOG[:1000] and first["truncated"] is True
+        rest = tools("load_content", file="app.log", offset=first["next"])
+        assert rest["content"] == LOG[1000:] and rest["next"] is None
+        assert tools("load_content", file=file, offset=None)["content"] == LOG[:1000]
+
+
+def test_a_run_that_names_its_content_reads_it_by_default(tools: Tools) -> None:
+    """The reference's scenario 2a: the run's metadata names the content item; the
+    tools take it when the model names none, and another file can still be named."""
+    tools.upload("notes.txt", "one\ntwo\n")
+    report = tools.upload("report.txt", "alpha\nbeta ERROR\n")
+    run = {"contentDefault": report}
+    assert tools("get_content_stats", agent=run)["file"]["name"] == "report.txt"
+    assert tools("load_content", agent=run)["content"] == "alpha\nbeta ERROR\n"
+    assert [m["line"] for m in tools("grep_content", agent=run, query="error")["matches"]] == [2]
+    assert tools("peek_content", agent=run, file="notes.txt")["content"] == "one\ntwo\n"
+    error = tools.error("peek_content")  # no file and no default
+    assert error["code"] == "invalid_arguments" and "contentDefault" in error["message"]
+
+
+def test_the_catalog_shows_the_default_and_leaves_out_the_listing(tmp_path: Path) -> None:
+    def catalog_of(agent: dict[str, Any]) -> dict[str, Any]:
+        config = {"id": "a", "systemToolIds": ["content"], **agent}
+        catalog = build_catalog(
+            AgentConfig.model_validate(config),
+            UserInfo(id="u", role="User"),
+            ToolSettings(),
+            ImageCatalog([], tmp_path),
+            sandbox_enabled=False,
+        )
+        return {f.name: f.parameters for f in catalog.functions}
+
+    discovering = catalog_of({})
+    assert "list_content_sources" in discovering
+    assert discovering["grep_content"]["required"] == ["file", "query"]
+    file = discovering["load_content"]["properties"]["file"]
+    assert file["type"] == "string" and "default" not in file and "anyOf" not in file
+    known = catalog_of({"contentDefault": "file-7"})
+    assert "list_content_sources" not in known
+    assert known["grep_content"]["required"] == ["query"]
+    assert known["load_content"]["properties"]["file"]["default"] == "file-7"

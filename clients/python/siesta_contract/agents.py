@@ -86,6 +86,10 @@ class AgentConfig(_Wire):
     ``*.suffix``); it can only take hosts away. ``[]``: no network for this agent."""
     model: ModelRef | None = None
     task_workspace_id: str | None = Field(None, alias="taskWorkspaceId")
+    content_default: str | None = Field(None, alias="contentDefault", min_length=1)
+    """The content item this run is about (a conversation file's id or name), as the
+    reference's run metadata gives it: the content tools use it when the model names no
+    file, and ``list_content_sources`` is left out."""
     sub_agents: list[str] = Field(default_factory=list, alias="subAgents")
     connections: list[Connection] = Field(default_factory=list)
     audience: list[Principal] | None = None

@@ -1,10 +1,9 @@
 """The ``content`` System Tool: conversation files and artifacts read in pieces.
 
 Names follow the peer platform's content tools (seeds/004_*): ``list_content_sources``,
-``peek_content``, ``grep_content``, ``get_content_stats``. Their ``load_content``
-(the whole text at once) is left out on purpose: a page of ``peek_content`` is the
-same thing with a cap. Caps are settings (``SIESTA_FILES__CONTENT__*``); results
-say when they cut and where to go on.
+``load_content``, ``peek_content``, ``grep_content``, ``get_content_stats``. Caps are
+settings (``SIESTA_FILES__CONTENT__*``); results say when they cut and where to go on.
+``file`` may be left out when the agent's run names its content (``contentDefault``).
 """
 
 from __future__ import annotations
@@ -16,8 +15,10 @@ from pydantic import Field, model_validator
 from siesta_contract.base import Arguments, Result
 
 FILE_FIELD = Field(
+    None,
     min_length=1,
-    description="A conversation file's id, or its name (the newest file of that name)",
+    description="A conversation file's id, or its name (the newest file of that name); "
+    "required unless the run names its content (then that is the default)",
 )
 
 
@@ -26,8 +27,13 @@ class ListContentSourcesArgs(Arguments):
     offset: int = Field(0, ge=0, description="Files to skip (newest first), for the next page")
 
 
+class LoadContentArgs(Arguments):
+    file: str | None = FILE_FIELD
+    offset: int = Field(0, ge=0, description="First character (0-based): a previous next")
+
+
 class PeekContentArgs(Arguments):
-    file: str = FILE_FIELD
+    file: str | None = FILE_FIELD
     start: int | None = Field(None, ge=0, description="First character (0-based)")
     stop: int | None = Field(None, ge=0, description="End character (exclusive)")
     startLine: int | None = Field(
@@ -52,7 +58,7 @@ class PeekContentArgs(Arguments):
 
 
 class GrepContentArgs(Arguments):
-    file: str = FILE_FIELD
+    file: str | None = FILE_FIELD
     query: str = Field(min_length=1, description="Text to find (or a regular expression)")
     regex: bool = Field(False, description="Treat query as a Python regular expression")
     caseSensitive: bool = Field(False, description="Match case exactly (default: ignore case)")
@@ -62,7 +68,7 @@ class GrepContentArgs(Arguments):
 
 
 class GetContentStatsArgs(Arguments):
-    file: str = FILE_FIELD
+    file: str | None = FILE_FIELD
 
 
 class ContentSource(Result):
