@@ -63,16 +63,20 @@ def execute(
     function: str,
     arguments: dict[str, Any],
     agent: dict[str, Any] | None = None,
+    headers: dict[str, str] = HEADERS,
+    **body: Any,
 ) -> dict[str, Any]:
+    """``POST /v1/tools/execute`` (``body``: more of its fields, e.g. ``messageId``)."""
     response = service.client.post(
         "/v1/tools/execute",
-        headers=HEADERS,
+        headers=headers,
         json={
             "conversationId": conversation,
             "agent": agent or AGENT,
             "user": USER,
             "function": function,
             "arguments": arguments,
+            **body,
         },
     )
     assert response.status_code == 200, response.text
@@ -263,18 +267,9 @@ def test_published_files_belong_to_the_calls_assistant_message(
     )
     assert published.status_code == 200, published.text
     assert published.json()["files"][0]["artifact"]["messageId"] == "msg-direct"
-    held = service.client.post(
-        "/v1/tools/execute",
-        headers=HEADERS,
-        json={
-            "conversationId": conversation,
-            "agent": agent,
-            "user": USER,
-            "function": "publishFiles",
-            "arguments": {"paths": ["b.txt"]},
-            "messageId": "msg-7",
-        },
-    ).json()
+    held = execute(
+        service, conversation, "publishFiles", {"paths": ["b.txt"]}, agent, messageId="msg-7"
+    )
     approved = decide(service, held["error"]["approvalId"], "approve").json()
     assert approved["result"]["files"][0]["artifact"]["messageId"] == "msg-7"
     untied = execute(
@@ -306,17 +301,7 @@ def test_an_organizations_policy_holds_on_every_path(service: InProcessService) 
     ).json()
     assert "runCommand" not in [f["name"] for f in listed["functions"]]
     conversation = new_conversation()
-    refused = service.client.post(
-        "/v1/tools/execute",
-        headers=strict,
-        json={
-            "conversationId": conversation,
-            "agent": agent,
-            "user": USER,
-            "function": "runCommand",
-            "arguments": {"command": "true"},
-        },
-    ).json()
+    refused = execute(service, conversation, "runCommand", {"command": "true"}, agent, strict)
     assert refused["ok"] is False and refused["error"]["code"] == "function_not_available"
     direct = service.client.post(
         f"/v1/conversations/{conversation}/sandbox/runCommand",
