@@ -64,9 +64,9 @@ def execute(
     arguments: dict[str, Any],
     agent: dict[str, Any] | None = None,
     headers: dict[str, str] = HEADERS,
-    **body: Any,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """``POST /v1/tools/execute`` (``body``: more of its fields, e.g. ``messageId``)."""
+    """``POST /v1/tools/execute`` (``fields``: more of its body, e.g. ``messageId``)."""
     response = service.client.post(
         "/v1/tools/execute",
         headers=headers,
@@ -76,7 +76,7 @@ def execute(
             "user": USER,
             "function": function,
             "arguments": arguments,
-            **body,
+            **fields,
         },
     )
     assert response.status_code == 200, response.text
