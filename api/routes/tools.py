@@ -94,12 +94,8 @@ def catalog(
             "optional ones nullable (`null` is read as not given), no other properties.",
         ),
     ] = "standard",
-    x_siesta_org: Annotated[
-        str | None,
-        Header(description="The agent's organization: its own policies apply (see execute)"),
-    ] = None,
 ) -> CatalogPublic:
-    org = org_of(x_siesta_org) if x_siesta_org is not None else None
+    org = check_id(body.org, "org", InvalidContext) if body.org is not None else None
     result = services.tool_catalog(body.agent, body.user, org)
     functions = [f.public() for f in result.functions]
     if schema_mode == "strict":

@@ -297,7 +297,9 @@ def test_an_organizations_policy_holds_on_every_path(service: InProcessService) 
     strict = {**HEADERS, "X-Siesta-Org": "org-strict"}
     agent = {**AGENT, "functionPolicies": {"runCommand": "enabled"}}
     listed = service.client.post(
-        "/v1/tools/catalog", headers=strict, json={"agent": agent, "user": USER}
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        json={"agent": agent, "user": USER, "org": "org-strict"},
     ).json()
     assert "runCommand" not in [f["name"] for f in listed["functions"]]
     conversation = new_conversation()

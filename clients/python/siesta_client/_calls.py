@@ -156,13 +156,13 @@ def catalog(
     schema_mode: SchemaMode = "standard",
     org: str | None = None,
 ) -> Op[CatalogPublic]:
-    body = args(CatalogRequest, agent=agent, user=user)
+    body = args(CatalogRequest, agent=agent, user=user, org=org)
     params = {"schemaMode": schema_mode}
     return Op(
         "POST",
         "/v1/tools/catalog",
         model(CatalogPublic),
-        {"X-Siesta-Org": org} if org else {},
+        {},
         body,
         params=params,
         body=CatalogRequest,

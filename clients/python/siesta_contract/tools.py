@@ -21,6 +21,12 @@ class CatalogRequest(BaseModel):
 
     agent: AgentConfig
     user: UserInfo
+    org: str | None = Field(
+        None,
+        description="The agent's organization: its own policies (SIESTA_TOOLS__ORG_POLICIES) "
+        "apply, as they do when the agent's calls run",
+        json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS},
+    )
 
 
 class CatalogFunctionPublic(BaseModel):
