@@ -1,4 +1,8 @@
-"""Wiring: builds the runtime's parts from settings, in one place."""
+"""Wiring: builds the runtime's parts from settings, in one place.
+
+Over 400 lines: it is the composition root, the one place where every part is made
+and handed what it needs; the parts themselves live in their packages.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ branch on it) and structured ``fields`` such as ``limit`` or ``path``. Errors
 caused by a limit always carry the limit in force, because agents are told to
 trust that value.
 
+Over 400 lines on purpose: it is the one table of every error the API can answer,
+each a few lines; split by area, the tree below would no longer be in one place.
+
     SiestaError                        internal_error (a bug: never shown beyond the code)
     ├── InvalidRequest                 invalid_request (problems)
     │   ├── InvalidJson                invalid_json

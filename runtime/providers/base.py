@@ -4,6 +4,9 @@
 *labelled* sandboxes; ``SandboxInside`` runs commands and moves files inside a
 running one. A ``SandboxProvider`` holds one of each. Providers know nothing about
 conversations, leases or HTTP: the session manager decides what to create and when.
+
+Over 400 lines: it is the whole contract every provider implements (the two
+protocols, their value types and documented semantics), which reads best in one file.
 """
 
 from __future__ import annotations

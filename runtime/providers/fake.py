@@ -7,6 +7,9 @@ For fast API-level tests only: there is no isolation at all. It keeps the
 provider contract (timeout kills the process group, output capped while it is
 produced) so tests written against it mean something; every behaviour is also
 tested against Docker.
+
+Over 400 lines: it fakes both seams whole (lifecycle, commands, files, processes,
+snapshots), so that API tests meet the same contract as the real providers.
 """
 
 from __future__ import annotations

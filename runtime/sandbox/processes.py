@@ -13,6 +13,9 @@ The table of processes lives in this service instance: a process started through
 one instance is connected to, listed and signalled through the same one (what the
 E2B SDKs do: one sandbox URL per sandbox). Processes outlive the call and the
 conversation's lease, not the sandbox: they end with it.
+
+Over 400 lines: the process table, its readers and their buffers are one lock's
+state; splitting them would spread that lock's invariants over modules.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ asked (a token deciding its own request could approve anything it asks for).
 Deleting the conversation cancels its approvals: one not yet decided can no longer
 be, and one approved but not yet started never starts (``admit_approved``, checked
 under the conversation's lease, which the deletion holds too).
+
+Over 400 lines: it is the one path every call takes (gating, approval, run, log),
+read best in its order; held calls, approval views and the log's shaping are apart.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ frames nothing.
 A frame that breaks the protocol closes this channel only, counted in
 ``siesta_agent_protocol_errors_total``: the request in flight fails with
 ``ChannelClosed`` and the next one opens a new channel.
+
+Over 400 lines: the reader, the request table and the protocol's framing rules are
+one state machine; its frame codec and inbox are already apart (``agent_*``).
 """
 
 from __future__ import annotations
