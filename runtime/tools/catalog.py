@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siesta_contract.agents import AgentConfig, Connection, Policy, UserInfo
+from siesta_contract.base import not_nullable
 
 from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SIESTA_HELP
 from runtime.functions.base import FunctionSpec
@@ -259,9 +260,7 @@ def _parameters(definition: FunctionSpec, agent: AgentConfig) -> dict[str, Any]:
         if agent.content_default is None:
             parameters["required"] = sorted({*parameters["required"], "file"})
             file = parameters["properties"]["file"]
-            text = next(o for o in file.pop("anyOf") if o.get("type") != "null")
-            file.pop("default", None)
-            parameters["properties"]["file"] = {**text, **file}  # a name, never null
+            parameters["properties"]["file"] = not_nullable(file)  # a name, never null
         else:
             parameters["properties"]["file"]["default"] = agent.content_default
     return parameters

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -278,7 +279,8 @@ class ToolExecutor:
             conversation=conversation, status=ExecutionStatus.PENDING_APPROVAL, limit=limit
         )
         found = [e for e in self._log.find(org, where) if not e.expired(now)]
-        return [approval_view(e, complete=False) for e in sorted(found, key=_created)]
+        oldest_first = sorted(found, key=operator.attrgetter("created_at"))
+        return [approval_view(e, complete=False) for e in oldest_first]
 
     def approval(self, org: str, approval_id: str) -> dict[str, Any]:
         """One call waiting for a decision, its arguments complete; raises as ``decide``
@@ -413,7 +415,3 @@ def _span(
         source=call.function.source,
         execution_id=execution.id,
     )
-
-
-def _created(execution: ToolExecution) -> float:
-    return execution.created_at

@@ -42,6 +42,13 @@ def nullable(prop: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [inner, {"type": "null"}], **outer}
 
 
+def not_nullable(prop: dict[str, Any]) -> dict[str, Any]:
+    """``nullable``'s inverse: ``prop`` without its ``null`` option and its default."""
+    options = [o for o in prop.get("anyOf", []) if o.get("type") != "null"]
+    outer = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+    return {**options[0], **outer} if len(options) == 1 else outer | {"anyOf": options}
+
+
 def _schema_extra(schema: dict[str, Any], model: type[BaseModel]) -> None:
     optional_properties_allow_null(schema)
 
