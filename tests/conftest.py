@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from tests.cpython_workarounds import serialise_ast_parse
 from tests.egress_upstream import serving_ok
 from tests.helpers import (
     PUBLISH_WITHOUT_APPROVAL,
@@ -29,6 +30,8 @@ from tests.helpers import (
 )
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 from tests.redis_server import RedisServer
+
+serialise_ast_parse()
 
 
 @pytest.fixture(scope="session")
