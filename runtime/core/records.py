@@ -1,4 +1,4 @@
-"""What the store keeps: session, file and tool-execution records.
+"""What the store keeps: session, file, tool-execution, snapshot and memory records.
 
 A session record is the truth about which sandbox serves a conversation. It is
 keyed by (org, conversation), so one org can never name another org's session.
@@ -8,6 +8,7 @@ holds (see ``base.py``).
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
 from dataclasses import asdict, dataclass, field, replace
@@ -324,3 +325,53 @@ class SnapshotRecord:
     @classmethod
     def from_json(cls, text: str) -> SnapshotRecord:
         return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class MemoryBank:
+    """An org's memory bank (``siesta_contract.memory``): its entries are apart."""
+
+    org: str
+    bank_id: str
+    name: str
+    description: str
+    type: str
+    """``conversation`` or ``general``."""
+    mode: str
+    """``read_write`` or ``read_only``."""
+    created_at: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> MemoryBank:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One fact or chat turn of a bank's key, with its text's embedding."""
+
+    org: str
+    bank_id: str
+    key: str
+    entry_id: str
+    content: str
+    speaker: str | None
+    created_at: float
+    embedding: str = ""
+    """The model that made ``vector`` (``""``: none): a vector of another model is
+    never compared with this one's."""
+    vector: bytes = b""
+    """Little-endian float32, unit length."""
+
+    def to_json(self) -> str:
+        body = asdict(self)
+        body["vector"] = base64.b64encode(self.vector).decode()
+        return json.dumps(body, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> MemoryEntry:
+        body = json.loads(text)
+        return cls(**{**body, "vector": base64.b64decode(body["vector"])})

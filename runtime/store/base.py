@@ -3,8 +3,8 @@
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
 deployment id, the egress credentials revoked by deletions, and each conversation's
-network rules and refusal count. Each backend
-implements every protocol over its one connection:
+network rules and refusal count, and the orgs' memory banks. Each backend implements
+every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
 * ``redis/`` — several instances sharing one Redis.
@@ -32,6 +32,8 @@ from runtime.core.records import (
     IdempotencyClaim,
     IdempotencyEntry,
     KeptResponse,
+    MemoryBank,
+    MemoryEntry,
     PoolMember,
     SessionRecord,
     SnapshotRecord,
@@ -353,6 +355,27 @@ class SnapshotStore(Protocol):
         """Every org's snapshot ids (clean-up of what has no record)."""
 
 
+class MemoryStore(Protocol):
+    """Banks per org, oldest first (``add_bank``: False when the org has ``limit``);
+    entries per bank key in the order added, deleted with their bank."""
+
+    def add_bank(self, bank: MemoryBank, limit: int) -> bool: ...
+
+    def get_bank(self, org: str, bank_id: str) -> MemoryBank | None: ...
+
+    def list_banks(self, org: str) -> list[MemoryBank]: ...
+
+    def delete_bank(self, org: str, bank_id: str) -> bool: ...
+
+    def add_entry(self, entry: MemoryEntry, limit: int) -> int | None:
+        """Append unless the key is full (``limit``): its count after; ``None``: no bank."""
+
+    def entries(
+        self, org: str, bank_id: str, key: str, *, newest_first: bool, limit: int
+    ) -> tuple[list[MemoryEntry], int]:
+        """Up to ``limit`` of the key's entries from one end, and how many it holds."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -370,6 +393,7 @@ class Stores:
     revocations: RevocationStore
     snapshots: SnapshotStore
     network: NetworkRuleStore
+    memory: MemoryStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

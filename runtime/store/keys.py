@@ -154,3 +154,19 @@ def snapshots(org: str) -> str:
 
 SNAPSHOT_ORGS = PREFIX + "snapshot-orgs"
 """Hash: snapshot id → its org (clean-up lists every org's ids)."""
+
+
+def memory_banks(org: str) -> str:
+    """Hash: the org's memory banks, bank id → the record as JSON."""
+    return f"{PREFIX}memory-banks:{org}"
+
+
+def memory_keys(org: str, bank_id: str) -> str:
+    """Set: the partition keys a memory bank has entries under (what deleting it removes)."""
+    return f"{PREFIX}memory-keys:{org}/{bank_id}"
+
+
+def memory_entries(org: str, bank_id: str, key: str) -> str:
+    """List: one memory bank key's entries as JSON, oldest first (the partition key comes
+    last and org and bank ids hold no ``/``, so two banks' keys never collide)."""
+    return f"{PREFIX}memory:{org}/{bank_id}/{key}"

@@ -18,6 +18,7 @@ from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
 from runtime.store.redis.leases import RedisLeases
+from runtime.store.redis.memory import RedisMemory
 from runtime.store.redis.network import RedisNetwork
 from runtime.store.redis.pool import RedisPool
 from runtime.store.redis.revocations import RedisRevocations
@@ -47,6 +48,7 @@ def open_redis(url: str) -> Stores:
         revocations=RedisRevocations(client),
         network=RedisNetwork(client),
         snapshots=RedisSnapshots(client),
+        memory=RedisMemory(client),
         ping=ping,
         close=client.close,
     )

@@ -15,6 +15,7 @@ from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.idempotency import SqliteIdempotency
 from runtime.store.sqlite.leases import SqliteLeases
+from runtime.store.sqlite.memory import SqliteMemory
 from runtime.store.sqlite.network import SqliteNetwork
 from runtime.store.sqlite.pool import SqlitePool
 from runtime.store.sqlite.revocations import SqliteRevocations
@@ -39,6 +40,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         revocations=SqliteRevocations(db),
         network=SqliteNetwork(db),
         snapshots=SqliteSnapshots(db),
+        memory=SqliteMemory(db),
         ping=db.ping,
         close=db.close,
     )

@@ -56,6 +56,16 @@ CREATE TABLE IF NOT EXISTS snapshots (
     org TEXT NOT NULL, snapshot_id TEXT NOT NULL, created_at REAL NOT NULL,
     body TEXT NOT NULL, PRIMARY KEY (org, snapshot_id)
 );
+CREATE TABLE IF NOT EXISTS memory_banks (
+    org TEXT NOT NULL, bank_id TEXT NOT NULL, created_at REAL NOT NULL,
+    body TEXT NOT NULL, PRIMARY KEY (org, bank_id)
+);
+CREATE TABLE IF NOT EXISTS memory_entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, org TEXT NOT NULL, bank_id TEXT NOT NULL,
+    key TEXT NOT NULL, entry_id TEXT NOT NULL, content TEXT NOT NULL, speaker TEXT,
+    created_at REAL NOT NULL, embedding TEXT NOT NULL, vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_entries_by_key ON memory_entries (org, bank_id, key, seq);
 CREATE TABLE IF NOT EXISTS pool_arrivals (image_id TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS pool_arrivals_by_image ON pool_arrivals (image_id, at);
 CREATE TABLE IF NOT EXISTS tool_executions (
