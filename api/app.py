@@ -29,6 +29,7 @@ from api.routes import (
     health,
     images,
     js,
+    memory,
     network,
     ports,
     processes,
@@ -135,6 +136,7 @@ def create_app(settings: Settings) -> FastAPI:
         conversations,
         tools,
         approvals,
+        memory,
         admin,
         ports,
     ):

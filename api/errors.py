@@ -93,6 +93,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "snapshot_limit_reached": 409,  # limit: the org's snapshots
     "conversation_exists": 409,  # a fork or a start from a snapshot names one in use
     "snapshots_not_supported": 501,  # the provider cannot (Kubernetes)
+    "memory_limit_reached": 409,  # limit: the org's banks or a key's entries
     "cancelled": 499,  # nginx's "client closed request": logged, never read
 }
 # Codes not listed take the status of their class.

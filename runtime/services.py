@@ -37,6 +37,8 @@ from runtime.files.conversation import ConversationFiles, LocalBlobStore
 from runtime.images.catalog import ImageCatalog
 from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
+from runtime.memory.banks import MemoryBanks
+from runtime.memory.embedding import Embedder
 from runtime.providers import build_provider
 from runtime.providers.base import SandboxProvider
 from runtime.providers.settings import DockerProviderSettings
@@ -65,6 +67,7 @@ from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
+from runtime.tools.adapters.memory import memory_adapters
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.processes import process_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
@@ -153,6 +156,7 @@ class Services:
     network: SandboxNetwork = field(init=False)
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
+    memory: MemoryBanks = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -244,6 +248,7 @@ class Services:
                 settings.command.kill_grace_seconds,
             ),
         )
+        services.memory = MemoryBanks(stores.memory, settings.memory, Embedder())
         services.tools = services._tool_executor(gateway)  # its adapters use the processes
         services.user_files = UserFiles(
             sessions, provider.inside, settings.command.kill_grace_seconds
@@ -305,6 +310,7 @@ class Services:
             **firecrawl_adapters(tools, upstreams),
             **platform_adapters(tools, upstreams),
             **content_adapters(ContentReader(self.files, self.settings.files.content)),
+            **memory_adapters(self.memory),
             "JsExecutorAgent": js_adapter(self.js),
             "run_function_batch": batch_adapter(gateway, self.settings.agents, tools),
             "GoogleSearch.Search": google_search_adapter(tools, upstreams),

@@ -26,6 +26,7 @@ from runtime.egress.settings import EgressSettings
 from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
 from runtime.jsexec.settings import JsSettings
+from runtime.memory.settings import MemorySettings
 from runtime.providers.settings import DockerProviderSettings, ProviderSettings, SandboxSettings
 from runtime.sandbox.ports.settings import PortsSettings
 from runtime.sandbox.settings import CommandSettings, MetricsSettings, ProcessSettings
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     ports: PortsSettings = Field(default_factory=PortsSettings)
     files: FileSettings = Field(default_factory=FileSettings)
     snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
         default_factory=SqliteStoreSettings
     )

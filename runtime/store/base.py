@@ -368,7 +368,7 @@ class MemoryStore(Protocol):
     def delete_bank(self, org: str, bank_id: str) -> bool: ...
 
     def add_entry(self, entry: MemoryEntry, limit: int) -> int | None:
-        """Append unless the key is full (``limit``): its count after; ``None``: no bank."""
+        """Append unless the key holds ``limit``: its count after, 0 if full, None if no bank."""
 
     def entries(
         self, org: str, bank_id: str, key: str, *, newest_first: bool, limit: int

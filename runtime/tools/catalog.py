@@ -11,7 +11,8 @@ The rules are the reference text's (shared/seeds/000_*, "System Tools"):
   run_function_batch when assigned (with a warning when there are no sub-agents);
   JsExecutorAgent and siesta_help_resolve when assigned; the content tools
   (``list_content_sources``, ``peek_content``, ``grep_content``,
-  ``get_content_stats``, over the conversation's files) when assigned;
+  ``get_content_stats``, over the conversation's files) and the memory bank
+  functions (``list_memory_banks``, ``add_memory``, ``search_memory``, ...) when assigned;
 * a shared connection's functions only when it is shared with all of the agent's
   audience, when the request says both (``sharedWith``, ``audience``);
 * every function's policy comes from ``policy.py`` (the agent's configuration,
@@ -35,6 +36,7 @@ from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SI
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT, FILE_FUNCTIONS, LIST_CONTENT_SOURCES
 from runtime.functions.js import JS_EXECUTOR
+from runtime.functions.memory import MEMORY
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
 from runtime.functions.web import FIRECRAWL, GOOGLE_SEARCH, WEB_FETCH
@@ -249,6 +251,8 @@ def _system_functions(
             for function in CONTENT
             if not (known and function is LIST_CONTENT_SOURCES)
         )
+    if "memory_banks" in assigned:
+        chosen.extend((function, "memory_banks") for function in MEMORY)
     return chosen
 
 

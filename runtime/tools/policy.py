@@ -30,6 +30,11 @@ STRICTNESS: dict[Policy, int] = {"enabled": 0, "confirm": 1, "disabled": 2}
 
 CONFIRMED_SYSTEM_FUNCTIONS = frozenset({"publishFiles", "image_generation"})
 """System functions that publish or create for the user beyond the sandbox."""
+OWN_MEMORY_WRITES = frozenset({"add_memory", "add_chat_turn"})
+"""System functions whose names say "create" (``add``) but that only write to the org's
+own memory banks, which is what the tool is for: asking a person before each remembered
+fact would defeat it. They run at once; an operator who wants otherwise says so
+(``FUNCTION_POLICIES``, or a bank in ``read_only`` mode)."""
 
 ACTIONS: dict[str, str] = {
     "send": "send reply forward notify respond submit",
@@ -109,6 +114,8 @@ def default_policy(
     connection's, what it declares, else what its name says, else ask first."""
     if system and name in CONFIRMED_SYSTEM_FUNCTIONS:
         return EffectivePolicy("confirm", f"default: {name} publishes or creates for the user")
+    if system and name in OWN_MEMORY_WRITES:
+        return EffectivePolicy("enabled", "default: writes only to the org's own memory banks")
     if system and not name.startswith("Platform_"):
         return EffectivePolicy("enabled", "default")
     if not system and annotations is not None and annotations.read_only is not None:

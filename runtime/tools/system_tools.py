@@ -107,6 +107,19 @@ SYSTEM_TOOLS = (
         ("list_content_sources", "peek_content", "grep_content", "get_content_stats"),
         "Assigned.",
     ),
+    SystemToolInfo(
+        "memory_banks",
+        "Memory banks",
+        (
+            "list_memory_banks",
+            "add_chat_turn",
+            "add_memory",
+            "search_memory",
+            "load_chat_history",
+            "load_memory",
+        ),
+        "Assigned; the org's banks are made by an operator (POST /v1/memory-banks).",
+    ),
 )
 
 

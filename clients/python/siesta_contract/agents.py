@@ -19,6 +19,7 @@ SystemToolId = Literal[
     "orchestration",
     "js_executor",
     "content",
+    "memory_banks",
 ]
 Role = Literal["Owner", "Admin", "User"]
 Policy = Literal["enabled", "disabled", "confirm"]

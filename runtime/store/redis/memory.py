@@ -25,10 +25,10 @@ return 1
 ADD_ENTRY = """
 -- KEYS[1] the org's banks hash, KEYS[2] the key's entries list, KEYS[3] the bank's keys set
 -- ARGV[1] bank id, ARGV[2] the entry as JSON, ARGV[3] the limit, ARGV[4] the partition key
--- returns the key's count after (unchanged when it held the limit), -1 when no bank
+-- returns the key's count after, 0 when it held the limit already, -1 when no bank
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return -1 end
 local count = redis.call('LLEN', KEYS[2])
-if count >= tonumber(ARGV[3]) then return count end
+if count >= tonumber(ARGV[3]) then return 0 end
 redis.call('SADD', KEYS[3], ARGV[4])
 return redis.call('RPUSH', KEYS[2], ARGV[2])
 """

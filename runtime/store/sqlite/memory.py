@@ -48,9 +48,7 @@ class SqliteMemory:
             gone = conn.execute(
                 "DELETE FROM memory_banks WHERE org = ? AND bank_id = ?", (org, bank_id)
             ).rowcount
-            conn.execute(
-                "DELETE FROM memory_entries WHERE org = ? AND bank_id = ?", (org, bank_id)
-            )
+            conn.execute("DELETE FROM memory_entries WHERE org = ? AND bank_id = ?", (org, bank_id))
         return gone > 0
 
     def add_entry(self, entry: MemoryEntry, limit: int) -> int | None:
@@ -62,7 +60,7 @@ class SqliteMemory:
                 return None
             count = self._count(conn, entry.org, entry.bank_id, entry.key)
             if count >= limit:
-                return count
+                return 0
             conn.execute(
                 f"INSERT INTO memory_entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (

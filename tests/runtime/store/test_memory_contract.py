@@ -52,7 +52,7 @@ def test_a_full_key_and_a_missing_bank_refuse_the_entry(store: Stores) -> None:
     store.memory.add_bank(BANK, limit=5)
     assert store.memory.add_entry(entry(0), limit=2) == 1
     assert store.memory.add_entry(entry(1), limit=2) == 2
-    assert store.memory.add_entry(entry(2), limit=2) == 2  # full: unchanged
+    assert store.memory.add_entry(entry(2), limit=2) == 0  # full: not added
     assert store.memory.add_entry(entry(3, key="user-2"), limit=2) == 1  # per key
     assert store.memory.add_entry(entry(4, bank="gone"), limit=2) is None
     assert store.memory.add_entry(entry(5, org="org-b"), limit=2) is None  # not its bank

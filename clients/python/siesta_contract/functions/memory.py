@@ -28,14 +28,12 @@ KEY = Field(
     description="The partition key (e.g. user ID, topic, category; for a conversation "
     "bank typically the conversation/user ID)",
 )
-ORDER = Field(
-    "newest_first", description="Sort order — newest_first (default) or oldest_first"
-)
-LIMIT = Field(50, ge=1, le=200, description="Maximum number of entries to return (1–200)")
+ORDER_TEXT = "Sort order — newest_first (default) or oldest_first"
+LIMIT = Field(50, ge=1, le=200, description="Maximum number of entries to return (1-200)")
 
 
 class ListMemoryBanksArgs(Arguments):
-    """"This tool takes no parameters.\""""
+    """ "This tool takes no parameters.\""""
 
 
 class AddChatTurnArgs(Arguments):
@@ -61,14 +59,14 @@ class SearchMemoryArgs(Arguments):
 class LoadChatHistoryArgs(Arguments):
     memory_bank_id: str = BANK_ID
     key: str = KEY
-    order: Order = ORDER
+    order: Order = Field("newest_first", description=ORDER_TEXT)
     limit: int = LIMIT
 
 
 class LoadMemoryArgs(Arguments):
     memory_bank_id: str = BANK_ID
     key: str = Field(min_length=1, description="The partition key to load entries for")
-    order: Order = ORDER
+    order: Order = Field("newest_first", description=ORDER_TEXT)
     limit: int = LIMIT
 
 

@@ -1,0 +1,90 @@
+"""An org's memory banks (``X-Siesta-Org``), which agents use through the
+``memory_banks`` System Tool. Operators make, fill and delete them (the ``admin``
+scope: a bank and its mode are the org's configuration, like its policies); whoever
+runs tools may list them (``tools``). Another org's banks answer 404
+``memory_bank_not_found``, as if they did not exist.
+"""
+
+from __future__ import annotations
+
+from anyio import to_thread
+from fastapi import APIRouter, Response
+
+from siesta_contract.functions.memory import AddedEntry
+from siesta_contract.memory import (
+    MemoryBankCreate,
+    MemoryBankPublic,
+    MemoryBanksPublic,
+    MemoryEntryCreate,
+)
+
+from api.deps import ServicesDep, requires
+from api.responses import COMMON, error_responses
+from api.routes.tools import OrgHeader, org_of
+from runtime.core.records import MemoryBank
+
+router = APIRouter(
+    prefix="/v1/memory-banks", tags=["memory"], responses=error_responses(*COMMON, 404, 409)
+)
+
+
+@router.post("", status_code=201, dependencies=requires("admin"))
+async def create_bank(
+    body: MemoryBankCreate, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> MemoryBankPublic:
+    """A new, empty bank of the org. 409 ``memory_limit_reached`` at the org's limit
+    (``SIESTA_MEMORY__MAX_BANKS_PER_ORG``)."""
+    org = org_of(x_siesta_org)
+    return public(await to_thread.run_sync(lambda: services.memory.create(org, body)))
+
+
+@router.get("", dependencies=requires("tools"))
+async def list_banks(services: ServicesDep, x_siesta_org: OrgHeader = None) -> MemoryBanksPublic:
+    """The org's banks, oldest first."""
+    org = org_of(x_siesta_org)
+    found = await to_thread.run_sync(lambda: services.memory.list(org))
+    return MemoryBanksPublic(memoryBanks=[public(bank) for bank in found])
+
+
+@router.get("/{bank_id}", dependencies=requires("tools"))
+async def get_bank(
+    bank_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> MemoryBankPublic:
+    org = org_of(x_siesta_org)
+    return public(await to_thread.run_sync(lambda: services.memory.get(org, bank_id)))
+
+
+@router.delete("/{bank_id}", status_code=204, dependencies=requires("admin"))
+async def delete_bank(
+    bank_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> Response:
+    """The bank and every entry it holds."""
+    org = org_of(x_siesta_org)
+    await to_thread.run_sync(lambda: services.memory.delete(org, bank_id))
+    return Response(status_code=204)
+
+
+@router.post("/{bank_id}/entries", status_code=201, dependencies=requires("admin"))
+async def add_entry(
+    bank_id: str, body: MemoryEntryCreate, services: ServicesDep, x_siesta_org: OrgHeader = None
+) -> AddedEntry:
+    """An entry written by an operator, whatever the bank's mode (how a ``read_only``
+    bank is filled): ``speaker`` in a conversation bank, none in a general one. 409
+    ``memory_limit_reached`` when the key holds ``SIESTA_MEMORY__MAX_ENTRIES_PER_KEY``."""
+    org = org_of(x_siesta_org)
+    return await to_thread.run_sync(
+        lambda: services.memory.add(org, bank_id, body.key, body.content, body.speaker)
+    )
+
+
+def public(bank: MemoryBank) -> MemoryBankPublic:
+    return MemoryBankPublic.model_validate(
+        {
+            "memoryBankId": bank.bank_id,
+            "name": bank.name,
+            "description": bank.description,
+            "type": bank.type,
+            "mode": bank.mode,
+            "createdAt": bank.created_at,
+        }
+    )
