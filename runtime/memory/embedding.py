@@ -8,6 +8,7 @@ failure is logged once and searches rank lexically (``lexical.py``), saying so.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ class Model(Protocol):
     def similarities(self, query: str, vectors: Sequence[bytes]) -> list[float]: ...
 
 
+@functools.cache  # once per process, whatever number of services it builds (tests)
 def load_wordllama() -> Model:
     from runtime.memory.wordllama import WordLlamaModel
 
