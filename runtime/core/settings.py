@@ -35,7 +35,8 @@ LEGACY_TOKEN_NAME = "api-token"
 Scope = Literal["sandbox", "tools", "approve", "admin"]
 """What a token may do: ``sandbox`` the conversation routes (sandbox, files, js,
 delete), ``tools`` the tool catalog, execute and executions log, ``approve``
-deciding approvals, ``admin`` the operators' routes (``/v1/admin/...``)."""
+deciding approvals, ``admin`` the operators' routes (``/v1/admin/...``, and making,
+filling and deleting memory banks: ``/v1/memory-banks``, which ``tools`` may read)."""
 
 
 SCOPES: tuple[Scope, ...] = ("sandbox", "tools", "approve", "admin")

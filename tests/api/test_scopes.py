@@ -74,6 +74,11 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/tools/approvals/{approval_id}"): "approve",
     ("POST", "/v1/tools/approvals/{approval_id}"): "approve",
     ("POST", "/v1/admin/reconcile"): "admin",
+    ("POST", "/v1/memory-banks"): "admin",
+    ("GET", "/v1/memory-banks"): "tools",
+    ("GET", "/v1/memory-banks/{bank_id}"): "tools",
+    ("DELETE", "/v1/memory-banks/{bank_id}"): "admin",
+    ("POST", "/v1/memory-banks/{bank_id}/entries"): "admin",
 }
 ROUTES = sorted(SCOPE_OF)
 TOKEN_OF: dict[str, str] = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
@@ -97,6 +102,7 @@ def call(
         .replace("{approval_id}", "a")
         .replace("{pid}", "1")
         .replace("{watcher_id}", "w")
+        .replace("{bank_id}", "m")
     )
     url = url.replace("{port}", "8000").replace("{path:path}", "x")
     headers = {"Authorization": f"Bearer {token}"} if token else {}

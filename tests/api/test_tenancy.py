@@ -135,6 +135,27 @@ def a_snapshot(client: httpx.Client, a: OrgA) -> str:
     return snapshot_id
 
 
+def a_bank(client: httpx.Client) -> str:
+    """A memory bank of A's (made once) holding an entry, for B's probes to name."""
+    if not A_BANKS:
+        body = {"name": MARKER, "type": "general"}
+        made = client.post("/v1/memory-banks", headers=A, json=body)
+        assert made.status_code == 201, made.text
+        A_BANKS.append(made.json()["memoryBankId"])
+        entry = {"key": "k", "content": MARKER}
+        added = client.post(f"/v1/memory-banks/{A_BANKS[0]}/entries", headers=A, json=entry)
+        assert added.status_code == 201, added.text
+    return A_BANKS[0]
+
+
+A_BANKS: list[str] = []
+
+
+def with_a_bank(client: httpx.Client, probe: Callable[[], httpx.Response]) -> httpx.Response:
+    a_bank(client)
+    return probe()
+
+
 def with_own_sandbox(
     client: httpx.Client, a: OrgA, probe: Callable[[], httpx.Response]
 ) -> httpx.Response:
@@ -334,6 +355,30 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
             json={"conversationId": f"start-{uuid.uuid4().hex[:8]}"},
         ),
     ),
+    ("POST", "/v1/memory-banks"): (
+        OWN_EMPTY,  # B's own bank, after A made one
+        lambda c, a: with_a_bank(
+            c, lambda: c.post("/v1/memory-banks", headers=B, json={"name": "b", "type": "general"})
+        ),
+    ),
+    ("GET", "/v1/memory-banks"): (
+        OWN_EMPTY,  # B's banks only (its own, if a probe made one)
+        lambda c, a: with_a_bank(c, lambda: c.get("/v1/memory-banks", headers=B)),
+    ),
+    ("GET", "/v1/memory-banks/{bank_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/memory-banks/{a_bank(c)}", headers=B),
+    ),
+    ("DELETE", "/v1/memory-banks/{bank_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete(f"/v1/memory-banks/{a_bank(c)}", headers=B),
+    ),
+    ("POST", "/v1/memory-banks/{bank_id}/entries"): (
+        NOT_FOUND,
+        lambda c, a: c.post(
+            f"/v1/memory-banks/{a_bank(c)}/entries", headers=B, json={"key": "k", "content": "x"}
+        ),
+    ),
     ("GET", "/v1/tools/executions"): (
         OWN_EMPTY,
         lambda c, a: c.get(
@@ -401,6 +446,8 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     assert client.get(conv(a, f"/files/{a.file_id}/content"), headers=A).text == MARKER
     network = client.get(conv(a, "/sandbox/network"), headers=A).json()
     assert {k: network[k] for k in A_NETWORK} == A_NETWORK
+    for bank_id in A_BANKS:
+        assert client.get(f"/v1/memory-banks/{bank_id}", headers=A).json()["name"] == MARKER
     read = client.post(conv(a, "/sandbox/readFile"), headers=A, json={"path": NAME})
     assert read.json()["content"] == MARKER
     log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})

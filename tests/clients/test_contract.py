@@ -68,6 +68,13 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "snapshots": lambda: _calls.snapshots("org-a", "conv-1"),
     "snapshot": lambda: _calls.snapshot("org-a", "snap1"),
     "delete_snapshot": lambda: _calls.delete_snapshot("org-a", "snap1"),
+    "create_memory_bank": lambda: _calls.create_memory_bank(
+        "org-a", "Facts", "general", "what users said", "read_only"
+    ),
+    "memory_banks": lambda: _calls.memory_banks("org-a"),
+    "memory_bank": lambda: _calls.memory_bank("org-a", "mem1"),
+    "delete_memory_bank": lambda: _calls.delete_memory_bank("org-a", "mem1"),
+    "add_memory_entry": lambda: _calls.add_memory_entry("org-a", "mem1", "k", "hi", "user"),
     "set_network": lambda: _calls.set_network(CTX, "conv-1", ["*.pypi.org"], ["x.pypi.org"], True),
     "stat": lambda: _calls.stat(CTX, "conv-1", "/etc/hosts", None),
     "list_dir": lambda: _calls.list_dir(CTX, "conv-1", "app", 3, "user"),

@@ -9,6 +9,7 @@ from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from siesta_contract.files import FilePublic, FilesPublic
 from siesta_contract.filesystem import FsEntries, FsEntry, FsListArgs, FsMoveArgs, FsPathArgs
 from siesta_contract.functions.js import JsResult, RunScriptBody
+from siesta_contract.functions.memory import AddedEntry
 from siesta_contract.functions.sandbox import (
     ListFilesArgs,
     ListFilesResult,
@@ -20,6 +21,12 @@ from siesta_contract.functions.sandbox import (
     RunCommandResult,
     WriteFileArgs,
     WriteFileResult,
+)
+from siesta_contract.memory import (
+    MemoryBankCreate,
+    MemoryBankPublic,
+    MemoryBanksPublic,
+    MemoryEntryCreate,
 )
 from siesta_contract.metrics import SandboxMetricsPublic, SandboxPauseArgs, SandboxTierPublic
 from siesta_contract.network import SandboxNetworkPublic, SandboxNetworkUpdate
@@ -343,3 +350,34 @@ def snapshot(org: str, snapshot_id: str) -> Op[SnapshotPublic]:
 def delete_snapshot(org: str, snapshot_id: str) -> Op[None]:
     headers = {"X-Siesta-Org": org}
     return Op("DELETE", f"/v1/snapshots/{snapshot_id}", no_content, headers)
+
+
+def create_memory_bank(
+    org: str, name: str, type: str, description: str | None, mode: str | None
+) -> Op[MemoryBankPublic]:
+    body = args(MemoryBankCreate, name=name, type=type, description=description, mode=mode)
+    headers = {"X-Siesta-Org": org}
+    read = model(MemoryBankPublic)
+    return Op("POST", "/v1/memory-banks", read, headers, body, body=MemoryBankCreate)
+
+
+def memory_banks(org: str) -> Op[MemoryBanksPublic]:
+    return Op("GET", "/v1/memory-banks", model(MemoryBanksPublic), {"X-Siesta-Org": org})
+
+
+def memory_bank(org: str, bank_id: str) -> Op[MemoryBankPublic]:
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", f"/v1/memory-banks/{bank_id}", model(MemoryBankPublic), headers)
+
+
+def delete_memory_bank(org: str, bank_id: str) -> Op[None]:
+    return Op("DELETE", f"/v1/memory-banks/{bank_id}", no_content, {"X-Siesta-Org": org})
+
+
+def add_memory_entry(
+    org: str, bank_id: str, key: str, content: str, speaker: str | None
+) -> Op[AddedEntry]:
+    body = args(MemoryEntryCreate, key=key, content=content, speaker=speaker)
+    path = f"/v1/memory-banks/{bank_id}/entries"
+    headers = {"X-Siesta-Org": org}
+    return Op("POST", path, model(AddedEntry), headers, body, body=MemoryEntryCreate)

@@ -43,6 +43,7 @@ from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
 from siesta_client.errors import ConnectionFailed
+from siesta_client.memory import AsyncMemoryBanks
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
@@ -73,6 +74,7 @@ class AsyncSiestaClient:
         )
         self.tools = AsyncTools(self)
         self.snapshots = AsyncSnapshots(self)
+        self.memory_banks = AsyncMemoryBanks(self)
 
     async def __aenter__(self) -> AsyncSiestaClient:
         return self
