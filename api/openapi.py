@@ -110,6 +110,8 @@ def deployment_limits(settings: Settings) -> dict[tuple[str, str], dict[str, int
     return {
         ("RunCommandArgs", "files"): {"maxItems": settings.files.max_stage_files},
         ("PublishFilesArgs", "paths"): {"maxItems": settings.files.max_publish_paths},
+        ("MemoryEntryCreate", "key"): {"maxLength": settings.memory.max_key_chars},
+        ("MemoryEntryCreate", "content"): {"maxLength": settings.memory.max_content_chars},
     }
 
 

@@ -90,6 +90,9 @@ def routes(service: ServiceProcess) -> list[tuple[str, Call, int]]:
     run_command(service.client, conversation, "echo text > w.txt")
     upload, upload_type = upload_body("notes.txt", b"hello")
     approval = pending_approval(service, new_conversation())
+    bank = {"name": "facts", "type": "general"}
+    made = service.client.post("/v1/memory-banks", headers=headers(), json=bank)
+    entries = f"/v1/memory-banks/{made.json()['memoryBankId']}/entries"
     execute = {
         "conversationId": conversation,
         "agent": AGENT,
@@ -118,6 +121,8 @@ def routes(service: ServiceProcess) -> list[tuple[str, Call, int]]:
         ),
         ("validate", Call("POST", "/v1/images/validate", {"baseImage": "debian-base"}), 200),
         ("reconcile", Call("POST", "/v1/admin/reconcile?dryRun=true"), 200),
+        ("memory bank", Call("POST", "/v1/memory-banks", bank), 201),
+        ("memory entry", Call("POST", entries, {"key": "k", "content": "once"}), 201),
         ("delete", Call("DELETE", base), 200),
     ]
 
