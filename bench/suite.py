@@ -9,9 +9,10 @@ listFiles, JavaScript, idle density, a fork and a snapshot of a sandbox holding 
 (``bench/forks.py``), and the E2B SDK's ``commands.run("true")``
 and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then,
 on services of their own, a new conversation's first call under arrival patterns
-(``bench/arrivals.py``). Prints the table and writes ``bench/results.md`` with the
-machine, the date and the commit. Everything it makes carries
-``siesta.bench=<run id>`` and is removed at the end.
+(``bench/arrivals.py``); last, in this process, ``search_memory``'s recall on
+paraphrased questions beside keyword matching (``bench/memory_recall.py``). Prints the
+table and writes ``bench/results.md`` with the machine, the date and the commit.
+Everything it makes carries ``siesta.bench=<run id>`` and is removed at the end.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, e2b, forks, measures, ports
+from bench import arrivals, e2b, forks, measures, memory_recall, ports
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -96,6 +97,8 @@ def main() -> int:
         figures += arrivals.run(bench, client, quick=args.quick)
     finally:
         client.close()
+    print("measuring: memory search recall ...", flush=True)
+    figures += memory_recall.measure()  # in this process, no service: the bank code itself
     table = render(figures)
     print(table)
     RESULTS.write_text(report(table, quick=args.quick))

@@ -18,9 +18,10 @@ class MemorySettings(BaseModel):
     ``lexical``, BM25 over shared words (also used when the model cannot be loaded)."""
     max_banks_per_org: int = Field(100, ge=0)
     """Banks an org may have; 0: none."""
-    max_entries_per_key: int = Field(5_000, ge=1)
-    """Entries one key of a bank may hold; a search compares them all, so this bounds
-    its cost (about 1 ms per 1,000 entries with the model)."""
+    max_entries_per_key: int = Field(2_000, ge=1)
+    """Entries one key of a bank may hold. A search reads and compares them all, so this
+    bounds its cost: reading the rows dominates, about 40 ms per 1,000 entries on SQLite
+    (``bench/memory_recall.py``)."""
     max_content_chars: int = Field(8_000, ge=1)
     """Longest entry (characters)."""
     max_key_chars: int = Field(256, ge=1)
