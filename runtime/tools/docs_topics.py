@@ -62,6 +62,13 @@ TOPICS: tuple[DocTopic, ...] = (
         ("content", "grep", "peek", "uploads"),
     ),
     DocTopic(
+        "memory",
+        "Memory banks (System Tool `memory_banks`)",
+        "Memory that outlives a run: an org's general and conversation banks, semantic "
+        "search within a key, computed offline.",
+        ("memory", "memories", "remember", "banks", "bank", "recall", "history", "facts"),
+    ),
+    DocTopic(
         "javascript",
         "JavaScript executor",
         "Synchronous JavaScript with Excel, artifact and sub-agent helpers.",
