@@ -22,6 +22,7 @@ from api.deps import ServicesDep, requires
 from api.responses import COMMON, error_responses
 from api.routes.tools import OrgHeader, org_of
 from runtime.core.records import MemoryBank
+from runtime.memory.banks import bank_info
 
 router = APIRouter(
     prefix="/v1/memory-banks", tags=["memory"], responses=error_responses(*COMMON, 404, 409)
@@ -78,13 +79,4 @@ async def add_entry(
 
 
 def public(bank: MemoryBank) -> MemoryBankPublic:
-    return MemoryBankPublic.model_validate(
-        {
-            "memoryBankId": bank.bank_id,
-            "name": bank.name,
-            "description": bank.description,
-            "type": bank.type,
-            "mode": bank.mode,
-            "createdAt": bank.created_at,
-        }
-    )
+    return MemoryBankPublic(**bank_info(bank).model_dump(), createdAt=bank.created_at)

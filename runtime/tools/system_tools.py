@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from siesta_contract.agents import Role, SystemToolId
 
 from runtime.agents.settings import AgentSettings
+from runtime.functions.memory import MEMORY
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.settings import SandboxSettings
 from runtime.tools.settings import ToolSettings
@@ -110,14 +111,7 @@ SYSTEM_TOOLS = (
     SystemToolInfo(
         "memory_banks",
         "Memory banks",
-        (
-            "list_memory_banks",
-            "add_chat_turn",
-            "add_memory",
-            "search_memory",
-            "load_chat_history",
-            "load_memory",
-        ),
+        tuple(spec.name for spec in MEMORY),
         "Assigned; the org's banks are made by an operator (POST /v1/memory-banks).",
     ),
 )

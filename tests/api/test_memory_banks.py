@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.api.test_tools import execute
 from tests.helpers import TOKEN
 from tests.inprocess import InProcessService, in_process_service
 
@@ -43,20 +44,7 @@ def make_bank(
 def call(
     service: InProcessService, function: str, headers: dict[str, str] = A, **arguments: Any
 ) -> dict[str, Any]:
-    response = service.client.post(
-        "/v1/tools/execute",
-        headers=headers,
-        json={
-            "conversationId": "conv-1",
-            "agent": AGENT,
-            "user": USER,
-            "function": function,
-            "arguments": arguments,
-        },
-    )
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
+    return execute(service, "conv-1", function, arguments, AGENT, headers)
 
 
 def result(service: InProcessService, function: str, **arguments: Any) -> Any:
