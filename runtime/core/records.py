@@ -324,3 +324,24 @@ class SnapshotRecord:
     @classmethod
     def from_json(cls, text: str) -> SnapshotRecord:
         return cls(**json.loads(text))
+
+
+@dataclass
+class AgentRecord:
+    """An agent registered in its org (``POST /v1/agents``): its configuration as
+    the catalog takes it (``AgentConfig``, JSON), which binds every call that names it
+    by ``X-Siesta-Agent``."""
+
+    org: str
+    agent_id: str
+    config: dict[str, Any]
+    updated_at: float
+    updated_by: str
+    """The token that registered this version."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentRecord:
+        return cls(**json.loads(text))

@@ -25,6 +25,7 @@ from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.core.records import (
+    AgentRecord,
     E2bSandbox,
     EgressRevocation,
     ExecutionFilter,
@@ -353,6 +354,22 @@ class SnapshotStore(Protocol):
         """Every org's snapshot ids (clean-up of what has no record)."""
 
 
+class AgentStore(Protocol):
+    """Agents registered per org (their configuration, as JSON)."""
+
+    def put_agent(self, record: AgentRecord, limit: int) -> bool:
+        """Insert or replace the org's agent; a new one only while the org has fewer
+        than ``limit`` (False: not stored)."""
+
+    def get_agent(self, org: str, agent_id: str) -> AgentRecord | None: ...
+
+    def list_agents(self, org: str) -> list[AgentRecord]:
+        """The org's agents, by id."""
+
+    def delete_agent(self, org: str, agent_id: str) -> bool:
+        """Remove the org's agent (False: there was none)."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -370,6 +387,7 @@ class Stores:
     revocations: RevocationStore
     snapshots: SnapshotStore
     network: NetworkRuleStore
+    agents: AgentStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

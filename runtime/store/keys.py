@@ -154,3 +154,8 @@ def snapshots(org: str) -> str:
 
 SNAPSHOT_ORGS = PREFIX + "snapshot-orgs"
 """Hash: snapshot id → its org (clean-up lists every org's ids)."""
+
+
+def agents(org: str) -> str:
+    """Hash: the org's registered agents, agent id → the record as JSON."""
+    return f"{PREFIX}agents:{org}"

@@ -153,18 +153,25 @@ class ToolExecutor:
         timeout_seconds: float | None = None,
     ) -> Any:
         """A direct route's call (``tool`` is the System Tool it belongs to): the
-        deployment's policy for it, one log entry, and the adapter's result — or the
-        error raised (``approval_required`` when the policy is ``confirm``)."""
+        policy for it, one log entry, and the adapter's result — or the error raised
+        (``approval_required`` when the policy is ``confirm``). A registered agent's
+        call (``ctx.agent_config``) gets that agent's policy and must have ``tool``
+        among its System Tools, as in its catalog; any other gets the deployment's
+        and org's floors over the reference's defaults."""
+        registered = ctx.agent_config
         rule = effective_policy(
             function.name,
             system=True,
-            agent=None,
+            agent=registered.function_policies.get(function.name) if registered else None,
             deployment=self._deployment_policies,
             organization=self._org_floor(ctx.org, ctx.agent),
         )
         if rule.policy == "disabled":
             msg = f"{function.name} is disabled for this caller ({rule.reason})"
             raise FunctionNotAvailable(msg)
+        user = UserInfo(id=ctx.user, role="User")  # direct routes serve no role-gated tool
+        if registered is not None:
+            self._require_tool(registered, user, ctx.org, function.name, tool)
         entry = CatalogFunction(
             function.name,
             function.description,
@@ -174,8 +181,7 @@ class ToolExecutor:
             rule.policy,
             rule.reason,
         )
-        agent = direct_agent(ctx)
-        user = UserInfo(id=ctx.user, role="User")
+        agent = registered or direct_agent(ctx)
         call = ToolCall(ctx, agent, user, entry, events or CallEvents(), timeout_seconds)
         execution = self._new_execution(ctx, agent, user, function.name, arguments, requested_by)
         execution.source = entry.source
@@ -196,6 +202,20 @@ class ToolExecutor:
             tracing.outcome(span, None)
         self._finish(execution, result=result, started=started)
         return result
+
+    def _require_tool(
+        self, agent: AgentConfig, user: UserInfo, org: str, function: str, tool: str
+    ) -> None:
+        """Refuse a registered agent's call of a System Tool its catalog does not give
+        it (not assigned, or not available here: the catalog's notes say why)."""
+        catalog = self._catalog_for(agent, user, org)
+        if any(entry.source == f"system:{tool}" for entry in catalog.functions):
+            return
+        why = "; ".join(note for note in catalog.notes if tool in note.lower()) or (
+            f"{tool} is not among its systemToolIds"
+        )
+        msg = f"{function} is not available to the registered agent {agent.id!r}: {why}"
+        raise FunctionNotAvailable(msg)
 
     def _new_execution(
         self,

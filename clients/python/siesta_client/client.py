@@ -42,6 +42,7 @@ from siesta_contract.tools import (
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
+from siesta_client.agents import Agents
 from siesta_client.errors import ConnectionFailed
 
 T = TypeVar("T")
@@ -73,6 +74,7 @@ class SiestaClient:
         )
         self.tools = Tools(self)
         self.snapshots = Snapshots(self)
+        self.agents = Agents(self)
 
     def __enter__(self) -> SiestaClient:
         return self
