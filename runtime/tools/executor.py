@@ -53,17 +53,13 @@ from runtime.tools.call import (
     agent_context,
     direct_agent,
 )
-from runtime.tools.catalog import Catalog, CatalogFunction
+from runtime.tools.catalog import CatalogFunction
+from runtime.tools.direct_policy import CatalogFor, DirectPolicies, OrgFloor
 from runtime.tools.executions import redact
 from runtime.tools.held_calls import call_data, call_from_data, cancelled
-from runtime.tools.policy import effective_policy
 
 log = logging.getLogger(__name__)
 
-CatalogFor = Callable[[AgentConfig, UserInfo, str], Catalog]
-"""The catalog of an agent for a user of an org (``Services.tool_catalog``)."""
-OrgFloor = Callable[[str, str | None], Mapping[str, Policy]]
-"""An org's floor as it holds for an agent (``ToolSettings.org_floor``)."""
 ConnectionAdapters = Callable[[str], Adapter]
 
 
@@ -93,13 +89,14 @@ class ToolExecutor:
         org_floor: OrgFloor | None = None,
     ) -> None:
         self._catalog_for = catalog_for
-        self._org_floor = org_floor or (lambda org, agent: {})
         self._adapters = adapters
         self._connection = connection
         self._log = log
         self._clock = clock
         self._approvals = approvals or ApprovalRules()
-        self._deployment_policies = dict(deployment_policies or {})
+        self._direct = DirectPolicies(
+            catalog_for, dict(deployment_policies or {}), org_floor or (lambda org, agent: {})
+        )
 
     def execute(
         self,
@@ -158,20 +155,8 @@ class ToolExecutor:
         call (``ctx.agent_config``) gets that agent's policy and must have ``tool``
         among its System Tools, as in its catalog; any other gets the deployment's
         and org's floors over the reference's defaults."""
-        registered = ctx.agent_config
-        rule = effective_policy(
-            function.name,
-            system=True,
-            agent=registered.function_policies.get(function.name) if registered else None,
-            deployment=self._deployment_policies,
-            organization=self._org_floor(ctx.org, ctx.agent),
-        )
-        if rule.policy == "disabled":
-            msg = f"{function.name} is disabled for this caller ({rule.reason})"
-            raise FunctionNotAvailable(msg)
+        rule = self._direct.policy(ctx, function.name, tool)
         user = UserInfo(id=ctx.user, role="User")  # direct routes serve no role-gated tool
-        if registered is not None:
-            self._require_tool(registered, user, ctx.org, function.name, tool)
         entry = CatalogFunction(
             function.name,
             function.description,
@@ -181,7 +166,7 @@ class ToolExecutor:
             rule.policy,
             rule.reason,
         )
-        agent = registered or direct_agent(ctx)
+        agent = ctx.agent_config or direct_agent(ctx)
         call = ToolCall(ctx, agent, user, entry, events or CallEvents(), timeout_seconds)
         execution = self._new_execution(ctx, agent, user, function.name, arguments, requested_by)
         execution.source = entry.source
@@ -203,19 +188,9 @@ class ToolExecutor:
         self._finish(execution, result=result, started=started)
         return result
 
-    def _require_tool(
-        self, agent: AgentConfig, user: UserInfo, org: str, function: str, tool: str
-    ) -> None:
-        """Refuse a registered agent's call of a System Tool its catalog does not give
-        it (not assigned, or not available here: the catalog's notes say why)."""
-        catalog = self._catalog_for(agent, user, org)
-        if any(entry.source == f"system:{tool}" for entry in catalog.functions):
-            return
-        why = "; ".join(note for note in catalog.notes if tool in note.lower()) or (
-            f"{tool} is not among its systemToolIds"
-        )
-        msg = f"{function} is not available to the registered agent {agent.id!r}: {why}"
-        raise FunctionNotAvailable(msg)
+    def direct_available(self, ctx: CallContext, functions: Mapping[str, str]) -> list[str]:
+        """Of ``functions`` (name → System Tool), those a direct caller may call."""
+        return self._direct.available(ctx, functions)
 
     def _new_execution(
         self,

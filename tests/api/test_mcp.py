@@ -365,13 +365,14 @@ def test_a_registered_agents_policies_bind_its_calls(
     connect: Connect, service: ServiceProcess
 ) -> None:
     """The agent's configuration, registered once, holds over MCP as on the HTTP
-    routes: ``runCommand: confirm`` asks first, a disabled function is refused."""
+    routes: ``runCommand: confirm`` asks first, a disabled function is refused, and
+    neither it nor a System Tool the agent lacks is offered."""
     agent = {
         "id": "mcp-careful",
         "systemToolIds": ["sandbox"],
         "functionPolicies": {"runCommand": "confirm", "listFiles": "disabled"},
     }
-    put = service.client.put("/v1/agents/mcp-careful", headers=headers(ORG, USER, None), json=agent)
+    put = service.client.post("/v1/agents", headers=headers(ORG, USER, None), json=agent)
     assert put.status_code == 200, put.text
     conversation = new_conversation()
 
@@ -386,11 +387,18 @@ def test_a_registered_agents_policies_bind_its_calls(
     )
     [anonymous] = call(connect, service, conversation, ("runCommand", {"command": "echo x"}))
 
+    async def listed() -> list[str]:
+        async with connect(service, conversation, agent="mcp-careful") as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    offered = run(listed)
+
     assert held.is_error and held.structured_content["error"]["code"] == "approval_required"
     assert off.is_error and off.structured_content["error"]["code"] == "function_not_available"
     assert script.is_error
     assert "not among its systemToolIds" in script.structured_content["error"]["message"]
     assert not anonymous.is_error and anonymous.structured_content["stdout"] == "x\n"
+    assert offered == [s.name for s in [*SANDBOX, *PROCESSES] if s.name != "listFiles"]
 
 
 def log_of(service: ServiceProcess, conversation: str) -> list[dict[str, Any]]:
