@@ -22,6 +22,7 @@ from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
 from api.routes import (
     admin,
+    agents,
     approvals,
     conversations,
     files,
@@ -136,6 +137,7 @@ def create_app(settings: Settings) -> FastAPI:
         conversations,
         tools,
         approvals,
+        agents,
         memory,
         admin,
         ports,

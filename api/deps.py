@@ -104,7 +104,7 @@ def call_context(
         ),
     ] = None,
 ) -> CallContext:
-    return _context(
+    ctx = _context(
         conversation_id,
         {
             "x-siesta-org": x_siesta_org,
@@ -117,6 +117,7 @@ def call_context(
         },
         retry=request.scope.get("state", {}).get(RETRY_STATE),
     )
+    return get_services(request).agents.bind(ctx)  # a registered agent's configuration
 
 
 def _context(
@@ -150,7 +151,7 @@ def websocket_context(websocket: WebSocket, conversation_id: str, scope: Scope) 
     scheme, _, token = websocket.headers.get("authorization", "").partition(" ")
     caller = _identify(services, token.strip() if scheme.lower() == "bearer" else "")
     _check_scope(caller, scope)
-    return _context(conversation_id, websocket.headers)
+    return services.agents.bind(_context(conversation_id, websocket.headers))
 
 
 def _host_list(header: str | None) -> tuple[str, ...] | None:

@@ -91,6 +91,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "approval_expired": 410,
     "approval_cancelled": 410,  # its conversation was deleted
     "snapshot_limit_reached": 409,  # limit: the org's snapshots
+    "agent_limit_reached": 409,  # limit: the org's registered agents
     "conversation_exists": 409,  # a fork or a start from a snapshot names one in use
     "snapshots_not_supported": 501,  # the provider cannot (Kubernetes)
     "memory_limit_reached": 409,  # limit: the org's banks or a key's entries

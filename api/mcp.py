@@ -105,7 +105,8 @@ class McpEndpoint:
             await method_not_allowed(scope["method"], METHODS)(scope, receive, send)
             return
         try:
-            scope[CALLER_KEY] = _check(services, Request(scope))
+            # Off the event loop: a registered agent's configuration is read from the store.
+            scope[CALLER_KEY] = await to_thread.run_sync(_check, services, Request(scope))
         except SiestaError as refused:
             headers = {"WWW-Authenticate": "Bearer"} if isinstance(refused, Unauthorized) else None
             await error_response(status_for(refused), refused.to_dict(), headers)(

@@ -135,7 +135,7 @@ MCP_OPTIONS = (
     ("user", True, "user id"),
     ("conversation", True, "conversation id: the session's workspace"),
     ("base-image", False, "catalog image id for a new sandbox"),
-    ("agent", False, "agent id, as logged"),
+    ("agent", False, "agent id (a registered agent's configuration applies)"),
     ("egress-allow", False, "the agent's egress allowlist, comma-separated"),
     ("sub-agents", False, "sub-agents a script may call, comma-separated"),
     ("files-url", False, "the HTTP service's address, for artifact links"),
@@ -164,6 +164,7 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
     )
     services = Services.build(settings)
     try:
+        ctx = services.agents.bind(ctx)  # as on the HTTP routes
         anyio.run(serve_stdio, services, stdio_caller(ctx, args.files_url))
     finally:
         services.close()

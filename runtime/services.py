@@ -73,6 +73,7 @@ from runtime.tools.adapters.processes import process_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
 from runtime.tools.adapters.web import web_fetch_adapter
+from runtime.tools.agent_registry import AgentRegistry
 from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
 from runtime.tools.executor import ApprovalRules, ToolExecutor
@@ -154,6 +155,7 @@ class Services:
     meter: SandboxMeter = field(init=False)
     tiers: SandboxTiers = field(init=False)
     network: SandboxNetwork = field(init=False)
+    agents: AgentRegistry = field(init=False)
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
@@ -257,6 +259,7 @@ class Services:
             services.user_files, settings.processes.max_watchers_per_sandbox
         )
         services.network = SandboxNetwork(stores.network, Allowlist.parse(settings.egress.allow))
+        services.agents = AgentRegistry(stores.agents, settings.tools.max_registered_agents)
         services.meter = SandboxMeter(
             sessions.describe,
             provider.lifecycle.usage,

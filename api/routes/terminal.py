@@ -62,7 +62,8 @@ async def terminal(
 ) -> None:
     services: Services = websocket.app.state.services
     try:
-        ctx = websocket_context(websocket, conversation_id, "sandbox")
+        # Off the event loop: a registered agent's configuration is read from the store.
+        ctx = await to_thread.run_sync(websocket_context, websocket, conversation_id, "sandbox")
         process = await to_thread.run_sync(
             lambda: _open(services, ctx, pid, (cols, rows), user, cwd)
         )

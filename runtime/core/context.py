@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from siesta_contract.agents import AgentConfig
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 from runtime.core.errors import InvalidContext, InvalidConversationId, InvalidRequest
@@ -78,6 +79,9 @@ class CallContext:
     message: str | None = None
     """The assistant message the call belongs to (the agent backend's id): artifacts the
     call makes are attached to it. The backend says it, never the model."""
+    agent_config: AgentConfig | None = field(default=None, compare=False, repr=False)
+    """The registered configuration of ``agent`` (``runtime/tools/agent_registry.py``),
+    when it is registered: its policies and System Tools bind the call."""
 
     def __post_init__(self) -> None:
         check_id(self.conversation, "conversation id", InvalidConversationId)

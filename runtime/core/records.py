@@ -1,4 +1,4 @@
-"""What the store keeps: session, file, tool-execution, snapshot and memory records.
+"""What the store keeps: session, file, tool-execution, snapshot, agent and memory records.
 
 A session record is the truth about which sandbox serves a conversation. It is
 keyed by (org, conversation), so one org can never name another org's session.
@@ -324,6 +324,27 @@ class SnapshotRecord:
 
     @classmethod
     def from_json(cls, text: str) -> SnapshotRecord:
+        return cls(**json.loads(text))
+
+
+@dataclass
+class AgentRecord:
+    """An agent registered in its org (``POST /v1/agents``): its configuration as
+    the catalog takes it (``AgentConfig``, JSON), which binds every call that names it
+    by ``X-Siesta-Agent``."""
+
+    org: str
+    agent_id: str
+    config: dict[str, Any]
+    updated_at: float
+    updated_by: str
+    """The token that registered this version."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentRecord:
         return cls(**json.loads(text))
 
 

@@ -56,10 +56,16 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
     tools = [_tool(spec) for spec, _ in TOOLS.values()]  # schemas are made once
     schemas = {tool.name: tool.input_schema for tool in tools}
 
+    systems = {name: tool for name, (_, tool) in TOOLS.items()}
+
     async def list_tools(
-        _: ServerRequestContext[Any, Any], __: types.PaginatedRequestParams | None
+        request: ServerRequestContext[Any, Any], __: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tools)
+        """The tools this caller may call: a disabled function, or one of a System Tool
+        a registered agent does not have, is not offered (as in the catalog)."""
+        ctx = _resolved(request).ctx
+        allowed = set(await to_thread.run_sync(services.tools.direct_available, ctx, systems))
+        return types.ListToolsResult(tools=[tool for tool in tools if tool.name in allowed])
 
     async def call_tool(
         request: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -3,8 +3,8 @@
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
 deployment id, the egress credentials revoked by deletions, and each conversation's
-network rules and refusal count, and the orgs' memory banks. Each backend implements
-every protocol over its one connection:
+network rules and refusal count, the agents registered per org, and the orgs' memory
+banks. Each backend implements every protocol over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
 * ``redis/`` — several instances sharing one Redis.
@@ -13,6 +13,10 @@ Both pass the same contract tests (``tests/runtime/store/``). Every change to a
 session record carries the fence of the lease its writer holds; a store refuses
 a change whose fence is lower than the one it already has, so a holder that
 stalled past its lease can never overwrite a newer holder's state.
+
+Over 400 lines on purpose: it is the one list of what a backend must implement, each
+protocol a few lines; split, a backend's author would no longer see every concern in
+one place.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.core.records import (
+    AgentRecord,
     E2bSandbox,
     EgressRevocation,
     ExecutionFilter,
@@ -355,6 +360,22 @@ class SnapshotStore(Protocol):
         """Every org's snapshot ids (clean-up of what has no record)."""
 
 
+class AgentStore(Protocol):
+    """Agents registered per org (their configuration, as JSON)."""
+
+    def put_agent(self, record: AgentRecord, limit: int) -> bool:
+        """Insert or replace the org's agent; a new one only while the org has fewer
+        than ``limit`` (False: not stored)."""
+
+    def get_agent(self, org: str, agent_id: str) -> AgentRecord | None: ...
+
+    def list_agents(self, org: str) -> list[AgentRecord]:
+        """The org's agents, by id."""
+
+    def delete_agent(self, org: str, agent_id: str) -> bool:
+        """Remove the org's agent (False: there was none)."""
+
+
 class MemoryStore(Protocol):
     """Banks per org, oldest first (``add_bank``: False when the org has ``limit``);
     entries per bank key in the order added, deleted with their bank."""
@@ -393,6 +414,7 @@ class Stores:
     revocations: RevocationStore
     snapshots: SnapshotStore
     network: NetworkRuleStore
+    agents: AgentStore
     memory: MemoryStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""

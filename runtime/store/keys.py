@@ -156,6 +156,11 @@ SNAPSHOT_ORGS = PREFIX + "snapshot-orgs"
 """Hash: snapshot id → its org (clean-up lists every org's ids)."""
 
 
+def agents(org: str) -> str:
+    """Hash: the org's registered agents, agent id → the record as JSON."""
+    return f"{PREFIX}agents:{org}"
+
+
 def memory_banks(org: str) -> str:
     """Hash: the org's memory banks, bank id → the record as JSON."""
     return f"{PREFIX}memory-banks:{org}"

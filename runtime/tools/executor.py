@@ -53,17 +53,13 @@ from runtime.tools.call import (
     agent_context,
     direct_agent,
 )
-from runtime.tools.catalog import Catalog, CatalogFunction
+from runtime.tools.catalog import CatalogFunction
+from runtime.tools.direct_policy import CatalogFor, DirectPolicies, OrgFloor
 from runtime.tools.executions import redact
 from runtime.tools.held_calls import call_data, call_from_data, cancelled
-from runtime.tools.policy import effective_policy
 
 log = logging.getLogger(__name__)
 
-CatalogFor = Callable[[AgentConfig, UserInfo, str], Catalog]
-"""The catalog of an agent for a user of an org (``Services.tool_catalog``)."""
-OrgFloor = Callable[[str, str | None], Mapping[str, Policy]]
-"""An org's floor as it holds for an agent (``ToolSettings.org_floor``)."""
 ConnectionAdapters = Callable[[str], Adapter]
 
 
@@ -93,13 +89,14 @@ class ToolExecutor:
         org_floor: OrgFloor | None = None,
     ) -> None:
         self._catalog_for = catalog_for
-        self._org_floor = org_floor or (lambda org, agent: {})
         self._adapters = adapters
         self._connection = connection
         self._log = log
         self._clock = clock
         self._approvals = approvals or ApprovalRules()
-        self._deployment_policies = dict(deployment_policies or {})
+        self._direct = DirectPolicies(
+            catalog_for, dict(deployment_policies or {}), org_floor or (lambda org, agent: {})
+        )
 
     def execute(
         self,
@@ -153,18 +150,13 @@ class ToolExecutor:
         timeout_seconds: float | None = None,
     ) -> Any:
         """A direct route's call (``tool`` is the System Tool it belongs to): the
-        deployment's policy for it, one log entry, and the adapter's result — or the
-        error raised (``approval_required`` when the policy is ``confirm``)."""
-        rule = effective_policy(
-            function.name,
-            system=True,
-            agent=None,
-            deployment=self._deployment_policies,
-            organization=self._org_floor(ctx.org, ctx.agent),
-        )
-        if rule.policy == "disabled":
-            msg = f"{function.name} is disabled for this caller ({rule.reason})"
-            raise FunctionNotAvailable(msg)
+        policy for it, one log entry, and the adapter's result — or the error raised
+        (``approval_required`` when the policy is ``confirm``). A registered agent's
+        call (``ctx.agent_config``) gets that agent's policy and must have ``tool``
+        among its System Tools, as in its catalog; any other gets the deployment's
+        and org's floors over the reference's defaults."""
+        rule = self._direct.policy(ctx, function.name, tool)
+        user = UserInfo(id=ctx.user, role="User")  # direct routes serve no role-gated tool
         entry = CatalogFunction(
             function.name,
             function.description,
@@ -174,8 +166,7 @@ class ToolExecutor:
             rule.policy,
             rule.reason,
         )
-        agent = direct_agent(ctx)
-        user = UserInfo(id=ctx.user, role="User")
+        agent = ctx.agent_config or direct_agent(ctx)
         call = ToolCall(ctx, agent, user, entry, events or CallEvents(), timeout_seconds)
         execution = self._new_execution(ctx, agent, user, function.name, arguments, requested_by)
         execution.source = entry.source
@@ -196,6 +187,10 @@ class ToolExecutor:
             tracing.outcome(span, None)
         self._finish(execution, result=result, started=started)
         return result
+
+    def direct_available(self, ctx: CallContext, functions: Mapping[str, str]) -> list[str]:
+        """Of ``functions`` (name → System Tool), those a direct caller may call."""
+        return self._direct.available(ctx, functions)
 
     def _new_execution(
         self,

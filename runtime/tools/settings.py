@@ -73,6 +73,8 @@ class ToolSettings(BaseModel):
     connections_url: str | None = None
     """Where connection functions (Gmail.Send, ...) are executed (the agent backend)."""
     connections_token: SecretStr | None = None
+    max_registered_agents: int = Field(1000, ge=1)
+    """Agents one org may register (``POST /v1/agents``)."""
     approval_ttl_seconds: float = Field(3600.0, gt=0)
     """A call waiting for approval expires after this long: deciding it then answers
     ``approval_expired`` and the log shows it ``expired``."""

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -49,7 +49,11 @@ ORG, USER, IMAGE = "org-a", "user-1", "debian-base"
 HELD_POLICIES = '{"runCommand": "confirm", "publishFiles": "enabled"}'
 APPROVER = {"Authorization": f"Bearer {APPROVER_TOKEN}", "X-Siesta-Org": ORG}
 
-Connect = Callable[[ServiceProcess, str], contextlib.AbstractAsyncContextManager[Client]]
+
+class Connect(Protocol):
+    def __call__(
+        self, service: ServiceProcess, conversation: str, *, agent: str | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Client]: ...
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +75,14 @@ def held_service(start_service: StartService) -> ServiceProcess:
 
 @contextlib.asynccontextmanager
 async def over_http(
-    service: ServiceProcess, conversation: str, mode: ConnectMode = "auto"
+    service: ServiceProcess,
+    conversation: str,
+    mode: ConnectMode = "auto",
+    agent: str | None = None,
 ) -> AsyncIterator[Client]:
+    named = {"X-Siesta-Agent": agent} if agent else {}
     http = httpx2.AsyncClient(
-        headers={**headers(ORG, USER, IMAGE), "X-Siesta-Conversation": conversation},
+        headers={**headers(ORG, USER, IMAGE), "X-Siesta-Conversation": conversation, **named},
         timeout=httpx2.Timeout(30, read=120),
     )
     async with (
@@ -86,7 +94,10 @@ async def over_http(
 
 @contextlib.asynccontextmanager
 async def over_stdio(
-    service: ServiceProcess, conversation: str, mode: ConnectMode = "auto"
+    service: ServiceProcess,
+    conversation: str,
+    mode: ConnectMode = "auto",
+    agent: str | None = None,
 ) -> AsyncIterator[Client]:
     env = {
         "PATH": os.environ["PATH"],
@@ -99,6 +110,7 @@ async def over_stdio(
         **service.env,
     }
     arguments = ["--org", ORG, "--user", USER, "--conversation", conversation]
+    arguments += ["--agent", agent] if agent else []
     parameters = StdioServerParameters(
         command=sys.executable,
         args=["-m", "cli.main", "mcp", *arguments, "--base-image", IMAGE],
@@ -116,7 +128,7 @@ def connect(request: pytest.FixtureRequest) -> Connect:
     transport, _, legacy = request.param.partition("-")
     opened = over_http if transport == "http" else over_stdio
     mode: ConnectMode = "legacy" if legacy else "auto"
-    return lambda service, conversation: opened(service, conversation, mode)
+    return lambda service, conversation, agent=None: opened(service, conversation, mode, agent)
 
 
 def run(work: Callable[[], Awaitable[Any]]) -> Any:
@@ -128,11 +140,12 @@ def call(
     service: ServiceProcess,
     conversation: str,
     *calls: tuple[str, dict[str, Any]],
+    agent: str | None = None,
 ) -> list[types.CallToolResult]:
-    """The tool calls, in order, in one MCP session of the conversation."""
+    """The tool calls, in order, in one MCP session of the conversation (of ``agent``)."""
 
     async def work() -> list[types.CallToolResult]:
-        async with connect(service, conversation) as client:
+        async with connect(service, conversation, agent=agent) as client:
             return [await client.call_tool(name, arguments) for name, arguments in calls]
 
     results: list[types.CallToolResult] = run(work)
@@ -345,6 +358,47 @@ def test_a_policy_that_asks_first_holds_the_call(
     assert decided.status_code == 200, decided.text
     assert decided.json()["result"]["stdout"] == "x\n"
     assert [e["status"] for e in log_of(held_service, conversation)] == ["succeeded"]
+
+
+@pytest.mark.parametrize("connect", ["http", "stdio"], indirect=True)  # the era is moot
+def test_a_registered_agents_policies_bind_its_calls(
+    connect: Connect, service: ServiceProcess
+) -> None:
+    """The agent's configuration, registered once, holds over MCP as on the HTTP
+    routes: ``runCommand: confirm`` asks first, a disabled function is refused, and
+    neither it nor a System Tool the agent lacks is offered."""
+    agent = {
+        "id": "mcp-careful",
+        "systemToolIds": ["sandbox"],
+        "functionPolicies": {"runCommand": "confirm", "listFiles": "disabled"},
+    }
+    put = service.client.post("/v1/agents", headers=headers(ORG, USER, None), json=agent)
+    assert put.status_code == 200, put.text
+    conversation = new_conversation()
+
+    held, off, script = call(
+        connect,
+        service,
+        conversation,
+        ("runCommand", {"command": "echo x"}),
+        ("listFiles", {}),
+        ("JsExecutorAgent", {"code": "1"}),
+        agent="mcp-careful",
+    )
+    [anonymous] = call(connect, service, conversation, ("runCommand", {"command": "echo x"}))
+
+    async def listed() -> list[str]:
+        async with connect(service, conversation, agent="mcp-careful") as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    offered = run(listed)
+
+    assert held.is_error and held.structured_content["error"]["code"] == "approval_required"
+    assert off.is_error and off.structured_content["error"]["code"] == "function_not_available"
+    assert script.is_error
+    assert "not among its systemToolIds" in script.structured_content["error"]["message"]
+    assert not anonymous.is_error and anonymous.structured_content["stdout"] == "x\n"
+    assert offered == [s.name for s in [*SANDBOX, *PROCESSES] if s.name != "listFiles"]
 
 
 def log_of(service: ServiceProcess, conversation: str) -> list[dict[str, Any]]:

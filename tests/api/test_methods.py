@@ -32,6 +32,8 @@ TABLE: list[tuple[str, str, list[str]]] = [
     ("DELETE", "/v1/tools/approvals/a1", ["GET", "POST"]),
     ("POST", "/v1/tools/approvals", ["GET"]),
     ("GET", "/v1/admin/reconcile", ["POST"]),
+    ("PUT", "/v1/agents", ["GET", "POST"]),
+    ("POST", "/v1/agents/g1", ["DELETE", "GET"]),
     ("PUT", "/v1/memory-banks", ["GET", "POST"]),
     ("POST", "/v1/memory-banks/m1", ["DELETE", "GET"]),
     ("GET", "/v1/memory-banks/m1/entries", ["POST"]),

@@ -73,6 +73,10 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/tools/approvals"): "approve",
     ("GET", "/v1/tools/approvals/{approval_id}"): "approve",
     ("POST", "/v1/tools/approvals/{approval_id}"): "approve",
+    ("GET", "/v1/agents"): "tools",
+    ("POST", "/v1/agents"): "tools",
+    ("GET", "/v1/agents/{agent_id}"): "tools",
+    ("DELETE", "/v1/agents/{agent_id}"): "tools",
     ("POST", "/v1/admin/reconcile"): "admin",
     ("POST", "/v1/memory-banks"): "admin",
     ("GET", "/v1/memory-banks"): "tools",
@@ -102,6 +106,7 @@ def call(
         .replace("{approval_id}", "a")
         .replace("{pid}", "1")
         .replace("{watcher_id}", "w")
+        .replace("{agent_id}", "g")
         .replace("{bank_id}", "m")
     )
     url = url.replace("{port}", "8000").replace("{path:path}", "x")

@@ -32,6 +32,8 @@ AGENT = {
     "baseImage": "debian-base",
     "functionPolicies": {"runCommand": "confirm"},
 }
+A_AGENT = {**AGENT, "contentDefault": MARKER}
+"""A's registered agent (``POST /v1/agents``): B's probes never see or change it."""
 USER = {"id": "user-1", "role": "User"}
 
 
@@ -90,6 +92,8 @@ def org_a(service: InProcessService) -> OrgA:
     assert uploaded.status_code == 201, uploaded.text
     denied = client.put(f"{base}/sandbox/network", headers=A, json=A_NETWORK)
     assert denied.status_code == 200, denied.text
+    registered = client.post("/v1/agents", headers=A, json=A_AGENT)
+    assert registered.status_code == 200, registered.text
     session = client.get(f"{base}/sandbox", headers=A).json()["sessionId"]
     ran = execute(client, conversation, "readFile", {"path": NAME})
     waiting = execute(client, conversation, "runCommand", {"command": f"echo {MARKER}"})
@@ -389,6 +393,19 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         NO_ORG_DATA,  # built from the request's agent and user alone
         lambda c, a: c.post("/v1/tools/catalog", headers=B, json={"agent": AGENT, "user": USER}),
     ),
+    ("GET", "/v1/agents"): (OWN_EMPTY, lambda c, a: c.get("/v1/agents", headers=B)),
+    ("GET", "/v1/agents/{agent_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get("/v1/agents/agent-a", headers=B),
+    ),
+    ("DELETE", "/v1/agents/{agent_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete("/v1/agents/agent-a", headers=B),
+    ),
+    ("POST", "/v1/agents"): (
+        OWN_EMPTY,  # B's own agent of that id: A's registration is untouched
+        lambda c, a: c.post("/v1/agents", headers=B, json=AGENT),
+    ),
     ("GET", "/v1/images"): (NO_ORG_DATA, lambda c, a: c.get("/v1/images", headers=B)),
     ("GET", "/v1/tools/system"): (NO_ORG_DATA, lambda c, a: c.get("/v1/tools/system", headers=B)),
     ("POST", "/v1/images/validate"): (
@@ -433,7 +450,8 @@ def test_org_b_never_sees_org_a(
         # Ids B itself sent may be echoed in a message; A's others never appear.
         assert org_a.execution_id not in response.text
         body = response.json()
-        listed = body.get("files", body.get("executions", body.get("approvals", [])))
+        lists = ("files", "executions", "approvals", "agents")
+        listed: Any = next((body[key] for key in lists if key in body), [])
         assert isinstance(listed, list) and listed == [] if route[0] == "GET" else True
     assert_org_a_unchanged(service, org_a)
 
@@ -444,6 +462,11 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     files = client.get(conv(a, "/files"), headers=A).json()["files"]
     assert [f["id"] for f in files] == [a.file_id]
     assert client.get(conv(a, f"/files/{a.file_id}/content"), headers=A).text == MARKER
+    agent = client.get("/v1/agents/agent-a", headers=A).json()["agent"]
+    assert (agent["contentDefault"], agent["functionPolicies"]) == (
+        MARKER,
+        AGENT["functionPolicies"],
+    )
     network = client.get(conv(a, "/sandbox/network"), headers=A).json()
     assert {k: network[k] for k in A_NETWORK} == A_NETWORK
     for bank_id in A_BANKS:

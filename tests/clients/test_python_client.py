@@ -111,6 +111,23 @@ def test_the_tool_layer(service: ServiceProcess) -> None:
         assert [e.function for e in log.executions] == ["runCommand"]
 
 
+def test_a_registered_agent_binds_the_conversations_calls(service: ServiceProcess) -> None:
+    careful = {**AGENT, "id": "careful", "functionPolicies": {"runCommand": "confirm"}}
+    with SiestaClient(service.base_url, TOKEN) as siesta:
+        registered = siesta.agents.register(careful, org="org-a")
+        assert registered.agent.function_policies == {"runCommand": "confirm"}
+        assert [a.agent.id for a in siesta.agents.list(org="org-a").agents] == ["careful"]
+        conv = siesta.conversation(
+            new_conversation(), org="org-a", user="u1", base_image="debian-base", agent="careful"
+        )
+        with pytest.raises(ApprovalRequired):
+            conv.run_command("echo held")
+        siesta.agents.delete("careful", org="org-a")
+        with pytest.raises(NotFound):
+            siesta.agents.get("careful", org="org-a")
+        assert conv.run_command("echo ran").stdout == "ran\n"  # the floors again
+
+
 def test_the_async_client(service: ServiceProcess) -> None:
     async def scenario() -> None:
         async with AsyncSiestaClient(service.base_url, TOKEN) as siesta:
@@ -135,6 +152,10 @@ def test_the_async_client(service: ServiceProcess) -> None:
             )
             assert outcome.ok
             assert (await conv.delete()).deleted is True
+            registered = await siesta.agents.register(AGENT, org="org-async")
+            assert (await siesta.agents.get("agent-1", org="org-async")) == registered
+            await siesta.agents.delete("agent-1", org="org-async")
+            assert (await siesta.agents.list(org="org-async")).agents == []
 
     asyncio.run(scenario())
 

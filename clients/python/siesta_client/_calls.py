@@ -1,10 +1,21 @@
-"""Every call of the API as an ``Op``: what both clients send, and what they return."""
+"""Every call of the API as an ``Op``: what both clients send, and what they return.
+
+Over 400 lines on purpose: one short function per route, a table both clients and the
+contract test (``tests/clients/test_contract.py``) read as one; split by resource, the
+test would have to gather it again.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.agents import (
+    AgentConfig,
+    AgentRegistration,
+    RegisteredAgentPublic,
+    RegisteredAgentsPublic,
+    UserInfo,
+)
 from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from siesta_contract.files import FilePublic, FilesPublic
 from siesta_contract.filesystem import FsEntries, FsEntry, FsListArgs, FsMoveArgs, FsPathArgs
@@ -350,6 +361,30 @@ def snapshot(org: str, snapshot_id: str) -> Op[SnapshotPublic]:
 def delete_snapshot(org: str, snapshot_id: str) -> Op[None]:
     headers = {"X-Siesta-Org": org}
     return Op("DELETE", f"/v1/snapshots/{snapshot_id}", no_content, headers)
+
+
+def register_agent(org: str, agent: AgentConfig | dict[str, Any]) -> Op[RegisteredAgentPublic]:
+    given = (
+        agent.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(agent, AgentConfig)
+        else agent
+    )
+    body = args(AgentRegistration, **given)
+    read = model(RegisteredAgentPublic)
+    return Op("POST", "/v1/agents", read, {"X-Siesta-Org": org}, body, body=AgentRegistration)
+
+
+def agents(org: str) -> Op[RegisteredAgentsPublic]:
+    return Op("GET", "/v1/agents", model(RegisteredAgentsPublic), {"X-Siesta-Org": org})
+
+
+def agent(org: str, agent_id: str) -> Op[RegisteredAgentPublic]:
+    headers = {"X-Siesta-Org": org}
+    return Op("GET", f"/v1/agents/{agent_id}", model(RegisteredAgentPublic), headers)
+
+
+def delete_agent(org: str, agent_id: str) -> Op[None]:
+    return Op("DELETE", f"/v1/agents/{agent_id}", no_content, {"X-Siesta-Org": org})
 
 
 def create_memory_bank(

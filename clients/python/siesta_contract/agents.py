@@ -107,3 +107,26 @@ class AgentConfig(_Wire):
 class UserInfo(_Wire):
     id: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
     role: Role
+
+
+class AgentRegistration(AgentConfig):
+    """An agent's configuration to register (``POST /v1/agents``): its ``id`` is the
+    ``X-Siesta-Agent`` value that calls name it by."""
+
+    id: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
+
+
+class RegisteredAgentPublic(BaseModel):
+    """An agent registered in its org (``POST /v1/agents``): every call that
+    names it by ``X-Siesta-Agent`` — the direct sandbox routes, ``/js``, ``/mcp`` — runs
+    under this configuration, as ``/v1/tools/execute`` runs under the one in its body."""
+
+    agent: AgentConfig
+    updatedAt: float
+    updatedBy: str
+    """The token that registered this version."""
+
+
+class RegisteredAgentsPublic(BaseModel):
+    agents: list[RegisteredAgentPublic]
+    """The org's registered agents, by id."""

@@ -10,6 +10,7 @@ Cluster).
 from __future__ import annotations
 
 from runtime.store.base import Stores
+from runtime.store.redis.agents import RedisAgents
 from runtime.store.redis.capacity import RedisCapacity
 from runtime.store.redis.client import connect, redis_errors
 from runtime.store.redis.deployment import RedisDeployment
@@ -48,6 +49,7 @@ def open_redis(url: str) -> Stores:
         revocations=RedisRevocations(client),
         network=RedisNetwork(client),
         snapshots=RedisSnapshots(client),
+        agents=RedisAgents(client),
         memory=RedisMemory(client),
         ping=ping,
         close=client.close,

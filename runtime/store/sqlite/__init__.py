@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runtime.store.base import Stores
+from runtime.store.sqlite.agents import SqliteAgents
 from runtime.store.sqlite.capacity import SqliteCapacity
 from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
@@ -40,6 +41,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         revocations=SqliteRevocations(db),
         network=SqliteNetwork(db),
         snapshots=SqliteSnapshots(db),
+        agents=SqliteAgents(db),
         memory=SqliteMemory(db),
         ping=db.ping,
         close=db.close,
