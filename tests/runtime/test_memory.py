@@ -107,3 +107,20 @@ def test_bm25_ranks_rarer_shared_words_higher_and_unrelated_text_zero() -> None:
     assert scores[3] == 0.0
     assert bm25("cat", []) == []
     assert terms("Deploys, deploying DEPLOYED") == ["deploy", "deploy", "deploy"]
+
+
+def test_the_model_is_loaded_by_the_first_write_or_search_only(stores: Stores) -> None:
+    loads = []
+
+    def counted() -> Model:
+        loads.append(1)
+        return load_wordllama()
+
+    banks = MemoryBanks(stores.memory, MemorySettings(), Embedder(counted))
+    bank = banks.create("org-a", GENERAL).bank_id
+    banks.list("org-a")
+    banks.load("org-a", bank, "k", "newest_first", 10, "load_memory")
+    assert loads == []  # an idle service, or one that only lists, never pays for it
+    banks.add("org-a", bank, "k", "first fact", None, "add_memory")
+    banks.search("org-a", bank, "k", "fact", 1)
+    assert loads == [1]
