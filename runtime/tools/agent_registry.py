@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from siesta_contract.agents import AgentConfig
 
-from runtime.core.context import CallContext, check_egress_allow, check_id
+from runtime.core.context import CallContext, check_id
 from runtime.core.errors import InvalidContext, InvalidRequest, NotFound, SiestaError
 from runtime.core.records import AgentRecord
 from runtime.store.base import AgentStore
@@ -84,16 +84,14 @@ class AgentRegistry:
         if record is None:
             return ctx
         agent = AgentConfig.model_validate(record.config)
-        egress = tuple(agent.egress_allow) if agent.egress_allow is not None else None
+        registered = tuple(agent.egress_allow) if agent.egress_allow is not None else None
         _agree("X-Siesta-Base-Image", ctx.base_image, agent.base_image, agent.id)
-        _agree("X-Siesta-Egress-Allow", ctx.egress_allow, egress, agent.id)
+        _agree("X-Siesta-Egress-Allow", ctx.egress_allow, registered, agent.id)
         _agree(
             "X-Siesta-Sub-Agents", ctx.sub_agents or None, tuple(agent.sub_agents) or None, agent.id
         )
-        if egress is not None:
-            check_egress_allow(egress)
         base_image = ctx.base_image or agent.base_image
-        egress = ctx.egress_allow if ctx.egress_allow is not None else egress
+        egress = ctx.egress_allow if ctx.egress_allow is not None else registered
         sub_agents = ctx.sub_agents or tuple(agent.sub_agents)
         effective = agent.model_copy(
             update={
@@ -102,7 +100,7 @@ class AgentRegistry:
                 "sub_agents": list(sub_agents),
             }
         )
-        return dataclasses.replace(
+        return dataclasses.replace(  # a new context: its egress allowlist is checked again
             ctx,
             base_image=base_image,
             egress_allow=egress,

@@ -114,7 +114,9 @@ def test_the_direct_routes_apply_the_registered_agents_policies(
 
     held = direct(service, org, conversation, "/sandbox/runCommand", {"command": "echo hi"})
     off = direct(service, org, conversation, "/sandbox/listFiles", {})
-    read = direct(service, org, conversation, "/sandbox/writeFile", {"path": "a", "content": "x"})
+    written = direct(
+        service, org, conversation, "/sandbox/writeFile", {"path": "a", "content": "x"}
+    )
     unregistered = direct(
         service, org, conversation, "/sandbox/runCommand", {"command": "echo hi"}, agent="anon"
     )
@@ -126,7 +128,7 @@ def test_the_direct_routes_apply_the_registered_agents_policies(
     assert view["agentId"] == "careful"
     assert off.status_code == 403 and off.json()["error"]["code"] == "function_not_available"
     assert "the agent's configuration" in off.json()["error"]["message"]
-    assert read.status_code == 200, read.text
+    assert written.status_code == 200, written.text
     assert unregistered.status_code == 200, unregistered.text  # the deployment's floor
 
 

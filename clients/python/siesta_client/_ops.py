@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -96,3 +96,16 @@ def args(model_cls: type[BaseModel], **values: Any) -> dict[str, Any]:
     given = {name: value for name, value in values.items() if value is not None}
     checked = model_cls.model_validate(given)
     return checked.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class Caller(Protocol):
+    """What a resource class (``client.agents``, ``client.memory_banks``) needs of its
+    sync client: a call sent, with its retries."""
+
+    def call(self, op: Op[T], idempotency_key: str | None = None) -> T: ...
+
+
+class AsyncCaller(Protocol):
+    """The same, of the async client."""
+
+    async def call(self, op: Op[T], idempotency_key: str | None = None) -> T: ...

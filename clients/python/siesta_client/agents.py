@@ -4,22 +4,19 @@ configuration."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from siesta_contract.agents import AgentConfig, RegisteredAgentPublic, RegisteredAgentsPublic
 
 from siesta_client import _calls
-
-if TYPE_CHECKING:  # the clients import this module
-    from siesta_client.aio import AsyncSiestaClient
-    from siesta_client.client import SiestaClient
+from siesta_client._ops import AsyncCaller, Caller
 
 
 class Agents:
     """An org's registered agents: calls that name one (``X-Siesta-Agent``) on the
     direct routes, ``/js`` and ``/mcp`` run under its configuration."""
 
-    def __init__(self, client: SiestaClient) -> None:
+    def __init__(self, client: Caller) -> None:
         self.client = client
 
     def register(self, agent: AgentConfig | dict[str, Any], *, org: str) -> RegisteredAgentPublic:
@@ -41,7 +38,7 @@ class AsyncAgents:
     """An org's registered agents: calls that name one (``X-Siesta-Agent``) on the
     direct routes, ``/js`` and ``/mcp`` run under its configuration."""
 
-    def __init__(self, client: AsyncSiestaClient) -> None:
+    def __init__(self, client: AsyncCaller) -> None:
         self.client = client
 
     async def register(

@@ -3,27 +3,15 @@ through the ``memory_banks`` System Tool (``client.tools.execute``)."""
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
-
 from siesta_contract.functions.memory import AddedEntry, BankMode, BankType, Speaker
 from siesta_contract.memory import MemoryBankPublic, MemoryBanksPublic
 
 from siesta_client import _calls
-from siesta_client._ops import Op
-
-T = TypeVar("T")
-
-
-class _Calls(Protocol):
-    def call(self, op: Op[T], idempotency_key: str | None = None) -> T: ...
-
-
-class _AsyncCalls(Protocol):
-    async def call(self, op: Op[T], idempotency_key: str | None = None) -> T: ...
+from siesta_client._ops import AsyncCaller, Caller
 
 
 class MemoryBanks:
-    def __init__(self, client: _Calls) -> None:
+    def __init__(self, client: Caller) -> None:
         self.client = client
 
     def create(
@@ -56,7 +44,7 @@ class MemoryBanks:
 
 
 class AsyncMemoryBanks:
-    def __init__(self, client: _AsyncCalls) -> None:
+    def __init__(self, client: AsyncCaller) -> None:
         self.client = client
 
     async def create(
