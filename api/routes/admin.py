@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 
 from siesta_contract.admin import AuditEntryPublic, AuditPage, ReconcileReportPublic
 
+from api import audit
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
 from runtime.core.operator_records import AuditFilter
@@ -36,14 +37,8 @@ def reconcile(
     """One reconciliation pass (what ``siesta-runtime reconcile`` prints)."""
     report = services.reconciler.run(dry_run=dry_run)
     if not dry_run:
-        services.audit.record(
-            caller.name,
-            "reconcile.run",
-            services.deployment_id,
-            source=request.client.host if request.client else "",
-            via="api",
-            details={action: len(ids) for action, ids in report.actions.items()},
-        )
+        counts = {action: len(ids) for action, ids in report.actions.items()}
+        audit.record(services, caller, request, "reconcile.run", services.deployment_id, **counts)
     return ReconcileReportPublic.model_validate(
         {"deployment": services.deployment_id, **report.as_dict()}
     )

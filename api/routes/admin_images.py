@@ -32,11 +32,11 @@ from siesta_contract.admin import (
     NewCatalogImageAnswer,
 )
 
+from api.audit import api_actor
 from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
 from api.streaming import KEEPALIVE, SSE_CONTENT
-from runtime.admin.images import Actor, CatalogAdmin
-from runtime.core.auth import Caller
+from runtime.admin.images import CatalogAdmin
 from runtime.core.errors import CatalogImageNotFound
 from runtime.core.operator_records import ImageBuild
 from runtime.images.catalog import CatalogImage, ImageState
@@ -54,10 +54,6 @@ ImageRef = Annotated[
 BuildId = Annotated[str, Path(pattern=BUILD_ID)]
 NOT_FOUND = error_responses(404)
 CONFLICT = error_responses(404, 409)
-
-
-def actor(caller: Caller, request: Request) -> Actor:
-    return Actor(caller.name, request.client.host if request.client else "", "api")
 
 
 @router.get("/v1/admin/images")
@@ -94,7 +90,7 @@ def add_image(
         workspace_size_mb=body.workspaceSizeMb,
         allow_setuid=body.allowSetuid,
     )
-    who = actor(caller, request)
+    who = api_actor(caller, request)
     added = admin.add(image, default=body.default, actor=who)
     build = admin.start_build(added.ref, who) if body.build and added.buildable else None
     return NewCatalogImageAnswer(
@@ -103,13 +99,13 @@ def add_image(
     )
 
 
-@router.post("/v1/admin/images/import")
+@router.post("/v1/admin/image-imports")
 def import_catalog_file(
     services: ServicesDep, caller: CallerDep, request: Request
 ) -> CatalogImportPublic:
     """Apply the catalog file (``SIESTA_IMAGES__CATALOG_PATH``) again: its versions'
     definitions replace the store's (a retired one stays retired), new ones are added."""
-    result = services.images.reimport(actor(caller, request))
+    result = services.images.reimport(api_actor(caller, request))
     return CatalogImportPublic(added=result.added, updated=result.updated)
 
 
@@ -145,7 +141,7 @@ def change_state(
 ) -> CatalogImagePublic:
     """Enable, disable or retire a version (a retired one refuses new sessions)."""
     admin = services.images
-    changed = admin.set_state(ref, ImageState(body.state), actor(caller, request))
+    changed = admin.set_state(ref, ImageState(body.state), api_actor(caller, request))
     return image_public(admin, admin.get(changed.ref), len(admin.sessions_on(changed)))
 
 
@@ -155,7 +151,7 @@ def make_default(
 ) -> CatalogImagePublic:
     """Make this version the one an agent selecting its id alone gets."""
     admin = services.images
-    image = admin.set_default(ref, actor(caller, request))
+    image = admin.set_default(ref, api_actor(caller, request))
     return image_public(admin, admin.get(image.ref), len(admin.sessions_on(image)))
 
 
@@ -170,7 +166,7 @@ def start_build(
     """Build (or rebuild) the version; follow it at ``/v1/admin/image-builds/{id}``.
     Sandboxes already made keep their image; new ones get the new build. ``noCache``:
     run every step again (e.g. to take in upstream package updates)."""
-    who = actor(caller, request)
+    who = api_actor(caller, request)
     return build_public(services.images.start_build(ref, who, no_cache=no_cache))
 
 

@@ -4,6 +4,8 @@ call. Builds need Docker: tests/api/test_admin_images_docker.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 import redis
 
 from runtime.core.settings import LEGACY_TOKEN_NAME
-from tests.helpers import TOKEN, ServiceProcess, StartService, headers
+from tests.helpers import TOKEN, ServiceProcess, StartService, headers, run_cli
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
@@ -231,7 +233,7 @@ def test_reimporting_the_file_applies_it_and_a_retired_version_stays_retired(
         + '  - {id: later, tag: "3", title: Later, image: "x/later:3"}\n'
     )
     try:
-        imported = two.client.post("/v1/admin/images/import", headers=ADMIN)
+        imported = two.client.post("/v1/admin/image-imports", headers=ADMIN)
     finally:
         catalog_file.write_text(CATALOG)
     assert imported.status_code == 200, imported.text
@@ -268,3 +270,23 @@ def test_every_change_is_in_the_audit_trail_with_who_and_from_where(
         params={"action": "image.", "limit": 2, "before": first["next"]},
     ).json()
     assert older["entries"] and older["entries"][0]["at"] < first["entries"][-1]["at"]
+
+
+def test_the_command_line_import_reaches_the_running_instances(
+    pair: tuple[ServiceProcess, ServiceProcess], catalog_file: Path
+) -> None:
+    one, _ = pair
+    catalog_file.write_text(CATALOG + '  - {id: from-cli, tag: "1", title: CLI, image: "x/c:1"}\n')
+    try:
+        done = run_cli(
+            "images", "import", env={**os.environ, **one.env, "SIESTA_DATA_DIR": str(one.data_dir)}
+        )
+    finally:
+        catalog_file.write_text(CATALOG)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["added"] == ["from-cli:1"]
+    assert "from-cli" in selectable(one)
+    trail = one.client.get(
+        "/v1/admin/audit", headers=ADMIN, params={"action": "image.import", "limit": 1}
+    ).json()["entries"]
+    assert trail[0]["via"] == "cli" and trail[0]["actor"].startswith("cli:")

@@ -81,7 +81,7 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/admin/audit"): "admin",
     ("GET", "/v1/admin/images"): "admin",
     ("POST", "/v1/admin/images"): "admin",
-    ("POST", "/v1/admin/images/import"): "admin",
+    ("POST", "/v1/admin/image-imports"): "admin",
     ("GET", "/v1/admin/images/{ref}"): "admin",
     ("POST", "/v1/admin/images/{ref}/state"): "admin",
     ("POST", "/v1/admin/images/{ref}/default"): "admin",

@@ -426,9 +426,9 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
             "/v1/admin/images", headers=B, json={"id": "tenancy", "title": "T", "build": False}
         ),
     ),
-    ("POST", "/v1/admin/images/import"): (
+    ("POST", "/v1/admin/image-imports"): (
         NO_ORG_DATA,
-        lambda c, a: c.post("/v1/admin/images/import", headers=B),
+        lambda c, a: c.post("/v1/admin/image-imports", headers=B),
     ),
     ("GET", "/v1/admin/images/{ref}"): (
         NO_ORG_DATA,

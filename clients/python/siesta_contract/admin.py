@@ -165,7 +165,7 @@ class AuditEntryPublic(BaseModel):
     target: str
     source: str
     """The client's address."""
-    via: Literal["api", "console"]
+    via: Literal["api", "console", "cli"]
     details: dict[str, Any]
 
 
