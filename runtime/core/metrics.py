@@ -258,7 +258,8 @@ class PoolMembers(Collector):
             "siesta_pool_members", "Ready sandboxes in the warm pool", labels=["image"]
         )
         try:
-            counts = Counter(member.image_id for member in self._pool_members())
+            # By version (`id:tag`): a member's key also names its build.
+            counts = Counter(m.image_id.partition("@")[0] for m in self._pool_members())
         except SiestaError:
             counts = Counter()
         for image, count in sorted(counts.items()):

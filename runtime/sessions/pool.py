@@ -101,7 +101,7 @@ class WarmPool:
         member = self.take(image)
         metrics.POOL_CLAIMS.labels("hit" if member else "miss").inc()
         if member is None:
-            metrics.POOL_MISSES.labels(image.key, "empty").inc()
+            metrics.POOL_MISSES.labels(image.ref, "empty").inc()
         return member
 
     def take(self, image: CatalogImage) -> PoolMember | None:
@@ -117,7 +117,7 @@ class WarmPool:
     def resume_failed(self, member: PoolMember) -> None:
         """The claimed member could not be resumed: it is discarded (the caller makes
         a sandbox instead)."""
-        metrics.POOL_MISSES.labels(member.image_id, "resume_failed").inc()
+        metrics.POOL_MISSES.labels(_version(member.image_id), "resume_failed").inc()
         with contextlib.suppress(SiestaError):
             self._provider.lifecycle.destroy(member.sandbox_id)
 
@@ -141,8 +141,8 @@ class WarmPool:
             for image in self._catalog.enabled()
         }
         targets = demand.share_out(wanted, self._settings.max_total)
-        for image_id, target in targets.items():
-            metrics.POOL_TARGET.labels(image_id).set(target)
+        for key, target in targets.items():
+            metrics.POOL_TARGET.labels(_version(key)).set(target)
         return targets
 
     def refill_step(self, launch: Launch, *, in_gaps: bool = True) -> int:
@@ -214,7 +214,7 @@ class WarmPool:
                 continue
             removed.append(member.sandbox_id)
             if not dry_run and self._members.remove_pool_member(member.sandbox_id):
-                metrics.POOL_DISCARDED.labels(member.image_id, "trimmed").inc()
+                metrics.POOL_DISCARDED.labels(_version(member.image_id), "trimmed").inc()
                 self._discard(member)
         return removed
 
@@ -239,12 +239,12 @@ class WarmPool:
 
     def _in_turn(self, image: CatalogImage, session_id: str, sandbox_id: str) -> Callable[[], None]:
         def make() -> None:
-            metrics.POOL_MAKING.labels(image.key).inc()
+            metrics.POOL_MAKING.labels(image.ref).inc()
             try:
                 self._make(image, session_id, sandbox_id)
             finally:
                 self._making.discard(sandbox_id)
-                metrics.POOL_MAKING.labels(image.key).dec()
+                metrics.POOL_MAKING.labels(image.ref).dec()
                 self._gate.release()
 
         return make
@@ -257,20 +257,20 @@ class WarmPool:
             self._provider.lifecycle.pause(sandbox_id)
         except SiestaError as error:
             log.warning("could not add a %s sandbox to the pool: %s", image.key, error.message)
-            metrics.POOL_DISCARDED.labels(image.key, "failed").inc()
+            metrics.POOL_DISCARDED.labels(image.ref, "failed").inc()
             with contextlib.suppress(SiestaError):
                 self._provider.lifecycle.destroy(sandbox_id)
             self._release(sandbox_id, image.key)
             return
         self._members.add_pool_member(PoolMember(image.key, sandbox_id, session_id, self._clock()))
-        metrics.POOL_MADE.labels(image.key).inc()
+        metrics.POOL_MADE.labels(image.ref).inc()
 
     def _shrink(self, ready: list[PoolMember], surplus: int) -> None:
         """Demand fell: remove up to ``surplus`` ready members, the newest first (the
         oldest are claimed first, so this keeps the claim order)."""
         for member in reversed(ready[-surplus:]):
             if self._members.remove_pool_member(member.sandbox_id):
-                metrics.POOL_DISCARDED.labels(member.image_id, "surplus").inc()
+                metrics.POOL_DISCARDED.labels(_version(member.image_id), "surplus").inc()
                 self._discard(member)
 
     def _discard(self, member: PoolMember) -> None:
@@ -291,6 +291,12 @@ class WarmPool:
     def _release(self, sandbox_id: str, image_id: str) -> None:
         scopes = [scope for scope, _ in self._scopes(image_id)]
         self._slots.release_slot(SLOT_PREFIX + sandbox_id, scopes)
+
+
+def _version(key: str) -> str:
+    """A member's ``id:tag`` from its key (``CatalogImage.key``): metrics name versions,
+    not builds, so a rebuild does not start a new series."""
+    return key.partition("@")[0]
 
 
 class PoolRefiller:

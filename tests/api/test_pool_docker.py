@@ -26,6 +26,7 @@ from tests.helpers import (
     ServiceProcess,
     StartService,
     container_states,
+    headers,
     new_conversation,
     run_command,
     run_reconcile,
@@ -54,12 +55,13 @@ def own_labels() -> dict[str, str]:
 
 
 def ready(service: ServiceProcess) -> dict[str, int]:
-    """The pool's ready members per image, as the service counts them (its store)."""
+    """The pool's ready members per image id, as the service counts them (its store;
+    its metric names versions, ``id:tag``)."""
     counts = {}
     for line in service.client.get("/metrics").text.splitlines():
         if line.startswith("siesta_pool_members{"):
-            image = line.split('image="', 1)[1].split('"', 1)[0]
-            counts[image] = int(float(line.split()[-1]))
+            version = line.split('image="', 1)[1].split('"', 1)[0]
+            counts[version.partition(":")[0]] = int(float(line.split()[-1]))
     return counts
 
 
@@ -129,7 +131,7 @@ def test_two_instances_never_overfill_the_pool_nor_give_a_member_twice(
 
 
 def test_reconciliation_trims_members_that_are_gone_or_withdrawn(
-    start_service: StartService, docker_client: docker.DockerClient, tmp_path: Path
+    start_service: StartService, docker_client: docker.DockerClient
 ) -> None:
     labels = own_labels()
     service = start_service("docker", **pool_env(labels, SIESTA_RECONCILE__BACKGROUND="false"))
@@ -139,9 +141,12 @@ def test_reconciliation_trims_members_that_are_gone_or_withdrawn(
     summary = run_reconcile(service)
     assert gone in summary["actions"]["pool_members_trimmed"]["ids"]
     assert "orphans_removed" not in summary["actions"]  # members are no orphans
-    # Operators withdraw debian-base: its members go (python's stay).
-    catalog = _one_image_catalog(tmp_path, enabled="python")
-    summary = run_reconcile(service, SIESTA_IMAGES__CATALOG_PATH=str(catalog))
+    # Operators withdraw debian-base (in the live catalog): its members go.
+    withdrawn = service.client.post(
+        "/v1/admin/images/debian-base:1/state", headers=headers(), json={"state": "disabled"}
+    )
+    assert withdrawn.status_code == 200, withdrawn.text
+    summary = run_reconcile(service)
     trimmed = summary["actions"].get("pool_members_trimmed", {}).get("ids", [])
     assert trimmed  # debian-base had members
     assert all(name not in containers(docker_client, labels) for name in trimmed)
@@ -164,7 +169,7 @@ def test_a_conversation_takes_the_hosts_last_slot_from_a_pool_member(
         assert run_command(service.client, new_conversation(), "echo ok")["stdout"] == "ok\n"
 
 
-def gauge(service: ServiceProcess, name: str, image: str = "debian-base") -> int:
+def gauge(service: ServiceProcess, name: str, image: str = "debian-base:1") -> int:
     return int(_sample(service.client.get("/metrics").text, f'{name}{{image="{image}"}}', 0))
 
 
@@ -202,7 +207,7 @@ def test_the_pool_grows_under_a_stream_of_new_conversations_and_shrinks_when_it_
     assert wait_until(lambda: ready(service).get("debian-base") == 1, timeout=60)
     assert gauge(service, "siesta_pool_target") == 1
     metrics = service.client.get("/metrics").text
-    assert 'siesta_pool_discarded_total{image="debian-base",reason="surplus"} 5.0' in metrics
+    assert 'siesta_pool_discarded_total{image="debian-base:1",reason="surplus"} 5.0' in metrics
 
 
 def test_a_burst_larger_than_the_pool_gets_every_caller_a_sandbox_in_arrival_order(
@@ -279,7 +284,7 @@ def _one_image_catalog(tmp_path: Path, enabled: str = "debian-base") -> Path:
     images = []
     for image_id, ref in (("debian-base", "siesta/debian-base:1"), ("python", "siesta/python:1")):
         images.append(
-            f"  - id: {image_id}\n    title: {image_id}\n    image: {ref}\n"
+            f"  - id: {image_id}\n    tag: \"1\"\n    title: {image_id}\n    image: {ref}\n"
             f"    enabled: {'true' if image_id == enabled else 'false'}\n"
         )
     path.write_text("images:\n" + "".join(images))

@@ -31,7 +31,7 @@ def test_rebuilding_an_unchanged_image_comes_from_the_cache(
     assert "Using cache" in again.stdout
     assert again.stdout.rstrip().endswith("built 1 image(s): debian-base")
     image = docker_client.images.get("siesta/debian-base:1")
-    assert image.labels["siesta.sandbox-image"] == "debian-base"
+    assert image.labels["siesta.sandbox-image"] == "debian-base:1"
     # Containers inherit image labels: nothing on an image may claim ownership.
     assert not any(k in image.labels for k in ("siesta.deployment", "siesta.managed"))
 
