@@ -3,8 +3,9 @@
 Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
 deployment id, the egress credentials revoked by deletions, and each conversation's
-network rules and refusal count, the agents registered per org, and the orgs' memory
-banks. Each backend implements every protocol over its one connection:
+network rules and refusal count, the agents registered per org, the orgs' memory
+banks, and the operators' console sessions. Each backend implements every protocol
+over its one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
 * ``redis/`` — several instances sharing one Redis.
@@ -30,6 +31,7 @@ from siesta_contract.tools import ExecutionStatus
 from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.core.records import (
     AgentRecord,
+    ConsoleSession,
     E2bSandbox,
     EgressRevocation,
     ExecutionFilter,
@@ -189,8 +191,9 @@ class ExecutionStore(Protocol):
     def remove_older_than(self, cutoff: float) -> int:
         """Delete every org's executions created before ``cutoff``; how many."""
 
-    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
-        """The org's executions matching ``where``, newest first."""
+    def find(self, org: str | None, where: ExecutionFilter) -> list[ToolExecution]:
+        """The org's executions matching ``where``, newest first (``org=None``: every
+        org's, for the operators' console)."""
 
     def forget_conversation(self, org: str, conversation: str, now: float) -> int:
         """Remove every entry of the conversation (it was deleted), at once, and
@@ -397,6 +400,20 @@ class MemoryStore(Protocol):
         """Up to ``limit`` of the key's entries from one end, and how many it holds."""
 
 
+class ConsoleSessionStore(Protocol):
+    """Operators' web console sessions, under the SHA-256 of their cookie's id: every
+    instance sharing the store knows a session another one opened."""
+
+    def put_console_session(self, session: ConsoleSession) -> None:
+        """Keep the session until its ``expires_at``."""
+
+    def get_console_session(self, id_digest: str, now: float) -> ConsoleSession | None:
+        """The session, ``None`` when there is none or it expired at or before ``now``."""
+
+    def delete_console_session(self, id_digest: str) -> bool:
+        """End the session (signed out); False when there was none."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -416,6 +433,7 @@ class Stores:
     network: NetworkRuleStore
     agents: AgentStore
     memory: MemoryStore
+    console: ConsoleSessionStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

@@ -175,3 +175,9 @@ def memory_entries(org: str, bank_id: str, key: str) -> str:
     """List: one memory bank key's entries as JSON, oldest first (the partition key comes
     last and org and bank ids hold no ``/``, so two banks' keys never collide)."""
     return f"{PREFIX}memory:{org}/{bank_id}/{key}"
+
+
+def console_session(id_digest: str) -> str:
+    """String: an operator's web console session as JSON, under the SHA-256 of its
+    cookie's id, expiring with the session."""
+    return f"{PREFIX}console-session:{id_digest}"

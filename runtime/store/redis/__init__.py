@@ -13,6 +13,7 @@ from runtime.store.base import Stores
 from runtime.store.redis.agents import RedisAgents
 from runtime.store.redis.capacity import RedisCapacity
 from runtime.store.redis.client import connect, redis_errors
+from runtime.store.redis.console import RedisConsoleSessions
 from runtime.store.redis.deployment import RedisDeployment
 from runtime.store.redis.e2b import RedisE2b
 from runtime.store.redis.executions import RedisExecutions
@@ -50,6 +51,7 @@ def open_redis(url: str) -> Stores:
         network=RedisNetwork(client),
         snapshots=RedisSnapshots(client),
         agents=RedisAgents(client),
+        console=RedisConsoleSessions(client),
         memory=RedisMemory(client),
         ping=ping,
         close=client.close,

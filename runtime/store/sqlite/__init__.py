@@ -9,6 +9,7 @@ from pathlib import Path
 from runtime.store.base import Stores
 from runtime.store.sqlite.agents import SqliteAgents
 from runtime.store.sqlite.capacity import SqliteCapacity
+from runtime.store.sqlite.console import SqliteConsoleSessions
 from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
 from runtime.store.sqlite.e2b import SqliteE2b
@@ -42,6 +43,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         network=SqliteNetwork(db),
         snapshots=SqliteSnapshots(db),
         agents=SqliteAgents(db),
+        console=SqliteConsoleSessions(db),
         memory=SqliteMemory(db),
         ping=db.ping,
         close=db.close,
