@@ -51,6 +51,11 @@ STATUS_BY_CODE: dict[str, int] = {
     "sandbox_disabled": 403,
     "image_required": 422,
     "image_not_in_catalog": 422,
+    "image_retired": 422,  # the selection names a retired image
+    "catalog_image_not_found": 404,
+    "catalog_image_exists": 409,
+    "catalog_image_state_conflict": 409,  # e.g. building or enabling a retired image
+    "image_build_running": 409,
     "image_unavailable": 503,
     "provisioning_failed": 503,
     "provisioning_timeout": 504,

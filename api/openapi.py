@@ -59,6 +59,7 @@ def install(app: FastAPI) -> None:
         with building:
             if app.openapi_schema is None:
                 app.openapi_schema = _build(app)
+        _refresh_images(app.openapi_schema, _enabled_images(app))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -69,6 +70,7 @@ async def document(app: FastAPI) -> dict[str, Any]:
     build, or the warm-up's, takes over a second and holds a lock), it is built, or
     waited for, in a worker thread, so the loop serves other requests meanwhile."""
     if app.openapi_schema is not None:
+        _refresh_images(app.openapi_schema, _enabled_images(app))
         return app.openapi_schema
     return await to_thread.run_sync(app.openapi)
 
@@ -119,17 +121,36 @@ def _state_deployment(schemas: dict[str, Any], app: FastAPI, images: list[str]) 
     services = getattr(app.state, "services", None)
     if services is None:
         return
-    selection = schemas.get("ImageSelection")
-    if selection is not None and images:
-        selection["properties"]["baseImage"]["enum"] = images
+    _refresh_images({"components": {"schemas": schemas}}, images)
     for (model, field), keywords in deployment_limits(services.settings).items():
         if model in schemas:
             schemas[model]["properties"][field].update(keywords)
 
 
 def _enabled_images(app: FastAPI) -> list[str]:
+    """What an agent may select now: each enabled version's ``id:tag``, and the bare id
+    of a default version."""
     services = getattr(app.state, "services", None)
-    return [image.id for image in services.catalog.enabled()] if services else []
+    if services is None:
+        return []
+    catalog = services.catalog
+    selections: list[str] = []
+    for image in catalog.enabled():
+        if catalog.selection_of(image) == image.id:
+            selections.append(image.id)
+        selections.append(image.ref)
+    return selections
+
+
+def _refresh_images(document: dict[str, Any], images: list[str]) -> None:
+    """The catalog changes while the service runs (``/v1/admin/images``): the
+    selection's enum follows it in the built document (one list swapped in, cheap)."""
+    selection = document.get("components", {}).get("schemas", {}).get("ImageSelection")
+    if selection is None or not images:
+        return
+    base_image = selection["properties"]["baseImage"]
+    if base_image.get("enum") != images:
+        base_image["enum"] = images
 
 
 def _state_context_rules(operation: dict[str, Any], images: list[str]) -> None:
@@ -142,10 +163,9 @@ def _state_context_rules(operation: dict[str, Any], images: list[str]) -> None:
         elif parameter.get("in") == "header" and name == "x-siesta-base-image":
             # Not an enum: only the first operation of a conversation reads it, and a
             # conversation keeps its image even when operators withdraw it later.
-            enabled = f" (enabled now: {', '.join(images)})" if images else ""
             parameter["description"] = (
-                "The agent's base image, a catalog id; read when the conversation's "
-                f"sandbox is made{enabled}"
+                "The agent's base image, a catalog id (its default tag) or `id:tag`; read "
+                "when the conversation's sandbox is made (`GET /v1/images` lists them)"
             )
         elif parameter.get("in") == "path" and name in ID_PATH_PARAMETERS:
             parameter["schema"] = dict(ID_SCHEMA)

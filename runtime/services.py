@@ -15,6 +15,8 @@ import httpx
 
 from siesta_contract.agents import AgentConfig, UserInfo
 
+from runtime.admin.audit import AuditLog
+from runtime.admin.images import CatalogAdmin
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
@@ -34,6 +36,7 @@ from runtime.egress.service import (
 )
 from runtime.files.content import ContentReader
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
+from runtime.images.build import DockerImageBuilder
 from runtime.images.catalog import ImageCatalog
 from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
@@ -141,6 +144,9 @@ class Services:
     upstreams: Upstreams
     egress: Egress
     tokens: TokenRegistry = field(init=False)
+    audit: AuditLog = field(init=False)
+    images: CatalogAdmin = field(init=False)
+    """The catalog's operators' side (``catalog`` is what everything else reads)."""
     pool: WarmPool = field(init=False)
     reconciler: Reconciler = field(init=False)
     js: JsExecutor = field(init=False)
@@ -172,8 +178,18 @@ class Services:
         """Everything, from settings; ``transport`` carries every upstream HTTP call
         (tests may pass their own). ``serving=False`` (one-shot commands) starts no
         egress proxy."""
-        catalog = ImageCatalog.load(settings.images.catalog_path)
         stores = open_stores(settings.store, settings.sqlite_path)
+        audit = AuditLog(stores.audit, settings.audit)
+        images = CatalogAdmin(
+            stores.catalog,
+            stores.sessions,
+            stores.leases,
+            audit,
+            settings.images,
+            DockerImageBuilder() if isinstance(settings.provider, DockerProviderSettings) else None,
+        )
+        images.seed()  # the YAML file's versions the store lacks (a first start: all)
+        catalog = images.catalog
         deployment_id = resolve_deployment_id(settings.deployment_id, stores.deployment)
         egress = build_egress(
             egress_setup(settings), stores.deployment, deployment_id, start_proxy=serving
@@ -215,6 +231,8 @@ class Services:
             egress,
         )
         services.tokens = TokenRegistry.from_settings(settings.tokens, settings.api_token)
+        services.audit = audit
+        services.images = images
         services.pool = pool
         services.reconciler = Reconciler(
             stores.sessions,

@@ -12,6 +12,7 @@ from typing import Annotated
 from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from runtime.admin.settings import AuditSettings
 from runtime.agents.settings import AgentSettings
 from runtime.core.settings import (
     DEPLOYMENT_ID_PATTERN,
@@ -89,6 +90,7 @@ class Settings(BaseSettings):
     tools: ToolSettings = Field(default_factory=ToolSettings)
     provider: ProviderSettings = Field(default_factory=DockerProviderSettings)
     images: ImageSettings = Field(default_factory=ImageSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     console: ConsoleSettings = Field(default_factory=ConsoleSettings)

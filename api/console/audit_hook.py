@@ -1,13 +1,11 @@
-"""The console's actions into the audit trail: the one place it is called from."""
+"""The console's actions into the audit trail (``runtime/admin/audit.py``): the one
+place the console records from, always ``via="console"``."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from runtime.services import Services
-
-log = logging.getLogger(__name__)
 
 
 def record_action(
@@ -21,9 +19,4 @@ def record_action(
 ) -> None:
     """``actor`` (a token's name) did ``action`` (``sandbox.delete``) to ``target`` from
     the address ``source``, through the console."""
-    log.info("console: %s %s %s from %s", actor, action, target, source)
-    # Until the audit trail (runtime/admin/audit.py) is merged in, services have none.
-    audit = getattr(services, "audit", None)
-    if audit is None:
-        return
-    audit.record(actor, action, target, source=source, via="console", details=details)
+    services.audit.record(actor, action, target, source=source, via="console", details=details)

@@ -9,6 +9,7 @@ from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from api.deps import ContextDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
 from runtime.core.errors import NotFound
+from runtime.images.catalog import split_selection
 
 router = APIRouter(
     prefix="/v1/conversations",
@@ -26,7 +27,8 @@ def describe_sandbox(ctx: ContextDep, services: ServicesDep) -> SandboxPublic:
         raise NotFound(msg)
     return SandboxPublic(
         sessionId=record.session_id,
-        imageId=record.image_id,
+        imageId=split_selection(record.image_id)[0],
+        imageTag=split_selection(record.image_id)[1],
         imageRef=record.image_ref,
         status=record.status.value,
         state=services.sessions.sandbox_state(record).value,

@@ -29,6 +29,7 @@ from api.routes.tools import OrgHeader, org_of
 from runtime.core.context import CallContext
 from runtime.core.errors import MissingContext, SiestaError
 from runtime.core.records import SessionRecord, SnapshotRecord
+from runtime.images.catalog import split_selection
 
 FAILURES = (*CONVERSATION, 404, 409, 501, 504)
 
@@ -139,7 +140,7 @@ def public(record: SnapshotRecord) -> SnapshotPublic:
     return SnapshotPublic(
         snapshotId=record.snapshot_id,
         conversationId=record.conversation,
-        imageId=record.image_id,
+        imageId=split_selection(record.image_id)[0],
         name=record.name,
         metadata=record.metadata,
         createdBy=record.owner,
@@ -154,6 +155,6 @@ def started(session: SessionRecord) -> ConversationStarted:
     return ConversationStarted(
         conversationId=session.conversation,
         sessionId=session.session_id,
-        imageId=session.image_id,
+        imageId=split_selection(session.image_id)[0],
         createdAt=session.created_at,
     )

@@ -209,8 +209,34 @@ class ImageUnavailable(ImageError):
     code = "image_unavailable"
 
 
+class ImageRetired(ImageError):
+    """The selection names a retired image: it refuses new sessions for good."""
+
+    code = "image_retired"
+
+
 class CatalogInvalid(ImageError):
     code = "catalog_invalid"
+
+
+class CatalogImageNotFound(ImageError, LookupError):
+    """An operator's request names an image version the catalog does not have."""
+
+    code = "catalog_image_not_found"
+
+
+class CatalogImageExists(ImageError):
+    code = "catalog_image_exists"
+
+
+class CatalogImageStateConflict(ImageError):
+    """The change does not apply to the image's state (e.g. building a retired one)."""
+
+    code = "catalog_image_state_conflict"
+
+
+class ImageBuildRunning(ImageError):
+    code = "image_build_running"
 
 
 class ImageBuildFailed(ImageError):

@@ -41,9 +41,11 @@ class SessionRecord:
     session_id: str
     sandbox_id: str
     image_id: str
-    """Catalog id the session was created with; pinned for its whole life."""
+    """The catalog version (``id:tag``) the session was created with; pinned for its
+    whole life (records written before versions hold a bare id: its default tag)."""
     image_ref: str
-    """The Docker reference that id resolved to at provisioning."""
+    """The image its sandbox was made from: the build's digest (Docker's image id) when
+    the catalog knew it, else the Docker reference."""
     status: SessionStatus
     created_at: float
     last_used_at: float

@@ -8,11 +8,14 @@ built as normal, so an unchanged image rebuilds from the layer cache.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -31,6 +34,8 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 SANDBOX_IMAGE_LABEL = "siesta.sandbox-image"
 """On catalog images: the catalog id the image was built for."""
 BASE_ORIGIN_LABEL = "siesta.base-origin"
+INLINE_DOCKERFILE = "Dockerfile.siesta-inline"
+"""Where an inline Dockerfile goes in its build context (beside the catalog's files)."""
 """On a base this project created itself (``debootstrap``)."""
 
 Progress = Callable[[str], None]
@@ -56,14 +61,14 @@ def build_images(
         msg = f"not in the image catalog: {', '.join(unknown)}"
         raise ImageBuildFailed(msg)
     images = [catalog.find(i) for i in wanted] if wanted else catalog.all()
-    buildable = [image for image in images if image is not None and image.build]
+    buildable = [image for image in images if image is not None and image.buildable]
     client = client or docker.from_env()
     replaced = []
     if from_scratch:
         replaced = _untag(client, [BASE_IMAGE, *(i.image for i in buildable)], progress)
     ensure_base_image(client, progress)
     for image in buildable:
-        _build_one(client, catalog.root, image, progress)
+        build_image(client, catalog.root, image, progress)
     _remove_unused(client, replaced, progress)
     return buildable
 
@@ -167,30 +172,68 @@ def _debootstrap_base(progress: Progress, reference: str) -> None:
             tar.wait()
 
 
-def _build_one(
+def build_image(
     client: docker.DockerClient, root: Path, image: CatalogImage, progress: Progress
-) -> None:
-    assert image.build is not None
-    # The context is the catalog folder, so images can share sources (siesta-fs/).
-    dockerfile = f"{image.build}/Dockerfile"
-    progress(f"[{image.id}] building {image.image} from {root / dockerfile}")
-    stream = client.api.build(
-        path=str(root),
-        dockerfile=dockerfile,
-        tag=image.image,
-        labels={SANDBOX_IMAGE_LABEL: image.id},
-        rm=True,
-        forcerm=True,
-        decode=True,
-    )
+) -> str:
+    """Build one catalog version (its ``build`` folder's Dockerfile, or its inline
+    ``dockerfile``), with the catalog folder as the context so images can share sources
+    (``siesta-fs/``). Returns the new image's id (its digest)."""
+    if image.dockerfile is not None:
+        progress(f"[{image.ref}] building {image.image} from its inline Dockerfile")
+        stream = client.api.build(
+            fileobj=_context_with(root, INLINE_DOCKERFILE, image.dockerfile),
+            custom_context=True,
+            dockerfile=INLINE_DOCKERFILE,
+            tag=image.image,
+            labels={SANDBOX_IMAGE_LABEL: image.ref},
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+    elif image.build is not None:
+        dockerfile = f"{image.build}/Dockerfile"
+        progress(f"[{image.ref}] building {image.image} from {root / dockerfile}")
+        stream = client.api.build(
+            path=str(root),
+            dockerfile=dockerfile,
+            tag=image.image,
+            labels={SANDBOX_IMAGE_LABEL: image.ref},
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
+    else:
+        msg = f"{image.ref} has no build context nor Dockerfile: it cannot be built here"
+        raise ImageBuildFailed(msg)
     for chunk in stream:
         if "error" in chunk:
-            msg = f"[{image.id}] build failed: {chunk['error'].strip()}"
+            msg = f"[{image.ref}] build failed: {chunk['error'].strip()}"
             raise ImageBuildFailed(msg)
         text = str(chunk.get("stream", "")).rstrip()
         if text:
-            progress(f"[{image.id}] {text}")
-    progress(f"[{image.id}] built {image.image}")
+            progress(f"[{image.ref}] {text}")
+    digest = str(client.images.get(image.image).id)
+    progress(f"[{image.ref}] built {image.image} ({digest[:19]})")
+    return digest
+
+
+def remove_replaced(client: docker.DockerClient, image_id: str, progress: Progress) -> None:
+    """Delete a build a rebuild replaced, with the layers only it used; a container
+    still on it keeps it (its sandbox keeps the image it started with)."""
+    _remove_unused(client, [image_id], progress)
+
+
+def _context_with(root: Path, name: str, dockerfile: str) -> io.BytesIO:
+    """The catalog folder as a tar build context, with ``dockerfile`` added as ``name``."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(root), arcname=".")
+        data = dockerfile.encode()
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    return buffer
 
 
 def _run(argv: list[str], stdin: IO[bytes] | None = None) -> None:
@@ -218,3 +261,42 @@ def image_summary(client: docker.DockerClient, catalog: ImageCatalog) -> str:
             {"id": image.id, "image": image.image, "enabled": image.enabled, "present": present}
         )
     return json.dumps(rows, indent=2)
+
+
+class DockerImageBuilder:
+    """Builds catalog versions in the Docker engine the sandboxes run on."""
+
+    def __init__(self, client: Callable[[], docker.DockerClient] = docker.from_env) -> None:
+        self._make_client = client
+        self._client: docker.DockerClient | None = None
+
+    def _connect(self) -> docker.DockerClient:
+        if self._client is None:  # at first use: a service that never builds never connects
+            self._client = self._make_client()
+        return self._client
+
+    def build(self, image: CatalogImage, root: Path, progress: Progress) -> str:
+        client = self._connect()
+        ensure_base_image(client, progress)
+        previous = self.digest_of(image.image)
+        digest = build_image(client, root, image, progress)
+        if previous is not None and previous[0] != digest:
+            remove_replaced(client, previous[0], progress)
+        return digest
+
+    def digest_of(self, reference: str) -> tuple[str, float] | None:
+        try:
+            found = self._connect().images.get(reference)
+        except docker.errors.ImageNotFound:
+            return None
+        return str(found.id), _created_at(str(found.attrs.get("Created", "")))
+
+
+def _created_at(text: str) -> float:
+    """Docker's ``Created`` (RFC 3339 with nanoseconds) as epoch seconds; 0 if unreadable."""
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    try:
+        moment = datetime.fromisoformat(whole).replace(tzinfo=UTC)
+    except ValueError:
+        return 0.0
+    return moment.timestamp() + float(f"0.{fraction[:6] or 0}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from runtime.core.settings import REPO_ROOT
 
@@ -14,3 +14,8 @@ class ImageSettings(BaseModel):
 
     catalog_path: Path = REPO_ROOT / "images" / "catalog.yaml"
     """The operators' catalog of base images."""
+    build_timeout_seconds: float = Field(1800.0, gt=0)
+    """How long one version's build may hold its lease (another instance may build it
+    after that, should the first have died mid-build)."""
+    build_log_lines: int = Field(5000, ge=10)
+    """Lines of a build's log kept (later lines are dropped; the error is kept)."""

@@ -95,13 +95,13 @@ class WarmPool:
             return None
         now = self._clock()
         self._members.note_pool_arrival(
-            image.id, now, forget_before=now - self._settings.demand_window_seconds
+            image.key, now, forget_before=now - self._settings.demand_window_seconds
         )
         self.arrived.set()
         member = self.take(image)
         metrics.POOL_CLAIMS.labels("hit" if member else "miss").inc()
         if member is None:
-            metrics.POOL_MISSES.labels(image.id, "empty").inc()
+            metrics.POOL_MISSES.labels(image.key, "empty").inc()
         return member
 
     def take(self, image: CatalogImage) -> PoolMember | None:
@@ -109,9 +109,9 @@ class WarmPool:
         became ready while it waited for its turn to make its own)."""
         if not self.enabled:
             return None
-        member = self._members.claim_pool_member(image.id)
+        member = self._members.claim_pool_member(image.key)
         if member is not None:
-            self._release(member.sandbox_id, image.id)
+            self._release(member.sandbox_id, image.key)
         return member
 
     def resume_failed(self, member: PoolMember) -> None:
@@ -137,7 +137,7 @@ class WarmPool:
             return {}
         since = self._clock() - self._settings.demand_window_seconds
         wanted = {
-            image.id: demand.target(self._members.pool_arrivals(image.id, since), self._settings)
+            image.key: demand.target(self._members.pool_arrivals(image.key, since), self._settings)
             for image in self._catalog.enabled()
         }
         targets = demand.share_out(wanted, self._settings.max_total)
@@ -156,10 +156,10 @@ class WarmPool:
             ready.setdefault(member.image_id, []).append(member)
         started = 0
         for image in self._catalog.enabled():
-            target = targets.get(image.id, 0)
-            held = len(self._slots.slot_members(f"pool-image:{image.id}"))  # ready + making
+            target = targets.get(image.key, 0)
+            held = len(self._slots.slot_members(f"pool-image:{image.key}"))  # ready + making
             if held > target:
-                self._shrink(ready.get(image.id, []), held - target)
+                self._shrink(ready.get(image.key, []), held - target)
                 continue
             low_water = max(self._gate.concurrency, math.ceil(target / 10))
             for coming in range(target - held):
@@ -196,7 +196,7 @@ class WarmPool:
     def trim(self, dry_run: bool = False) -> list[str]:
         """Members that must go: their image is no longer enabled, or their sandbox
         is gone or was changed underneath (not paused). Returns their sandbox ids."""
-        enabled = {image.id for image in self._catalog.enabled()} if self.enabled else set()
+        enabled = {image.key for image in self._catalog.enabled()} if self.enabled else set()
         removed = []
         members = self._members.pool_members()
         ready = {member.sandbox_id for member in members}
@@ -206,7 +206,7 @@ class WarmPool:
                 continue
             # A slot whose sandbox never came to be: a refill that died before it.
             if self._provider.lifecycle.inspect(sandbox_id).state is SandboxState.MISSING:
-                scopes = [f"pool-image:{image.id}" for image in self._catalog.all()]
+                scopes = [f"pool-image:{image.key}" for image in self._catalog.all()]
                 self._slots.release_slot(slot, ["pool", *scopes, self._host_scope()])
         for member in members:
             state = self._provider.lifecycle.inspect(member.sandbox_id).state
@@ -232,38 +232,38 @@ class WarmPool:
         session_id = uuid.uuid4().hex
         sandbox_id = self._provider.lifecycle.sandbox_id_for(session_id)
         self._making.add(sandbox_id)  # before its slot: a trim never takes it for lost
-        if self._slots.claim_slot(SLOT_PREFIX + sandbox_id, self._scopes(image.id)) is not None:
+        if self._slots.claim_slot(SLOT_PREFIX + sandbox_id, self._scopes(image.key)) is not None:
             self._making.discard(sandbox_id)
             return None
         return session_id, sandbox_id
 
     def _in_turn(self, image: CatalogImage, session_id: str, sandbox_id: str) -> Callable[[], None]:
         def make() -> None:
-            metrics.POOL_MAKING.labels(image.id).inc()
+            metrics.POOL_MAKING.labels(image.key).inc()
             try:
                 self._make(image, session_id, sandbox_id)
             finally:
                 self._making.discard(sandbox_id)
-                metrics.POOL_MAKING.labels(image.id).dec()
+                metrics.POOL_MAKING.labels(image.key).dec()
                 self._gate.release()
 
         return make
 
     def _make(self, image: CatalogImage, session_id: str, sandbox_id: str) -> None:
-        labels = {POOL_LABEL: image.id, SESSION_LABEL: session_id, IMAGE_LABEL: image.id}
+        labels = {POOL_LABEL: image.key, SESSION_LABEL: session_id, IMAGE_LABEL: image.ref}
         try:
             self._provider.lifecycle.create(image_spec(session_id, image, labels))
             self._provider.inside.warm(sandbox_id)
             self._provider.lifecycle.pause(sandbox_id)
         except SiestaError as error:
-            log.warning("could not add a %s sandbox to the pool: %s", image.id, error.message)
-            metrics.POOL_DISCARDED.labels(image.id, "failed").inc()
+            log.warning("could not add a %s sandbox to the pool: %s", image.key, error.message)
+            metrics.POOL_DISCARDED.labels(image.key, "failed").inc()
             with contextlib.suppress(SiestaError):
                 self._provider.lifecycle.destroy(sandbox_id)
-            self._release(sandbox_id, image.id)
+            self._release(sandbox_id, image.key)
             return
-        self._members.add_pool_member(PoolMember(image.id, sandbox_id, session_id, self._clock()))
-        metrics.POOL_MADE.labels(image.id).inc()
+        self._members.add_pool_member(PoolMember(image.key, sandbox_id, session_id, self._clock()))
+        metrics.POOL_MADE.labels(image.key).inc()
 
     def _shrink(self, ready: list[PoolMember], surplus: int) -> None:
         """Demand fell: remove up to ``surplus`` ready members, the newest first (the

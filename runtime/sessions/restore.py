@@ -112,8 +112,8 @@ class Restorer:
             record,
             status=SessionStatus.ACTIVE,
             fence=lease.fence,
-            image_id=image.id if image else record.image_id,
-            image_ref=image.image if image else record.image_ref,
+            image_id=image.ref if image else record.image_id,
+            image_ref=(image.digest or image.image) if image else record.image_ref,
         )
         if not self._store.put_session(active):
             raise lease_expired(lease)
@@ -200,5 +200,5 @@ def sandbox_labels(ctx: CallContext, session_id: str, image: CatalogImage) -> di
         ORG_LABEL: ctx.org,
         CONVERSATION_LABEL: ctx.conversation,
         SESSION_LABEL: session_id,
-        IMAGE_LABEL: image.id,
+        IMAGE_LABEL: image.ref,
     }

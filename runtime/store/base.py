@@ -4,8 +4,9 @@ Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
 deployment id, the egress credentials revoked by deletions, and each conversation's
 network rules and refusal count, the agents registered per org, the orgs' memory
-banks, and the operators' console sessions. Each backend implements every protocol
-over its one connection:
+banks, the operators' image catalog with its builds, the audit trail of their
+actions, and their console sessions. Each backend implements every protocol over its
+one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
 * ``redis/`` — several instances sharing one Redis.
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
+from runtime.core.operator_records import AuditEntry, AuditFilter, ImageBuild
 from runtime.core.records import (
     AgentRecord,
     ConsoleSession,
@@ -400,6 +402,51 @@ class MemoryStore(Protocol):
         """Up to ``limit`` of the key's entries from one end, and how many it holds."""
 
 
+class CatalogStore(Protocol):
+    """The operators' image catalog, shared by every instance: each image version
+    (``id:tag``) as JSON (its shape is ``runtime.images.catalog.CatalogImage``'s), the
+    default tag of each image id, and the builds with their logs."""
+
+    def catalog(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Every image version (ref → JSON) and every id's default tag, read together."""
+
+    def add_image(self, ref: str, body: str) -> bool:
+        """Store a new image version; False (and nothing changes) if ``ref`` exists."""
+
+    def replace_image(self, ref: str, expected: str, body: str) -> bool:
+        """Compare-and-set: replace the version's JSON only if it is still ``expected``."""
+
+    def set_default_tag(self, image_id: str, tag: str, *, only_if_unset: bool = False) -> bool:
+        """Make ``tag`` the id's default (``only_if_unset``: unless it has one)."""
+
+    def put_build(self, build: ImageBuild) -> None:
+        """Insert or replace a build's record."""
+
+    def get_build(self, build_id: str) -> ImageBuild | None: ...
+
+    def list_builds(self, ref: str, limit: int) -> list[ImageBuild]:
+        """The image version's builds, newest first."""
+
+    def append_build_log(self, build_id: str, lines: list[str], keep: int) -> int:
+        """Append lines to the build's log while it holds fewer than ``keep``; returns
+        how many it holds after (later lines are dropped: the record keeps the error)."""
+
+    def build_log(self, build_id: str, start: int) -> list[str]:
+        """The log's lines from index ``start`` on."""
+
+
+class AuditStore(Protocol):
+    """The operators' actions, newest first, kept until pruned."""
+
+    def add_audit(self, entry: AuditEntry) -> None: ...
+
+    def list_audit(self, query: AuditFilter) -> list[AuditEntry]:
+        """Entries matching every field set in ``query``, newest first."""
+
+    def prune_audit(self, before: float) -> int:
+        """Forget entries older than ``before``; returns how many went."""
+
+
 class ConsoleSessionStore(Protocol):
     """Operators' web console sessions, under the SHA-256 of their cookie's id: every
     instance sharing the store knows a session another one opened."""
@@ -433,6 +480,8 @@ class Stores:
     network: NetworkRuleStore
     agents: AgentStore
     memory: MemoryStore
+    catalog: CatalogStore
+    audit: AuditStore
     console: ConsoleSessionStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""

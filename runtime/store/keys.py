@@ -177,6 +177,32 @@ def memory_entries(org: str, bank_id: str, key: str) -> str:
     return f"{PREFIX}memory:{org}/{bank_id}/{key}"
 
 
+CATALOG_IMAGES = f"{PREFIX}catalog:images"
+"""Hash: every catalog image version, ``id:tag`` → its JSON."""
+
+CATALOG_DEFAULTS = f"{PREFIX}catalog:defaults"
+"""Hash: image id → its default tag."""
+
+
+def image_build(build_id: str) -> str:
+    """String: one image build's record as JSON."""
+    return f"{PREFIX}image-build:{build_id}"
+
+
+def image_build_log(build_id: str) -> str:
+    """List: one image build's log lines, in order."""
+    return f"{PREFIX}image-build-log:{build_id}"
+
+
+def image_builds(ref: str) -> str:
+    """Sorted set: an image version's build ids by start time."""
+    return f"{PREFIX}image-builds:{ref}"
+
+
+AUDIT = f"{PREFIX}audit"
+"""Sorted set: audit entries as JSON, by time."""
+
+
 def console_session(id_digest: str) -> str:
     """String: an operator's web console session as JSON, under the SHA-256 of its
     cookie's id, expiring with the session."""

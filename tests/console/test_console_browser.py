@@ -112,12 +112,12 @@ def test_a_sandbox_appears_after_a_command_and_shows_its_image_and_executions(
     page: Page, service: ServiceProcess
 ) -> None:
     run_command(service.client, CONVERSATION, "echo hello > note.txt", org=ORG)
-    page.goto("/console/sandboxes")
+    page.goto("/console/sandboxes?image=debian-base&state=active")
     page.get_by_role("link", name=CONVERSATION).click()
 
     expect(page).to_have_url(re.compile(f"{detail_path()}$"))
-    expect(page.get_by_test_id("image-id")).to_have_text("debian-base")
-    expect(page.get_by_test_id("image-ref")).to_have_text(re.compile(r"\S+"))
+    expect(page.get_by_test_id("image-id")).to_have_text(re.compile(r"^debian-base:\S+$"))
+    expect(page.get_by_test_id("image-ref")).to_have_text(re.compile(r"^sha256:[0-9a-f]{64}$"))
     expect(page.get_by_test_id("status")).to_have_text("active")
     expect(page.get_by_test_id("disk")).to_contain_text("used of")  # the workspace's disk
     executions = page.get_by_test_id("executions")

@@ -82,12 +82,12 @@ def test_the_pool_grows_under_a_stream_of_arrivals_and_shrinks_when_it_stops(
         clock.advance(0.5)
     assert [member is not None for member in claimed] == [True, True] + [False] * 6
     pool.refill()
-    assert pool.targets() == {"debian-base": 12}  # 8 in a surge, times 1.5
+    assert pool.targets() == {IMAGE.key: 12}  # 8 in a surge, times 1.5
     assert ready(store) == 12
 
     clock.advance(301)  # nothing arrived for longer than the window
     pool.refill()
-    assert pool.targets() == {"debian-base": 2}
+    assert pool.targets() == {IMAGE.key: 2}
     assert ready(store) == 2
     # The surplus is gone from the engine too: the two members and the two claimed.
     assert len(provider.lifecycle.list_sandboxes()) == 4
@@ -138,7 +138,7 @@ def test_every_first_operation_is_an_arrival_hit_or_miss(
     assert pool.claim(IMAGE) is None
     clock.advance(1)
     assert pool.claim(IMAGE) is None
-    assert store.pool.pool_arrivals("debian-base", since=0) == [500.0, 501.0]
+    assert store.pool.pool_arrivals(IMAGE.key, since=0) == [500.0, 501.0]
 
 
 def test_a_disabled_pool_makes_nothing_and_notes_nothing(
@@ -146,5 +146,5 @@ def test_a_disabled_pool_makes_nothing_and_notes_nothing(
 ) -> None:
     pool = make_pool(tmp_path, store, provider, ManualClock(), enabled=False)
     assert pool.refill() == 0 and pool.claim(IMAGE) is None
-    assert store.pool.pool_arrivals("debian-base", since=0) == []
+    assert store.pool.pool_arrivals(IMAGE.key, since=0) == []
     assert provider.lifecycle.list_sandboxes() == []

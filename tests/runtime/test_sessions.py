@@ -152,7 +152,7 @@ def test_replacement_keeps_the_pinned_image(
     with sessions.operation(ctx("debian-base")) as second:
         pass
     assert second.workspace_reset and second.provisioned
-    assert second.record.image_id == "python"
+    assert second.record.image_id == "python:latest"  # the version: id and tag
     assert second.record.generation == 2
     assert provider.lifecycle.inspect(first.record.sandbox_id).state is SandboxState.MISSING
 
@@ -166,7 +166,7 @@ def test_replacement_falls_back_to_the_current_selection_when_the_pinned_image_i
     withdrawn = manager(store, provider, catalog(tmp_path, python_enabled=False))
     with withdrawn.operation(ctx("debian-base")) as second:
         pass
-    assert second.record.image_id == "debian-base"
+    assert second.record.image_id == "debian-base:latest"
     # ... and a new conversation cannot pick it.
     with pytest.raises(ImageNotInCatalog), withdrawn.operation(ctx("python", conversation="c2")):
         pass

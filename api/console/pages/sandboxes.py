@@ -22,6 +22,7 @@ from api.errors import status_for
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.core.records import ConsoleSession, ExecutionFilter, SessionRecord
+from runtime.images.catalog import split_selection
 from runtime.providers.base import SandboxUsage
 from runtime.services import Services
 
@@ -39,7 +40,6 @@ ACTIONS: dict[str, tuple[str, str]] = {
         "approvals and forget its executions log. This cannot be undone.",
     ),
 }
-FILTERS = ("org", "user", "conversation", "image", "state")
 RECENT_EXECUTIONS = 10
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
@@ -76,14 +76,15 @@ def sandboxes(
 
 
 def _matches(record: SessionRecord, wanted: dict[str, str]) -> bool:
+    """Every filter given holds; an image filter finds ``id`` (every version) or ``id:tag``."""
     values = {
-        "org": record.org,
-        "user": record.user,
-        "conversation": record.conversation,
-        "image": record.image_id,
-        "state": record.status.value,
+        "org": {record.org},
+        "user": {record.user},
+        "conversation": {record.conversation},
+        "image": {record.image_id, split_selection(record.image_id)[0]},
+        "state": {record.status.value},
     }
-    return all(not want or values[name] == want.strip() for name, want in wanted.items())
+    return all(not want.strip() or want.strip() in values[name] for name, want in wanted.items())
 
 
 @router.get(f"{PREFIX}/sandboxes/{{org}}/{{conversation_id}}")

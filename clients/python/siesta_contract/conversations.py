@@ -10,7 +10,12 @@ from pydantic import BaseModel
 class SandboxPublic(BaseModel):
     sessionId: str
     imageId: str
+    """The catalog image the sandbox was made from."""
+    imageTag: str | None = None
+    """Its version (``imageId:imageTag``), kept for the session's whole life."""
     imageRef: str
+    """The build it was made from: its digest (``sha256:…``) when the catalog knew it,
+    else the image reference."""
     status: Literal["active", "paused", "stopped", "retired", "lost"]
     """What the service recorded."""
     state: Literal["running", "paused", "stopped", "missing"]

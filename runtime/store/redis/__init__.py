@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from runtime.store.base import Stores
 from runtime.store.redis.agents import RedisAgents
+from runtime.store.redis.audit import RedisAudit
 from runtime.store.redis.capacity import RedisCapacity
+from runtime.store.redis.catalog import RedisCatalog
 from runtime.store.redis.client import connect, redis_errors
 from runtime.store.redis.console import RedisConsoleSessions
 from runtime.store.redis.deployment import RedisDeployment
@@ -53,6 +55,8 @@ def open_redis(url: str) -> Stores:
         agents=RedisAgents(client),
         console=RedisConsoleSessions(client),
         memory=RedisMemory(client),
+        catalog=RedisCatalog(client),
+        audit=RedisAudit(client),
         ping=ping,
         close=client.close,
     )

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from runtime.store.base import Stores
 from runtime.store.sqlite.agents import SqliteAgents
+from runtime.store.sqlite.audit import SqliteAudit
 from runtime.store.sqlite.capacity import SqliteCapacity
+from runtime.store.sqlite.catalog import SqliteCatalog
 from runtime.store.sqlite.console import SqliteConsoleSessions
 from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
@@ -45,6 +47,8 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         agents=SqliteAgents(db),
         console=SqliteConsoleSessions(db),
         memory=SqliteMemory(db),
+        catalog=SqliteCatalog(db),
+        audit=SqliteAudit(db),
         ping=db.ping,
         close=db.close,
     )

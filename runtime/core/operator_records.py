@@ -1,0 +1,70 @@
+"""Records of the operators' side: the audit trail and the image builds (the
+catalog's versions are ``runtime.images.catalog.CatalogImage``, kept as JSON)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One operator action (``GET /v1/admin/audit``): who did what to which, when,
+    from where, and through which surface."""
+
+    entry_id: str
+    at: float
+    actor: str
+    """The token's name (``SIESTA_TOKENS``), the console's signed-in token included."""
+    action: str
+    """Dotted verb, e.g. ``image.retire``, ``sandbox.delete``, ``approval.approve``."""
+    target: str
+    source: str
+    """The client's address as the service saw it."""
+    via: str
+    """``api`` or ``console``."""
+    details: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> AuditEntry:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    actor: str | None = None
+    action: str | None = None
+    """An exact action, or a prefix ending in ``.`` (``image.``)."""
+    target: str | None = None
+    before: float | None = None
+    """Only entries older than this (the next page: the last entry's ``at``)."""
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """One build of a catalog image (``POST /v1/admin/images/{ref}/builds``); its log
+    lines are kept apart, appended as the build goes."""
+
+    build_id: str
+    ref: str
+    """``id:tag`` of the image built."""
+    state: str
+    """``running``, ``succeeded`` or ``failed``."""
+    requested_by: str
+    started_at: float
+    finished_at: float | None = None
+    digest: str | None = None
+    """The image the build produced (Docker's image id)."""
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ImageBuild:
+        return cls(**json.loads(text))
