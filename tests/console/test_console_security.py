@@ -227,7 +227,7 @@ def test_every_console_action_is_recorded_in_the_audit_trail(service: InProcessS
     assert entries[1].details == {"ok": True, "state": "paused", "changed": True}
 
 
-def hold(service: InProcessService, conversation: str) -> str:
+def hold(service: InProcessService, conversation: str, command: str = "echo held") -> str:
     """A runCommand held for approval (the agent's policy); its approval id."""
     response = service.client.post(
         "/v1/tools/execute",
@@ -237,9 +237,27 @@ def hold(service: InProcessService, conversation: str) -> str:
             "agent": AGENT,
             "user": {"id": "user-1", "role": "User"},
             "function": "runCommand",
-            "arguments": {"command": "echo held"},
+            "arguments": {"command": command},
         },
     )
     assert response.status_code == 200 and response.json()["status"] == "pending_approval"
     approval_id: str = response.json()["error"]["approvalId"]
     return approval_id
+
+
+def test_an_approvals_arguments_are_shown_whole_and_escaped(service: InProcessService) -> None:
+    command = "echo '<script>alert(1)</script>' && " + "x" * 5000
+    approval_id = hold(service, "conv-escaped", command)
+    client = browser(service)
+    sign_in(client)
+    page = client.get("/console/approvals").text
+
+    assert f'data-approval-id="{approval_id}"' in page
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "x" * 5000 in page  # complete, not cut as the list API cuts texts
+
+
+def test_the_console_is_not_in_the_openapi_document(service: InProcessService) -> None:
+    paths = service.client.get("/openapi.json").json()["paths"]
+    assert paths and not [path for path in paths if path.startswith("/console")]
