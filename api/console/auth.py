@@ -28,7 +28,7 @@ from fastapi import Depends, Request, Response
 from api.console.routing import PREFIX, CsrfFailed, SignedOut, SignInFirst
 from api.deps import get_services
 from runtime.core.auth import Caller, token_digest
-from runtime.core.records import ConsoleSession
+from runtime.core.operator_records import ConsoleSession
 from runtime.core.settings import Scope
 from runtime.services import Services
 

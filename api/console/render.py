@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from api.console.routing import PREFIX
-from runtime.core.records import ConsoleSession
+from runtime.core.operator_records import ConsoleSession
 
 NAV: list[tuple[str, str, str]] = [
     ("overview", "Overview", PREFIX),

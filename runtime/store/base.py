@@ -30,10 +30,9 @@ from typing import Any, Protocol
 from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
-from runtime.core.operator_records import AuditEntry, AuditFilter, ImageBuild
+from runtime.core.operator_records import AuditEntry, AuditFilter, ConsoleSession, ImageBuild
 from runtime.core.records import (
     AgentRecord,
-    ConsoleSession,
     E2bSandbox,
     EgressRevocation,
     ExecutionFilter,

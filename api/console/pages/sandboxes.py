@@ -21,7 +21,8 @@ from api.deps import ServicesDep
 from api.errors import status_for
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
-from runtime.core.records import ConsoleSession, ExecutionFilter, SessionRecord
+from runtime.core.operator_records import ConsoleSession
+from runtime.core.records import ExecutionFilter, SessionRecord
 from runtime.images.catalog import split_selection
 from runtime.providers.base import SandboxUsage
 from runtime.services import Services

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from runtime.core.records import ConsoleSession
+from runtime.core.operator_records import ConsoleSession
 from runtime.store import keys
 from runtime.store.redis.client import redis_errors
 

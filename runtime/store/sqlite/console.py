@@ -3,7 +3,7 @@ id); expired ones are dropped whenever a new one is kept."""
 
 from __future__ import annotations
 
-from runtime.core.records import ConsoleSession
+from runtime.core.operator_records import ConsoleSession
 from runtime.store.sqlite.db import Database
 
 SCHEMA = """

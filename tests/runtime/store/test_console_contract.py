@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from runtime.core.records import ConsoleSession
+from runtime.core.operator_records import ConsoleSession
 from runtime.store.base import Stores
 
 NOW = time.time()  # Redis expires the key on its own clock: near real time
