@@ -13,7 +13,9 @@ from fastapi import APIRouter
 
 from api.console.pages import (
     approvals,
+    audit,
     executions,
+    images,
     overview,
     sandboxes,
     settings,
@@ -21,7 +23,7 @@ from api.console.pages import (
     static,
 )
 
-PAGES = (static, sign_in, overview, sandboxes, approvals, executions, settings)
+PAGES = (static, sign_in, overview, sandboxes, images, approvals, executions, audit, settings)
 
 
 def console_router() -> APIRouter:
