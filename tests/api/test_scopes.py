@@ -87,6 +87,16 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/agents/{agent_id}"): "tools",
     ("DELETE", "/v1/agents/{agent_id}"): "tools",
     ("POST", "/v1/admin/reconcile"): "admin",
+    ("GET", "/v1/admin/audit"): "admin",
+    ("GET", "/v1/admin/images"): "admin",
+    ("POST", "/v1/admin/images"): "admin",
+    ("POST", "/v1/admin/image-imports"): "admin",
+    ("GET", "/v1/admin/images/{ref}"): "admin",
+    ("POST", "/v1/admin/images/{ref}/state"): "admin",
+    ("POST", "/v1/admin/images/{ref}/default"): "admin",
+    ("POST", "/v1/admin/images/{ref}/builds"): "admin",
+    ("GET", "/v1/admin/image-builds/{build_id}"): "admin",
+    ("GET", "/v1/admin/image-builds/{build_id}/events"): "admin",
     ("POST", "/v1/memory-banks"): "admin",
     ("GET", "/v1/memory-banks"): "tools",
     ("GET", "/v1/memory-banks/{bank_id}"): "tools",
@@ -140,6 +150,8 @@ def request(service: InProcessService, route: tuple[str, str], token: str | None
         .replace("{org}", "o")
         .replace("{execution_id}", "e")
         .replace("{action}", "suspend")
+        .replace("{ref}", "absent:1")
+        .replace("{build_id}", "0" * 32)
     )
     url = url.replace("{port}", "8000").replace("{path:path}", "x")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
