@@ -104,6 +104,7 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("POST", "/v1/memory-banks/{bank_id}/entries"): "admin",
     ("GET", "/console/sign-in"): PUBLIC,
     ("GET", "/console/static/console.css"): PUBLIC,
+    ("GET", "/console/static/build-log.js"): PUBLIC,
     ("POST", "/console/sign-in"): CONSOLE_SIGN_IN,
     ("POST", "/console/sign-out"): CONSOLE_CHANGE,
     ("GET", "/console"): CONSOLE_PAGE,
@@ -116,6 +117,14 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/console/executions"): CONSOLE_PAGE,
     ("GET", "/console/executions/{org}/{execution_id}"): CONSOLE_PAGE,
     ("GET", "/console/settings"): CONSOLE_PAGE,
+    ("GET", "/console/images"): CONSOLE_PAGE,
+    ("POST", "/console/images"): CONSOLE_CHANGE,
+    ("GET", "/console/images/{ref}"): CONSOLE_PAGE,
+    ("GET", "/console/images/{ref}/retire"): CONSOLE_PAGE,
+    ("POST", "/console/images/{ref}/{action}"): CONSOLE_CHANGE,
+    ("GET", "/console/image-builds/{build_id}"): CONSOLE_PAGE,
+    ("GET", "/console/image-builds/{build_id}/events"): CONSOLE_PAGE,
+    ("GET", "/console/audit"): CONSOLE_PAGE,
 }
 ROUTES = sorted(SCOPE_OF)
 TOKEN_OF: dict[str, str] = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
