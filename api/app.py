@@ -23,6 +23,7 @@ from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
 from api.routes import (
     admin,
+    admin_images,
     agents,
     approvals,
     conversations,
@@ -141,6 +142,7 @@ def create_app(settings: Settings) -> FastAPI:
         agents,
         memory,
         admin,
+        admin_images,
         ports,
     ):
         app.include_router(module.router)

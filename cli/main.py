@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
     build.set_defaults(handler=_images_build)
     listing = image_commands.add_parser("list", help="catalog images and whether each is built")
     listing.set_defaults(handler=_images_list)
+    importing = image_commands.add_parser(
+        "import",
+        help="apply the catalog file to the store's live catalog again (what running "
+        "instances read; a retired version stays retired)",
+    )
+    importing.set_defaults(handler=_images_import)
 
     reconcile = commands.add_parser(
         "reconcile", help="one reconciliation pass; prints a JSON summary"
@@ -337,6 +343,33 @@ def _images_list(_: argparse.Namespace, settings: Settings) -> int:
     from runtime.images.build import image_summary
 
     print(image_summary(docker.from_env(), ImageCatalog.load(settings.images.catalog_path)))
+    return 0
+
+
+def _images_import(_: argparse.Namespace, settings: Settings) -> int:
+    import getpass
+
+    from runtime.admin.audit import AuditLog
+    from runtime.admin.images import Actor, CatalogAdmin
+    from runtime.images.build import DockerImageBuilder
+    from runtime.providers.settings import DockerProviderSettings
+    from runtime.store import open_stores
+
+    stores = open_stores(settings.store, settings.sqlite_path)
+    try:
+        docker_engine = isinstance(settings.provider, DockerProviderSettings)
+        admin = CatalogAdmin(
+            stores.catalog,
+            stores.sessions,
+            stores.leases,
+            AuditLog(stores.audit, settings.audit),
+            settings.images,
+            DockerImageBuilder() if docker_engine else None,
+        )
+        result = admin.reimport(Actor(f"cli:{getpass.getuser()}", "local", "cli"))
+    finally:
+        stores.close()
+    print(json.dumps({"added": result.added, "updated": result.updated}, indent=2))
     return 0
 
 

@@ -2,7 +2,9 @@
 
 Any valid token, whatever its scopes: the enabled images are the same for every
 org, read-only and no secret, and both the backend's agent form and an approver's
-view show them. Changing the catalog is the operators' (the catalog file).
+view show them. An image's ``id`` is what an agent selects: the catalog id for its
+default version, ``id:tag`` for another. Changing the catalog is the operators'
+(``/v1/admin/images``, the console; the catalog file seeds it).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ def list_images(services: ServicesDep) -> ImagesPublic:
             reason="Sandbox is not enabled in this deployment (SIESTA_SANDBOX__ENABLED)",
             images=[],
         )
+    catalog = services.catalog
     images = [
-        ImagePublic(id=i.id, title=i.title, description=i.description)
-        for i in services.catalog.enabled()
+        ImagePublic(id=catalog.selection_of(i), title=i.title, description=i.description)
+        for i in catalog.enabled()
     ]
     reason = None if images else "the image catalog has no enabled image"
     return ImagesPublic(sandboxEnabled=True, reason=reason, images=images)
@@ -42,7 +45,9 @@ def list_images(services: ServicesDep) -> ImagesPublic:
 @router.post("/validate")
 def validate_selection(body: ImageSelection, services: ServicesDep) -> ImageSelectionValid:
     """Check an agent configuration's base image; failures are ``image_*`` errors."""
-    image = services.catalog.select(body.baseImage)
-    return ImageSelectionValid(
-        valid=True, image=ImagePublic(id=image.id, title=image.title, description=image.description)
+    catalog = services.catalog
+    image = catalog.select(body.baseImage)
+    public = ImagePublic(
+        id=catalog.selection_of(image), title=image.title, description=image.description
     )
+    return ImageSelectionValid(valid=True, image=public)

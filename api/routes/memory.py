@@ -8,7 +8,7 @@ runs tools may list them (``tools``). Another org's banks answer 404
 from __future__ import annotations
 
 from anyio import to_thread
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from siesta_contract.functions.memory import AddedEntry
 from siesta_contract.memory import (
@@ -18,7 +18,8 @@ from siesta_contract.memory import (
     MemoryEntryCreate,
 )
 
-from api.deps import ServicesDep, requires
+from api import audit
+from api.deps import CallerDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
 from api.routes.tools import OrgHeader, org_of
 from runtime.core.records import MemoryBank
@@ -31,12 +32,21 @@ router = APIRouter(
 
 @router.post("", status_code=201, dependencies=requires("admin"))
 async def create_bank(
-    body: MemoryBankCreate, services: ServicesDep, x_siesta_org: OrgHeader = None
+    body: MemoryBankCreate,
+    services: ServicesDep,
+    caller: CallerDep,
+    request: Request,
+    x_siesta_org: OrgHeader = None,
 ) -> MemoryBankPublic:
     """A new, empty bank of the org. 409 ``memory_limit_reached`` at the org's limit
     (``SIESTA_MEMORY__MAX_BANKS_PER_ORG``)."""
     org = org_of(x_siesta_org)
-    return public(await to_thread.run_sync(lambda: services.memory.create(org, body)))
+    bank = await to_thread.run_sync(lambda: services.memory.create(org, body))
+    target = f"{org}/{bank.bank_id}"
+    await to_thread.run_sync(
+        lambda: audit.record(services, caller, request, "memory_bank.create", target)
+    )
+    return public(bank)
 
 
 @router.get("", dependencies=requires("tools"))
@@ -57,25 +67,44 @@ async def get_bank(
 
 @router.delete("/{bank_id}", status_code=204, dependencies=requires("admin"))
 async def delete_bank(
-    bank_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
+    bank_id: str,
+    services: ServicesDep,
+    caller: CallerDep,
+    request: Request,
+    x_siesta_org: OrgHeader = None,
 ) -> Response:
     """The bank and every entry it holds."""
     org = org_of(x_siesta_org)
-    await to_thread.run_sync(lambda: services.memory.delete(org, bank_id))
+
+    def delete() -> None:
+        services.memory.delete(org, bank_id)
+        audit.record(services, caller, request, "memory_bank.delete", f"{org}/{bank_id}")
+
+    await to_thread.run_sync(delete)
     return Response(status_code=204)
 
 
 @router.post("/{bank_id}/entries", status_code=201, dependencies=requires("admin"))
 async def add_entry(
-    bank_id: str, body: MemoryEntryCreate, services: ServicesDep, x_siesta_org: OrgHeader = None
+    bank_id: str,
+    body: MemoryEntryCreate,
+    services: ServicesDep,
+    caller: CallerDep,
+    request: Request,
+    x_siesta_org: OrgHeader = None,
 ) -> AddedEntry:
     """An entry written by an operator, whatever the bank's mode (how a ``read_only``
     bank is filled): ``speaker`` in a conversation bank, none in a general one. 409
     ``memory_limit_reached`` when the key holds ``SIESTA_MEMORY__MAX_ENTRIES_PER_KEY``."""
     org = org_of(x_siesta_org)
-    return await to_thread.run_sync(
-        lambda: services.memory.add(org, bank_id, body.key, body.content, body.speaker)
-    )
+
+    def add() -> AddedEntry:
+        added = services.memory.add(org, bank_id, body.key, body.content, body.speaker)
+        # The action, never the entry: its key and content are the org's data.
+        audit.record(services, caller, request, "memory_bank.add_entry", f"{org}/{bank_id}")
+        return added
+
+    return await to_thread.run_sync(add)
 
 
 def public(bank: MemoryBank) -> MemoryBankPublic:

@@ -55,7 +55,9 @@ Progress = Callable[[str], None]
 class ImageBuilder(Protocol):
     """Builds one catalog version in the deployment's engine; returns its digest."""
 
-    def build(self, image: CatalogImage, root: Path, progress: Progress) -> str: ...
+    def build(
+        self, image: CatalogImage, root: Path, progress: Progress, *, no_cache: bool = False
+    ) -> str: ...
 
     def digest_of(self, reference: str) -> tuple[str, float] | None:
         """The engine's image for ``reference``: (digest, creation time), if present."""
@@ -286,8 +288,9 @@ class CatalogAdmin:
 
     # -- builds ------------------------------------------------------------------------
 
-    def start_build(self, ref: str, actor: Actor) -> ImageBuild:
-        """Build the version on a thread of this instance; the record says how it goes."""
+    def start_build(self, ref: str, actor: Actor, *, no_cache: bool = False) -> ImageBuild:
+        """Build the version on a thread of this instance; the record says how it goes.
+        ``no_cache``: run every step again (to take in what changed upstream)."""
         image = self.get(ref)
         if image.retired:
             msg = f"{image.ref} is retired: it is not built again (add a new tag)"
@@ -314,17 +317,19 @@ class CatalogAdmin:
             image.ref,
             source=actor.source,
             via=actor.via,
-            details={"buildId": build_id},
+            details={"buildId": build_id, "noCache": no_cache},
         )
         threading.Thread(
             target=self._run_build,
-            args=(image, build, lease_key),
+            args=(image, build, lease_key, no_cache),
             name=f"image-build-{image.ref}",
             daemon=True,
         ).start()
         return build
 
-    def _run_build(self, image: CatalogImage, build: ImageBuild, lease_key: str) -> None:
+    def _run_build(
+        self, image: CatalogImage, build: ImageBuild, lease_key: str, no_cache: bool
+    ) -> None:
         keep = self._settings.build_log_lines
 
         def progress(line: str) -> None:
@@ -337,7 +342,7 @@ class CatalogAdmin:
                     "with your registry's tooling, then add or re-import them"
                 )
                 raise CatalogImageStateConflict(msg)
-            digest = self._builder.build(image, self.root, progress)
+            digest = self._builder.build(image, self.root, progress, no_cache=no_cache)
         except Exception as exc:  # the build's failure is its record's, not the thread's
             error = exc.message if isinstance(exc, SiestaError) else f"{type(exc).__name__}: {exc}"
             log.warning("image build %s of %s failed: %s", build.build_id, image.ref, error)

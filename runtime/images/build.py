@@ -173,7 +173,12 @@ def _debootstrap_base(progress: Progress, reference: str) -> None:
 
 
 def build_image(
-    client: docker.DockerClient, root: Path, image: CatalogImage, progress: Progress
+    client: docker.DockerClient,
+    root: Path,
+    image: CatalogImage,
+    progress: Progress,
+    *,
+    no_cache: bool = False,
 ) -> str:
     """Build one catalog version (its ``build`` folder's Dockerfile, or its inline
     ``dockerfile``), with the catalog folder as the context so images can share sources
@@ -188,6 +193,7 @@ def build_image(
             labels={SANDBOX_IMAGE_LABEL: image.ref},
             rm=True,
             forcerm=True,
+            nocache=no_cache,
             decode=True,
         )
     elif image.build is not None:
@@ -200,6 +206,7 @@ def build_image(
             labels={SANDBOX_IMAGE_LABEL: image.ref},
             rm=True,
             forcerm=True,
+            nocache=no_cache,
             decode=True,
         )
     else:
@@ -275,11 +282,13 @@ class DockerImageBuilder:
             self._client = self._make_client()
         return self._client
 
-    def build(self, image: CatalogImage, root: Path, progress: Progress) -> str:
+    def build(
+        self, image: CatalogImage, root: Path, progress: Progress, *, no_cache: bool = False
+    ) -> str:
         client = self._connect()
         ensure_base_image(client, progress)
         previous = self.digest_of(image.image)
-        digest = build_image(client, root, image, progress)
+        digest = build_image(client, root, image, progress, no_cache=no_cache)
         if previous is not None and previous[0] != digest:
             remove_replaced(client, previous[0], progress)
         return digest

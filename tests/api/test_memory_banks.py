@@ -236,3 +236,25 @@ def test_the_catalog_offers_the_six_functions_when_the_tool_is_assigned(
     system = service.client.get("/v1/tools/system", headers=A).json()["systemTools"]
     listed = next(tool for tool in system if tool["id"] == "memory_banks")
     assert listed["available"] and listed["functions"] == list(offered)
+
+
+def test_operators_changes_to_banks_are_audited_without_their_content(
+    service: InProcessService,
+) -> None:
+    bank_id = make_bank(service, "general", name="secret-name")
+    added = service.client.post(
+        f"/v1/memory-banks/{bank_id}/entries",
+        headers=A,
+        json={"key": "secret-key", "content": "secret content"},
+    )
+    assert added.status_code == 201, added.text
+    assert service.client.delete(f"/v1/memory-banks/{bank_id}", headers=A).status_code == 204
+    trail = service.client.get(
+        "/v1/admin/audit", headers=A, params={"target": f"org-a/{bank_id}"}
+    ).json()["entries"]
+    assert [e["action"] for e in trail] == [
+        "memory_bank.delete",
+        "memory_bank.add_entry",
+        "memory_bank.create",
+    ]
+    assert "secret" not in str(trail)

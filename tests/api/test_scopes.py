@@ -87,6 +87,16 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/agents/{agent_id}"): "tools",
     ("DELETE", "/v1/agents/{agent_id}"): "tools",
     ("POST", "/v1/admin/reconcile"): "admin",
+    ("GET", "/v1/admin/audit"): "admin",
+    ("GET", "/v1/admin/images"): "admin",
+    ("POST", "/v1/admin/images"): "admin",
+    ("POST", "/v1/admin/image-imports"): "admin",
+    ("GET", "/v1/admin/images/{ref}"): "admin",
+    ("POST", "/v1/admin/images/{ref}/state"): "admin",
+    ("POST", "/v1/admin/images/{ref}/default"): "admin",
+    ("POST", "/v1/admin/images/{ref}/builds"): "admin",
+    ("GET", "/v1/admin/image-builds/{build_id}"): "admin",
+    ("GET", "/v1/admin/image-builds/{build_id}/events"): "admin",
     ("POST", "/v1/memory-banks"): "admin",
     ("GET", "/v1/memory-banks"): "tools",
     ("GET", "/v1/memory-banks/{bank_id}"): "tools",
@@ -137,6 +147,8 @@ def request(service: InProcessService, route: tuple[str, str], token: str | None
         .replace("{watcher_id}", "w")
         .replace("{agent_id}", "g")
         .replace("{bank_id}", "m")
+        .replace("{ref}", "absent:1")
+        .replace("{build_id}", "0" * 32)
         .replace("{org}", "o")
         .replace("{execution_id}", "e")
         .replace("{action}", "suspend")

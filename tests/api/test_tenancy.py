@@ -458,6 +458,46 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         NO_ORG_DATA,  # deployment-wide, for operators (ids of sessions, never content)
         lambda c, a: c.post("/v1/admin/reconcile", headers=B, params={"dryRun": "true"}),
     ),
+    # The operators' catalog and audit trail: deployment-wide, for an admin token
+    # (conversation ids and actions, never content, session ids or names).
+    ("GET", "/v1/admin/audit"): (NO_ORG_DATA, lambda c, a: c.get("/v1/admin/audit", headers=B)),
+    ("GET", "/v1/admin/images"): (NO_ORG_DATA, lambda c, a: c.get("/v1/admin/images", headers=B)),
+    ("POST", "/v1/admin/images"): (
+        NO_ORG_DATA,
+        lambda c, a: c.post(
+            "/v1/admin/images", headers=B, json={"id": "tenancy", "title": "T", "build": False}
+        ),
+    ),
+    ("POST", "/v1/admin/image-imports"): (
+        NO_ORG_DATA,
+        lambda c, a: c.post("/v1/admin/image-imports", headers=B),
+    ),
+    ("GET", "/v1/admin/images/{ref}"): (
+        NO_ORG_DATA,
+        lambda c, a: c.get("/v1/admin/images/debian-base", headers=B),
+    ),
+    ("POST", "/v1/admin/images/{ref}/state"): (
+        NO_ORG_DATA,
+        lambda c, a: c.post(
+            "/v1/admin/images/debian-base/state", headers=B, json={"state": "enabled"}
+        ),
+    ),
+    ("POST", "/v1/admin/images/{ref}/default"): (
+        NO_ORG_DATA,
+        lambda c, a: c.post("/v1/admin/images/debian-base/default", headers=B),
+    ),
+    ("POST", "/v1/admin/images/{ref}/builds"): (
+        NO_ORG_DATA,  # the fake provider builds nothing: the build fails, on record
+        lambda c, a: c.post("/v1/admin/images/debian-base/builds", headers=B),
+    ),
+    ("GET", "/v1/admin/image-builds/{build_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get("/v1/admin/image-builds/" + "0" * 32, headers=B),
+    ),
+    ("GET", "/v1/admin/image-builds/{build_id}/events"): (
+        NOT_FOUND,
+        lambda c, a: c.get("/v1/admin/image-builds/" + "0" * 32 + "/events", headers=B),
+    ),
     ("GET", "/healthz"): (NO_ORG_DATA, lambda c, a: c.get("/healthz")),
     ("GET", "/readyz"): (NO_ORG_DATA, lambda c, a: c.get("/readyz")),
     ("GET", "/metrics"): (NO_ORG_DATA, lambda c, a: c.get("/metrics")),
