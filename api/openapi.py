@@ -69,8 +69,7 @@ async def document(app: FastAPI) -> dict[str, Any]:
     """The document, for code on the event loop: while it is not built yet (the first
     build, or the warm-up's, takes over a second and holds a lock), it is built, or
     waited for, in a worker thread, so the loop serves other requests meanwhile."""
-    if app.openapi_schema is not None:
-        _refresh_images(app.openapi_schema, _enabled_images(app))
+    if app.openapi_schema is not None:  # its paths and headers: not the images' enum
         return app.openapi_schema
     return await to_thread.run_sync(app.openapi)
 
