@@ -158,6 +158,16 @@ CONSOLE_ROUTES = {
     ("GET", "/console/executions"): "/console/executions?org=org-a",
     ("GET", "/console/executions/{org}/{execution_id}"): "/console/executions/{org}/{execution}",
     ("GET", "/console/settings"): "/console/settings",
+    ("GET", "/console/images"): "/console/images",
+    ("POST", "/console/images"): "/console/images",
+    ("GET", "/console/images/{ref}"): "/console/images/debian-base:1",
+    ("GET", "/console/images/{ref}/retire"): "/console/images/debian-base:1/retire",
+    ("POST", "/console/images/{ref}/{action}"): "/console/images/debian-base:1/retire",
+    ("GET", "/console/image-builds/{build_id}"): "/console/image-builds/" + "0" * 32,
+    ("GET", "/console/image-builds/{build_id}/events"): (
+        "/console/image-builds/" + "0" * 32 + "/events"
+    ),
+    ("GET", "/console/audit"): "/console/audit",
 }
 
 
@@ -510,6 +520,10 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         NO_ORG_DATA,
         lambda c, a: c.get("/console/static/console.css"),
     ),
+    ("GET", "/console/static/build-log.js"): (
+        NO_ORG_DATA,
+        lambda c, a: c.get("/console/static/build-log.js"),
+    ),
     **{route: (CONSOLE, console_probe(route[0], path)) for route, path in CONSOLE_ROUTES.items()},
 }
 
@@ -563,7 +577,13 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
         assert client.get(f"/v1/memory-banks/{bank_id}", headers=A).json()["name"] == MARKER
     read = client.post(conv(a, "/sandbox/readFile"), headers=A, json={"path": NAME})
     assert read.json()["content"] == MARKER
-    log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})
+    # Every check reads a file (a logged call): past a hundred probes, the first page of
+    # the log no longer reaches back to A's own execution.
+    log = client.get(
+        "/v1/tools/executions",
+        headers=A,
+        params={"conversationId": a.conversation, "limit": 1000},
+    )
     statuses = {e["id"]: e["status"] for e in log.json()["executions"]}
     assert statuses[a.execution_id] == "succeeded"
     assert statuses[a.approval_id] == "pending_approval"

@@ -1,7 +1,9 @@
 """The console in a real browser (Playwright driving Debian's chromium) against a real
 service on Docker: sign in, a sandbox appears after a ``runCommand`` and shows its
 image and executions, a held call is approved, a sandbox is suspended, resumed and
-deleted (each confirmed), and signing out ends the session. Screenshots of every page
+deleted (each confirmed), an image is added and rebuilt with its build's log streamed
+into the page, then retired (a new conversation on it is refused), the audit trail
+shows it all, and signing out ends the session. Screenshots of every page
 at 1280 and 390 px wide are kept in ``test-artifacts/console/`` (``SIESTA_TEST_ARTIFACTS``
 moves them); at 390 px no page is wider than the screen.
 
@@ -11,9 +13,11 @@ from the state the one before left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from runtime.images.build import SANDBOX_IMAGE_LABEL
 from tests.console.helpers import ADMIN, ADMIN_TOKEN, CONSOLE_TOKENS
 from tests.helpers import REPO, TOKEN, ServiceProcess, StartService, new_conversation, run_command
 
@@ -39,11 +44,25 @@ AGENT: dict[str, Any] = {
 ARTIFACTS = Path(os.environ.get("SIESTA_TEST_ARTIFACTS") or REPO / "test-artifacts") / "console"
 WIDTHS = {"wide": (1280, 900), "narrow": (390, 844)}
 TIMEOUT_MS = 15_000
+IMAGE = f"console-{uuid.uuid4().hex[:8]}"
+"""The version the image tests add (``IMAGE:1``), removed from the engine afterwards."""
+SLOW_BUILD = "FROM siesta/debian-base:1\nRUN sleep 2 && date +%s%N > /etc/console-build\n"
+"""Two seconds of build: the page is open while it runs, so its log must stream in."""
+BUILD_MS = 120_000
 
 
 @pytest.fixture(scope="module")
 def service(start_service: StartService, docker_client: docker.DockerClient) -> ServiceProcess:
     return start_service("docker", SIESTA_TOKENS=CONSOLE_TOKENS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_the_built_image(docker_client: docker.DockerClient) -> Iterator[None]:
+    yield
+    label = f"{SANDBOX_IMAGE_LABEL}={IMAGE}:1"
+    for image in docker_client.images.list(filters={"label": label}):
+        with contextlib.suppress(docker.errors.APIError):
+            docker_client.images.remove(str(image.id), force=True)
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +177,77 @@ def test_a_sandbox_is_suspended_and_resumed_each_confirmed(page: Page) -> None:
         expect(page.get_by_test_id("sandbox-state")).to_have_text(state)
 
 
+def test_an_image_is_added_and_built_with_its_log_streamed_into_the_page(page: Page) -> None:
+    page.goto("/console/images")
+    page.get_by_label("Id").fill(IMAGE)
+    page.get_by_label("Tag").fill("1")
+    page.get_by_label("Title").fill("Console test image")
+    page.get_by_label(re.compile("^Dockerfile")).fill(SLOW_BUILD)
+    page.get_by_role("button", name="Add and build").click()
+
+    expect(page).to_have_url(re.compile(r"/console/image-builds/[0-9a-f]{32}$"))
+    watch_the_build(page)
+    page.get_by_role("link", name=f"{IMAGE}:1").click()
+    expect(page.get_by_test_id("image-state")).to_have_text("disabled")
+    page.get_by_role("button", name="Enable", exact=True).click()
+    expect(page.get_by_test_id("image-state")).to_have_text("enabled")
+
+
+def watch_the_build(page: Page) -> str:
+    """The build page opens while the build runs; its script streams the log in and
+    shows the end, without a reload. Returns the digest it shows."""
+    log = page.get_by_test_id("build-log")
+    expect(log).to_have_attribute("data-running", "yes")  # drawn before the end
+    expect(page.get_by_test_id("build-state")).to_have_text("succeeded", timeout=BUILD_MS)
+    expect(log).to_contain_text("sleep 2")
+    expect(log).to_contain_text(f"built siesta-catalog/{IMAGE}:1")
+    digest = page.get_by_test_id("build-digest").inner_text()
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), digest
+    return digest
+
+
+def test_an_image_is_rebuilt_watched_and_retired_and_refuses_a_new_conversation(
+    page: Page, service: ServiceProcess
+) -> None:
+    on_it = new_conversation()
+    ran = run_command(service.client, on_it, "cat /etc/console-build", org=ORG, image=IMAGE)
+    page.goto(f"/console/images/{IMAGE}:1")
+    first = page.get_by_test_id("image-digest").inner_text()
+    expect(page.get_by_test_id("image-sessions")).to_contain_text(on_it)
+
+    page.get_by_label("every step again").check()
+    page.get_by_role("button", name="Rebuild").click()
+    expect(page).to_have_url(re.compile(r"/console/image-builds/[0-9a-f]{32}$"))
+    assert watch_the_build(page) != first
+
+    page.goto(f"/console/images/{IMAGE}:1")
+    page.get_by_role("link", name="Retire…").click()
+    expect(page.get_by_role("heading", name=f"Retire {IMAGE}:1?")).to_be_visible()
+    expect(page.get_by_role("main")).to_contain_text(f"{ORG}/{on_it}")  # who still uses it
+    page.get_by_role("button", name="Retire", exact=True).click()
+    expect(page.get_by_test_id("image-state")).to_have_text("retired")
+    expect(page.get_by_test_id("image-sessions")).to_contain_text(on_it)
+
+    refused = service.client.post(
+        f"/v1/conversations/{new_conversation()}/sandbox/runCommand",
+        headers={**api_headers(), "X-Siesta-User": "user-1", "X-Siesta-Base-Image": IMAGE},
+        json={"command": "true"},
+    )
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "image_retired"
+    # The conversation already on it keeps its sandbox, and its first build.
+    again = run_command(service.client, on_it, "cat /etc/console-build", org=ORG, image=IMAGE)
+    assert again["stdout"] == ran["stdout"]
+
+    page.goto(f"/console/audit?target={IMAGE}:1")
+    trail = page.get_by_test_id("audit")
+    for action in ("image.add", "image.build", "image.enable", "image.retire"):
+        expect(trail).to_contain_text(action)
+    expect(trail).to_contain_text(ADMIN)
+    service.client.delete(
+        f"/v1/conversations/{on_it}", headers={**api_headers(), "X-Siesta-User": "user-1"}
+    )
+
+
 def test_the_keyboard_reaches_the_content_first_through_a_visible_skip_link(page: Page) -> None:
     page.goto("/console/sandboxes")
     page.keyboard.press("Tab")
@@ -182,10 +272,22 @@ def test_every_page_fits_both_widths_and_is_kept_as_a_screenshot(
         "approvals": "/console/approvals",
         "executions": "/console/executions",
         "execution": f"/console/executions/{ORG}/{approval_id}",
-        "settings": "/console/settings",
+        "images": "/console/images",
+        "image": f"/console/images/{IMAGE}:1",
+        "image-build": image_build_path(page),
+        "audit": "/console/audit",
+        "settings": "/console/settings",  # last: the check below reads it
     }
     screenshots(page, pages)
     expect(page.get_by_test_id("settings")).to_contain_text("••••••")
+
+
+def image_build_path(page: Page) -> str:
+    """The page of the image's last build (made by the tests before)."""
+    page.goto(f"/console/images/{IMAGE}:1")
+    href = page.get_by_test_id("image-builds").get_by_role("link").first.get_attribute("href")
+    assert href is not None
+    return href
 
 
 def screenshots(page: Page, pages: dict[str, str]) -> None:
