@@ -14,6 +14,7 @@ from starlette.routing import Mount, Route
 
 from api import errors, openapi
 from api.background import every
+from api.console import console_router
 from api.context import RequestContext
 from api.e2b.app import create_e2b_app
 from api.e2b.hosts import PortHosts
@@ -148,6 +149,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(snapshots.conversations)
     app.include_router(snapshots.router)
     app.include_router(ports.access)
+    if settings.console.enabled:
+        app.include_router(console_router())
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     if settings.e2b.enabled:
         app.router.routes.append(Mount("/e2b", create_e2b_app(app.state)))

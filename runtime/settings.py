@@ -17,6 +17,7 @@ from runtime.agents.settings import AgentSettings
 from runtime.core.settings import (
     DEPLOYMENT_ID_PATTERN,
     LEGACY_TOKEN_NAME,
+    ConsoleSettings,
     HttpSettings,
     IdempotencySettings,
     TokenSettings,
@@ -92,6 +93,7 @@ class Settings(BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
     debug: bool = False
     """Log at debug level."""
 

@@ -40,6 +40,8 @@ apt_packages_missing() {
     command -v losetup >/dev/null || missing+=(mount)
     # The Node test of the E2B API runs the stock npm `e2b` SDK (tests/e2b/node).
     command -v npm >/dev/null || missing+=(npm)
+    # The console's tests drive a headless browser (Playwright over Debian's chromium).
+    command -v chromium >/dev/null || missing+=(chromium)
     if [ "${SIESTA_GVISOR:-0}" = 1 ]; then command -v runsc >/dev/null || missing+=(runsc); fi
     echo "${missing[@]:-}"
 }

@@ -67,7 +67,18 @@ class TokenRegistry:
         before: the time taken says nothing about which token (or how much of
         one) was right.
         """
-        digest = hashlib.sha256(presented.encode()).digest()
+        return self._find(hashlib.sha256(presented.encode()).digest())
+
+    def by_digest(self, digest: str) -> Caller | None:
+        """The caller whose token has this hex SHA-256 (a console session keeps the
+        digest, never the token), or ``None``: compared as ``identify`` compares."""
+        try:
+            raw = bytes.fromhex(digest)
+        except ValueError:
+            return None
+        return self._find(raw)
+
+    def _find(self, digest: bytes) -> Caller | None:
         found = None
         for expected, caller in self._entries:
             if hmac.compare_digest(digest, expected):

@@ -1,5 +1,6 @@
-"""Records of the operators' side: the audit trail and the image builds (the
-catalog's versions are ``runtime.images.catalog.CatalogImage``, kept as JSON)."""
+"""Records of the operators' side: the audit trail, the image builds (the catalog's
+versions are ``runtime.images.catalog.CatalogImage``, kept as JSON) and the console's
+sessions."""
 
 from __future__ import annotations
 
@@ -67,4 +68,31 @@ class ImageBuild:
 
     @classmethod
     def from_json(cls, text: str) -> ImageBuild:
+        return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class ConsoleSession:
+    """An operator signed in to the web console (``api/console``), kept under the
+    SHA-256 of its cookie's random id: the store never holds the id itself."""
+
+    id_digest: str
+    """Hex SHA-256 of the cookie's id."""
+    csrf: str
+    """What every change the session makes must send back (the form's ``csrf``)."""
+    token_name: str
+    """The name of the token signed in with (``admin`` scope): who acts."""
+    token_digest: str
+    """Hex SHA-256 of that token, checked against the configured tokens on every
+    request: a token taken out of the configuration ends its sessions."""
+    created_at: float
+    expires_at: float
+    source: str
+    """The client address that signed in."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ConsoleSession:
         return cls(**json.loads(text))

@@ -1,4 +1,4 @@
-"""Settings every layer may read: tokens, HTTP, tracing, idempotency keys."""
+"""Settings every layer may read: tokens, HTTP, tracing, idempotency keys, the console."""
 
 from __future__ import annotations
 
@@ -99,6 +99,18 @@ class HttpSettings(BaseModel):
     """A streamed answer that has sent nothing for this long sends an SSE comment
     (``: keepalive``), so that proxies with an idle timeout (nginx: 60 s) keep it open
     while a command is silent."""
+
+
+class ConsoleSettings(BaseModel):
+    """The operators' web console at ``/console`` (tokens with the ``admin`` scope)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """False: ``/console`` is not served at all."""
+    session_hours: float = Field(8.0, gt=0, le=24 * 30)
+    """How long a console sign-in lasts; signing out, or the token leaving the
+    configuration, ends it sooner."""
 
 
 class TracingSettings(BaseModel):

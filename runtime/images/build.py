@@ -111,7 +111,10 @@ def _remove_unused(client: docker.DockerClient, image_ids: list[str], progress: 
         except docker.errors.ImageNotFound:
             continue
         except docker.errors.APIError as exc:  # in use by a container: it stays
-            progress(f"kept the replaced image {image_id[:19]}: {_first_line(str(exc))}")
+            if exc.status_code == 409:
+                progress(f"the replaced image {image_id[:19]} stays: a container still uses it")
+            else:
+                progress(f"kept the replaced image {image_id[:19]}: {_first_line(str(exc))}")
 
 
 def ensure_base_image(

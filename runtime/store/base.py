@@ -4,8 +4,9 @@ Concerns: sessions (fenced records), leases, capacity slots, conversation files,
 deletion markers, the tool-executions log, the warm pool, idempotency keys, the
 deployment id, the egress credentials revoked by deletions, and each conversation's
 network rules and refusal count, the agents registered per org, the orgs' memory
-banks, the operators' image catalog with its builds, and the audit trail of their
-actions. Each backend implements every protocol over its one connection:
+banks, the operators' image catalog with its builds, the audit trail of their
+actions, and their console sessions. Each backend implements every protocol over its
+one connection:
 
 * ``sqlite/`` — the embedded default: one file, one service instance;
 * ``redis/`` — several instances sharing one Redis.
@@ -29,7 +30,7 @@ from typing import Any, Protocol
 from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
-from runtime.core.operator_records import AuditEntry, AuditFilter, ImageBuild
+from runtime.core.operator_records import AuditEntry, AuditFilter, ConsoleSession, ImageBuild
 from runtime.core.records import (
     AgentRecord,
     E2bSandbox,
@@ -191,8 +192,9 @@ class ExecutionStore(Protocol):
     def remove_older_than(self, cutoff: float) -> int:
         """Delete every org's executions created before ``cutoff``; how many."""
 
-    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
-        """The org's executions matching ``where``, newest first."""
+    def find(self, org: str | None, where: ExecutionFilter) -> list[ToolExecution]:
+        """The org's executions matching ``where``, newest first (``org=None``: every
+        org's, for the operators' console)."""
 
     def forget_conversation(self, org: str, conversation: str, now: float) -> int:
         """Remove every entry of the conversation (it was deleted), at once, and
@@ -444,6 +446,20 @@ class AuditStore(Protocol):
         """Forget entries older than ``before``; returns how many went."""
 
 
+class ConsoleSessionStore(Protocol):
+    """Operators' web console sessions, under the SHA-256 of their cookie's id: every
+    instance sharing the store knows a session another one opened."""
+
+    def put_console_session(self, session: ConsoleSession) -> None:
+        """Keep the session until its ``expires_at``."""
+
+    def get_console_session(self, id_digest: str, now: float) -> ConsoleSession | None:
+        """The session, ``None`` when there is none or it expired at or before ``now``."""
+
+    def delete_console_session(self, id_digest: str) -> bool:
+        """End the session (signed out); False when there was none."""
+
+
 @dataclass(frozen=True)
 class Stores:
     """Every concern of one backend, over its one connection."""
@@ -465,6 +481,7 @@ class Stores:
     memory: MemoryStore
     catalog: CatalogStore
     audit: AuditStore
+    console: ConsoleSessionStore
     ping: Callable[[], None]
     """Raises ``StateUnavailable`` when the backend cannot be reached."""
     close: Callable[[], None]

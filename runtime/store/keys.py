@@ -201,3 +201,9 @@ def image_builds(ref: str) -> str:
 
 AUDIT = f"{PREFIX}audit"
 """Sorted set: audit entries as JSON, by time."""
+
+
+def console_session(id_digest: str) -> str:
+    """String: an operator's web console session as JSON, under the SHA-256 of its
+    cookie's id, expiring with the session."""
+    return f"{PREFIX}console-session:{id_digest}"

@@ -286,7 +286,8 @@ class ToolExecutor:
         """The conversation was deleted: its log entries go, its approvals are cancelled."""
         return self._log.forget_conversation(org, conversation, self._clock())
 
-    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
+    def find(self, org: str | None, where: ExecutionFilter) -> list[ToolExecution]:
+        """The org's executions matching ``where`` (``None``: every org's), newest first."""
         self._log.expire_pending(self._clock())  # so that the statuses read are true now
         return self._log.find(org, where)
 

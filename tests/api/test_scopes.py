@@ -1,6 +1,10 @@
 """Every route's scope, as a table: a token without it gets 403 naming it, one with it
 gets past authorisation; no token or a wrong one is 401. The table must list every
-route the app has, so a new route cannot be left out."""
+route the app has, so a new route cannot be left out.
+
+The console's routes (``/console``) take no bearer token at all, whatever its scopes:
+its pages send the browser to the sign-in form (303), its changes are refused (401)
+without a console session, and signing in reads the token from the form."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from httpx2 import Response
 from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from runtime.core.settings import SCOPES
@@ -17,6 +22,10 @@ from tests.inprocess import InProcessService, app_routes, in_process_service
 PUBLIC, ANY_TOKEN = "public", "any token"
 PORT_TOKEN = "a port token, never a bearer token"
 """A sandbox's port (a browser's path): every bearer token is 401 there."""
+CONSOLE_PAGE = "a console session's cookie, never a bearer token (else: to the sign-in form)"
+CONSOLE_CHANGE = "a console session's cookie and CSRF token, never a bearer token (else: 401)"
+CONSOLE_SIGN_IN = "an admin token in the form, never the bearer header (else: 401)"
+CONSOLE = (CONSOLE_PAGE, CONSOLE_CHANGE, CONSOLE_SIGN_IN)
 CONVERSATION = "/v1/conversations/{conversation_id}"
 PORT_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 SCOPE_OF: dict[tuple[str, str], str] = {
@@ -93,6 +102,29 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", "/v1/memory-banks/{bank_id}"): "tools",
     ("DELETE", "/v1/memory-banks/{bank_id}"): "admin",
     ("POST", "/v1/memory-banks/{bank_id}/entries"): "admin",
+    ("GET", "/console/sign-in"): PUBLIC,
+    ("GET", "/console/static/console.css"): PUBLIC,
+    ("GET", "/console/static/build-log.js"): PUBLIC,
+    ("POST", "/console/sign-in"): CONSOLE_SIGN_IN,
+    ("POST", "/console/sign-out"): CONSOLE_CHANGE,
+    ("GET", "/console"): CONSOLE_PAGE,
+    ("GET", "/console/sandboxes"): CONSOLE_PAGE,
+    ("GET", "/console/sandboxes/{org}/{conversation_id}"): CONSOLE_PAGE,
+    ("GET", "/console/sandboxes/{org}/{conversation_id}/{action}"): CONSOLE_PAGE,
+    ("POST", "/console/sandboxes/{org}/{conversation_id}/{action}"): CONSOLE_CHANGE,
+    ("GET", "/console/approvals"): CONSOLE_PAGE,
+    ("POST", "/console/approvals/{org}/{approval_id}"): CONSOLE_CHANGE,
+    ("GET", "/console/executions"): CONSOLE_PAGE,
+    ("GET", "/console/executions/{org}/{execution_id}"): CONSOLE_PAGE,
+    ("GET", "/console/settings"): CONSOLE_PAGE,
+    ("GET", "/console/images"): CONSOLE_PAGE,
+    ("POST", "/console/images"): CONSOLE_CHANGE,
+    ("GET", "/console/images/{ref}"): CONSOLE_PAGE,
+    ("GET", "/console/images/{ref}/retire"): CONSOLE_PAGE,
+    ("POST", "/console/images/{ref}/{action}"): CONSOLE_CHANGE,
+    ("GET", "/console/image-builds/{build_id}"): CONSOLE_PAGE,
+    ("GET", "/console/image-builds/{build_id}/events"): CONSOLE_PAGE,
+    ("GET", "/console/audit"): CONSOLE_PAGE,
 }
 ROUTES = sorted(SCOPE_OF)
 TOKEN_OF: dict[str, str] = {scope: f"{scope}-only-token-0123456789" for scope in SCOPES}
@@ -109,6 +141,12 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServi
 def call(
     service: InProcessService, route: tuple[str, str], token: str | None
 ) -> tuple[int, dict[str, Any]]:
+    response = request(service, route, token)
+    body = response.json() if "json" in response.headers.get("content-type", "") else {}
+    return response.status_code, body
+
+
+def request(service: InProcessService, route: tuple[str, str], token: str | None) -> Response:
     method, path = route
     url = path.replace("{conversation_id}", "c").replace("{file_id}", "f")
     url = (
@@ -118,15 +156,29 @@ def call(
         .replace("{watcher_id}", "w")
         .replace("{agent_id}", "g")
         .replace("{bank_id}", "m")
+        .replace("{org}", "o")
+        .replace("{execution_id}", "e")
+        .replace("{action}", "suspend")
         .replace("{ref}", "absent:1")
         .replace("{build_id}", "0" * 32)
     )
     url = url.replace("{port}", "8000").replace("{path:path}", "x")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # No body and no context headers: authorisation is decided before either is read.
-    response = service.client.request(method, url, headers=headers)
-    body = response.json() if "json" in response.headers.get("content-type", "") else {}
-    return response.status_code, body
+    return service.client.request(method, url, headers=headers, follow_redirects=False)
+
+
+def assert_console_refuses(response: Response, route: tuple[str, str]) -> None:
+    """What a console route answers a request without a console session."""
+    required = SCOPE_OF[route]
+    if required == CONSOLE_PAGE:
+        assert response.status_code == 303, response.text
+        assert response.headers["location"] == "/console/sign-in"
+    else:
+        assert response.status_code == 401, response.text
+        assert response.headers["content-type"].startswith("text/html")
+    if required == CONSOLE_CHANGE:
+        assert response.headers["x-siesta-error"] == "console_sign_in_required"
 
 
 def test_the_table_lists_every_route_of_the_app(service: InProcessService) -> None:
@@ -139,6 +191,9 @@ def test_a_token_gets_past_a_route_only_with_its_scope(
     service: InProcessService, route: tuple[str, str], scope: str
 ) -> None:
     required = SCOPE_OF[route]
+    if required in CONSOLE:
+        assert_console_refuses(request(service, route, TOKEN_OF[scope]), route)
+        return
     status, body = call(service, route, TOKEN_OF[scope])
     if required == PORT_TOKEN:
         assert status == 401 and body["error"]["code"] == "unauthorized", body
@@ -152,6 +207,9 @@ def test_a_token_gets_past_a_route_only_with_its_scope(
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]} {r[1]}")
 def test_the_api_token_has_every_scope(service: InProcessService, route: tuple[str, str]) -> None:
+    if SCOPE_OF[route] in CONSOLE:  # a bearer token, even with every scope, is no session
+        assert_console_refuses(request(service, route, TOKEN), route)
+        return
     status, body = call(service, route, TOKEN)
     assert status not in (401, 403) or SCOPE_OF[route] == PORT_TOKEN, body
 
@@ -161,6 +219,9 @@ def test_the_api_token_has_every_scope(service: InProcessService, route: tuple[s
 def test_without_a_valid_token_only_public_routes_answer(
     service: InProcessService, route: tuple[str, str], token: str | None
 ) -> None:
+    if SCOPE_OF[route] in CONSOLE:
+        assert_console_refuses(request(service, route, token), route)
+        return
     status, body = call(service, route, token)
     if SCOPE_OF[route] == PUBLIC:
         assert status == 200

@@ -117,6 +117,58 @@ def conv(a: OrgA, tail: str = "") -> str:
 
 
 NO_BEARER = "a port's path takes a port token alone (401)"
+CONSOLE = "the operators' console (every org's, for admin sign-ins): no bearer token opens it"
+"""A page sends a bearer-token caller to the sign-in form (303), a change is refused (401);
+the console's own tests (tests/console) cover who signs in and what it shows."""
+
+
+def console_probe(method: str, path: str) -> Probe:
+    """B's bearer token (with every scope) on a console route naming A's ids."""
+    return lambda c, a: c.request(
+        method,
+        path.format(
+            org="org-a",
+            conversation=a.conversation,
+            execution=a.execution_id,
+            approval=a.approval_id,
+        ),
+        headers=B,
+        data={"csrf": "x", "decision": "approve"} if method == "POST" else None,
+        follow_redirects=False,
+    )
+
+
+CONSOLE_ROUTES = {
+    ("GET", "/console"): "/console",
+    ("POST", "/console/sign-in"): "/console/sign-in",
+    ("POST", "/console/sign-out"): "/console/sign-out",
+    ("GET", "/console/sandboxes"): "/console/sandboxes?org=org-a",
+    (
+        "GET",
+        "/console/sandboxes/{org}/{conversation_id}",
+    ): "/console/sandboxes/{org}/{conversation}",
+    ("GET", "/console/sandboxes/{org}/{conversation_id}/{action}"): (
+        "/console/sandboxes/{org}/{conversation}/delete"
+    ),
+    ("POST", "/console/sandboxes/{org}/{conversation_id}/{action}"): (
+        "/console/sandboxes/{org}/{conversation}/delete"
+    ),
+    ("GET", "/console/approvals"): "/console/approvals",
+    ("POST", "/console/approvals/{org}/{approval_id}"): "/console/approvals/{org}/{approval}",
+    ("GET", "/console/executions"): "/console/executions?org=org-a",
+    ("GET", "/console/executions/{org}/{execution_id}"): "/console/executions/{org}/{execution}",
+    ("GET", "/console/settings"): "/console/settings",
+    ("GET", "/console/images"): "/console/images",
+    ("POST", "/console/images"): "/console/images",
+    ("GET", "/console/images/{ref}"): "/console/images/debian-base:1",
+    ("GET", "/console/images/{ref}/retire"): "/console/images/debian-base:1/retire",
+    ("POST", "/console/images/{ref}/{action}"): "/console/images/debian-base:1/retire",
+    ("GET", "/console/image-builds/{build_id}"): "/console/image-builds/" + "0" * 32,
+    ("GET", "/console/image-builds/{build_id}/events"): (
+        "/console/image-builds/" + "0" * 32 + "/events"
+    ),
+    ("GET", "/console/audit"): "/console/audit",
+}
 
 
 def port_probe(method: str) -> Probe:
@@ -463,6 +515,16 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("GET", "/docs"): (NO_ORG_DATA, lambda c, a: c.get("/docs")),
     ("GET", "/docs/oauth2-redirect"): (NO_ORG_DATA, lambda c, a: c.get("/docs/oauth2-redirect")),
     ("GET", "/redoc"): (NO_ORG_DATA, lambda c, a: c.get("/redoc")),
+    ("GET", "/console/sign-in"): (NO_ORG_DATA, lambda c, a: c.get("/console/sign-in")),
+    ("GET", "/console/static/console.css"): (
+        NO_ORG_DATA,
+        lambda c, a: c.get("/console/static/console.css"),
+    ),
+    ("GET", "/console/static/build-log.js"): (
+        NO_ORG_DATA,
+        lambda c, a: c.get("/console/static/build-log.js"),
+    ),
+    **{route: (CONSOLE, console_probe(route[0], path)) for route, path in CONSOLE_ROUTES.items()},
 }
 
 
@@ -482,6 +544,8 @@ def test_org_b_never_sees_org_a(
         assert response.status_code == 404, response.text
     elif expected == NO_BEARER:
         assert response.status_code == 401, response.text
+    elif expected == CONSOLE:
+        assert response.status_code == (303 if route[0] == "GET" else 401), response.text
     elif expected == OWN_NO_PROCESSES:
         assert response.status_code == 503, response.text
         assert response.json()["error"]["code"] == "sandbox_unavailable"
@@ -513,7 +577,13 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
         assert client.get(f"/v1/memory-banks/{bank_id}", headers=A).json()["name"] == MARKER
     read = client.post(conv(a, "/sandbox/readFile"), headers=A, json={"path": NAME})
     assert read.json()["content"] == MARKER
-    log = client.get("/v1/tools/executions", headers=A, params={"conversationId": a.conversation})
+    # Every check reads a file (a logged call): past a hundred probes, the first page of
+    # the log no longer reaches back to A's own execution.
+    log = client.get(
+        "/v1/tools/executions",
+        headers=A,
+        params={"conversationId": a.conversation, "limit": 1000},
+    )
     statuses = {e["id"]: e["status"] for e in log.json()["executions"]}
     assert statuses[a.execution_id] == "succeeded"
     assert statuses[a.approval_id] == "pending_approval"

@@ -15,6 +15,7 @@ from runtime.store.redis.audit import RedisAudit
 from runtime.store.redis.capacity import RedisCapacity
 from runtime.store.redis.catalog import RedisCatalog
 from runtime.store.redis.client import connect, redis_errors
+from runtime.store.redis.console import RedisConsoleSessions
 from runtime.store.redis.deployment import RedisDeployment
 from runtime.store.redis.e2b import RedisE2b
 from runtime.store.redis.executions import RedisExecutions
@@ -52,6 +53,7 @@ def open_redis(url: str) -> Stores:
         network=RedisNetwork(client),
         snapshots=RedisSnapshots(client),
         agents=RedisAgents(client),
+        console=RedisConsoleSessions(client),
         memory=RedisMemory(client),
         catalog=RedisCatalog(client),
         audit=RedisAudit(client),

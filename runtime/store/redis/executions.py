@@ -198,22 +198,23 @@ class RedisExecutions:
             deadline = self._redis.get(keys.cancelled_approval(org, execution_id))
         return deadline is not None and float(deadline) > now
 
-    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
+    def find(self, org: str | None, where: ExecutionFilter) -> list[ToolExecution]:
+        if org is None:  # every org's: their ``org/id`` members by time
+            self._index_earlier_executions()
+        index = keys.executions(org) if org is not None else keys.EXECUTIONS_BY_TIME
         high = where.until if where.until is not None else "+inf"
         low = where.since if where.since is not None else "-inf"
         found: list[ToolExecution] = []
         offset = 0
         with redis_errors():
             while len(found) < where.limit:
-                ids = self._redis.zrevrangebyscore(
-                    keys.executions(org), high, low, start=offset, num=PAGE
-                )
+                ids = self._redis.zrevrangebyscore(index, high, low, start=offset, num=PAGE)
                 if not ids:
                     break
                 offset += len(ids)
                 pipe = self._redis.pipeline(transaction=False)
-                for execution_id in ids:
-                    pipe.hget(keys.execution(org, str(execution_id)), "body")
+                for member in map(str, ids):
+                    pipe.hget(keys.execution(*_split(org, member)), "body")
                 for body in pipe.execute():
                     if body and _matches(execution := ToolExecution.from_json(str(body)), where):
                         found.append(execution)
@@ -311,6 +312,14 @@ def _batches(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
 
 def _member(org: str, execution_id: str) -> str:
     return f"{org}/{execution_id}"
+
+
+def _split(org: str | None, member: str) -> tuple[str, str]:
+    """(org, id) of an index member: an id in one org's index, ``org/id`` in every org's."""
+    if org is not None:
+        return org, member
+    found, execution_id = member.split("/", 1)
+    return found, execution_id
 
 
 def _matches(execution: ToolExecution, where: ExecutionFilter) -> bool:

@@ -11,6 +11,7 @@ from runtime.store.sqlite.agents import SqliteAgents
 from runtime.store.sqlite.audit import SqliteAudit
 from runtime.store.sqlite.capacity import SqliteCapacity
 from runtime.store.sqlite.catalog import SqliteCatalog
+from runtime.store.sqlite.console import SqliteConsoleSessions
 from runtime.store.sqlite.db import Database
 from runtime.store.sqlite.deployment import SqliteDeployment
 from runtime.store.sqlite.e2b import SqliteE2b
@@ -44,6 +45,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         network=SqliteNetwork(db),
         snapshots=SqliteSnapshots(db),
         agents=SqliteAgents(db),
+        console=SqliteConsoleSessions(db),
         memory=SqliteMemory(db),
         catalog=SqliteCatalog(db),
         audit=SqliteAudit(db),

@@ -127,9 +127,11 @@ class SqliteExecutions:
             )
         return execution
 
-    def find(self, org: str, where: ExecutionFilter) -> list[ToolExecution]:
-        clauses, params = ["org = ?"], [org]
+    def find(self, org: str | None, where: ExecutionFilter) -> list[ToolExecution]:
+        clauses: list[str] = ["1 = 1"]
+        params: list[str] = []
         for column, value in (
+            ("org", org),
             ("conversation", where.conversation),
             ("agent_id", where.agent_id),
             ("function", where.function),

@@ -86,6 +86,9 @@ def test_find_filters_newest_first(log: ExecutionStore) -> None:
     assert [e.id for e in log.find("o", ExecutionFilter(status=ExecutionStatus.FAILED))] == ["e9"]
     assert [e.id for e in log.find("o", ExecutionFilter(since=1002, until=1003.5))] == ["e3", "e2"]
     assert [e.id for e in log.find("o", ExecutionFilter(conversation="c", limit=2))] == ["e4", "e3"]
+    every_org = log.find(None, ExecutionFilter(limit=3))
+    assert [(e.org, e.id) for e in every_org] == [("other", "e10"), ("o", "e9"), ("o", "e4")]
+    assert [e.id for e in log.find(None, ExecutionFilter(function="readFile"))] == ["e3", "e1"]
 
 
 def test_redaction_reaches_nested_values() -> None:
