@@ -4,6 +4,7 @@ call. Builds need Docker: tests/api/test_admin_images_docker.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -15,6 +16,8 @@ import pytest
 import redis
 
 from runtime.core.settings import LEGACY_TOKEN_NAME
+from siesta_client import AsyncSiestaClient, SiestaClient
+from siesta_client.errors import SiestaError
 from tests.helpers import TOKEN, ServiceProcess, StartService, headers, run_cli
 from tests.redis_server import RedisServer
 
@@ -290,3 +293,30 @@ def test_the_command_line_import_reaches_the_running_instances(
         "/v1/admin/audit", headers=ADMIN, params={"action": "image.import", "limit": 1}
     ).json()["entries"]
     assert trail[0]["via"] == "cli" and trail[0]["actor"].startswith("cli:")
+
+
+def test_the_python_client_drives_the_catalog_and_reads_the_audit_trail(
+    pair: tuple[ServiceProcess, ServiceProcess],
+) -> None:
+    one, two = pair
+    with SiestaClient(one.base_url, TOKEN) as siesta:
+        answer = siesta.admin.add_image(
+            {"id": "client", "tag": "1", "title": "Client", "source": {"dockerfile": "FROM x\n"}}
+        )
+        assert answer.image.state == "disabled" and answer.build is not None
+        done = siesta.admin.wait_for_build(answer.build.buildId, timeout=60)
+        # The fake provider builds nothing: the build fails, and says why.
+        assert done.state == "failed" and done.log and "builds no images" in done.log[-1]
+        assert siesta.admin.set_state("client:1", "enabled").state == "enabled"
+        with pytest.raises(SiestaError) as caught:
+            siesta.admin.set_state("absent:1", "enabled")
+        assert caught.value.code == "catalog_image_not_found"
+
+    async def read_from_the_other() -> tuple[str, list[str]]:
+        async with AsyncSiestaClient(two.base_url, TOKEN) as siesta:
+            detail = await siesta.admin.image("client")
+            page = await siesta.admin.audit(target="client:1")
+            return detail.state, [e.action for e in page.entries]
+
+    state, actions = asyncio.run(read_from_the_other())
+    assert (state, actions) == ("enabled", ["image.enable", "image.build", "image.add"])

@@ -27,7 +27,7 @@ import siesta_contract
 
 from api.openapi import deployment_limits
 from runtime.settings import Settings
-from siesta_client import _calls
+from siesta_client import _admin_calls, _calls
 from siesta_client._ops import Context, Model, Op, no_content, raw_bytes
 from tests.inprocess import in_process_service
 
@@ -86,6 +86,17 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "approvals": lambda: _calls.approvals("org-a", "conv-1", 10),
     "register_agent": lambda: _calls.register_agent("org-a", AGENT),
     "agents": lambda: _calls.agents("org-a"),
+    "catalog_images": _admin_calls.catalog_images,
+    "catalog_image": lambda: _admin_calls.catalog_image("python:1"),
+    "add_catalog_image": lambda: _admin_calls.add_catalog_image(
+        {"id": "node", "tag": "20", "title": "Node", "source": {"dockerfile": "FROM x\n"}}
+    ),
+    "set_image_state": lambda: _admin_calls.set_image_state("python:1", "retired"),
+    "make_default_image": lambda: _admin_calls.make_default_image("python:1"),
+    "build_catalog_image": lambda: _admin_calls.build_catalog_image("python:1", True),
+    "image_build": lambda: _admin_calls.image_build("0" * 32, 5),
+    "import_catalog": _admin_calls.import_catalog,
+    "audit": lambda: _admin_calls.audit("ops", "image.", "python:1", 12.5, 10),
     "agent": lambda: _calls.agent("org-a", "agent-1"),
     "delete_agent": lambda: _calls.delete_agent("org-a", "agent-1"),
     "approval": lambda: _calls.approval("org-a", "approval-1"),
@@ -166,8 +177,9 @@ def test_every_call_of_the_client_is_an_operation_of_the_document(
 ) -> None:
     public = {
         name
-        for name, function in inspect.getmembers(_calls, inspect.isfunction)
-        if function.__module__ == _calls.__name__ and not name.startswith("_")
+        for module in (_calls, _admin_calls)
+        for name, function in inspect.getmembers(module, inspect.isfunction)
+        if function.__module__ == module.__name__ and not name.startswith("_")
     }
     assert public == set(CALLS), "every call of the client has an example here"
     for name, make in CALLS.items():

@@ -42,6 +42,7 @@ from siesta_contract.tools import (
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
+from siesta_client.admin import AsyncAdmin
 from siesta_client.agents import AsyncAgents
 from siesta_client.errors import ConnectionFailed
 from siesta_client.memory import AsyncMemoryBanks
@@ -77,6 +78,7 @@ class AsyncSiestaClient:
         self.snapshots = AsyncSnapshots(self)
         self.agents = AsyncAgents(self)
         self.memory_banks = AsyncMemoryBanks(self)
+        self.admin = AsyncAdmin(self)
 
     async def __aenter__(self) -> AsyncSiestaClient:
         return self

@@ -42,6 +42,7 @@ from siesta_contract.tools import (
 from siesta_client import _calls
 from siesta_client._ops import MUTATING, Context, Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
+from siesta_client.admin import Admin
 from siesta_client.agents import Agents
 from siesta_client.errors import ConnectionFailed
 from siesta_client.memory import MemoryBanks
@@ -77,6 +78,7 @@ class SiestaClient:
         self.snapshots = Snapshots(self)
         self.agents = Agents(self)
         self.memory_banks = MemoryBanks(self)
+        self.admin = Admin(self)
 
     def __enter__(self) -> SiestaClient:
         return self
