@@ -23,6 +23,7 @@ from runtime.providers.settings import DockerProviderSettings
 from runtime.settings import Settings, describe_invalid_settings
 
 if TYPE_CHECKING:
+    from runtime.admin.images import CatalogAdmin
     from runtime.services import Services
 
 TOKEN_FILE_NAME = "api-token"
@@ -333,8 +334,23 @@ def _images_build(args: argparse.Namespace, settings: Settings) -> int:
         progress=lambda line: print(line, flush=True),
         from_scratch=args.from_scratch,
     )
-    print(f"built {len(built)} image(s): {', '.join(image.id for image in built)}")
+    print(f"built {len(built)} image(s): {', '.join(image.ref for image in built)}")
+    refreshed = _refresh_live_catalog(settings, [image.ref for image in built])
+    if refreshed:
+        print(f"the live catalog now has their new digests: {', '.join(refreshed)}")
     return 0
+
+
+def _refresh_live_catalog(settings: Settings, refs: list[str]) -> list[str]:
+    """A deployment's live catalog (in its store) learns the digests just built, so new
+    sandboxes and the warm pool take the new builds. Nothing when the deployment has no
+    store yet (a first setup: the service reads the digests when it seeds)."""
+    from runtime.store.settings import SqliteStoreSettings
+
+    if isinstance(settings.store, SqliteStoreSettings) and not settings.sqlite_path.exists():
+        return []
+    with _catalog_admin(settings) as admin:
+        return admin.refresh_digests(refs)
 
 
 def _images_list(_: argparse.Namespace, settings: Settings) -> int:
@@ -349,16 +365,26 @@ def _images_list(_: argparse.Namespace, settings: Settings) -> int:
 def _images_import(_: argparse.Namespace, settings: Settings) -> int:
     import getpass
 
+    from runtime.admin.images import Actor
+
+    with _catalog_admin(settings) as admin:
+        result = admin.reimport(Actor(f"cli:{getpass.getuser()}", "local", "cli"))
+    print(json.dumps({"added": result.added, "updated": result.updated}, indent=2))
+    return 0
+
+
+@contextlib.contextmanager
+def _catalog_admin(settings: Settings) -> Iterator[CatalogAdmin]:
+    """The deployment's live catalog, over its store, for one command."""
     from runtime.admin.audit import AuditLog
-    from runtime.admin.images import Actor, CatalogAdmin
+    from runtime.admin.images import CatalogAdmin
     from runtime.images.build import DockerImageBuilder
-    from runtime.providers.settings import DockerProviderSettings
     from runtime.store import open_stores
 
     stores = open_stores(settings.store, settings.sqlite_path)
     try:
         docker_engine = isinstance(settings.provider, DockerProviderSettings)
-        admin = CatalogAdmin(
+        yield CatalogAdmin(
             stores.catalog,
             stores.sessions,
             stores.leases,
@@ -366,11 +392,8 @@ def _images_import(_: argparse.Namespace, settings: Settings) -> int:
             settings.images,
             DockerImageBuilder() if docker_engine else None,
         )
-        result = admin.reimport(Actor(f"cli:{getpass.getuser()}", "local", "cli"))
     finally:
         stores.close()
-    print(json.dumps({"added": result.added, "updated": result.updated}, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

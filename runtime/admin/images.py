@@ -199,6 +199,23 @@ class CatalogAdmin:
         )
         return ImportResult(added, updated)
 
+    def refresh_digests(self, refs: list[str]) -> list[str]:
+        """Read these versions' digests from the engine again (after ``siesta-runtime
+        images build`` rebuilt them outside the service); returns the refs changed."""
+        changed = []
+        for ref in refs:
+            image = self.catalog.find(ref)
+            found = self._builder.digest_of(image.image) if self._builder and image else None
+            if image is None or found is None or found[0] == image.digest:
+                continue
+
+            def built(old: CatalogImage, found: tuple[str, float] = found) -> CatalogImage:
+                return old.model_copy(update={"digest": found[0], "built_at": found[1]})
+
+            self._change(image.ref, built, Actor("cli", "local", "cli"))
+            changed.append(image.ref)
+        return changed
+
     def _with_digest(self, image: CatalogImage) -> CatalogImage:
         found = self._builder.digest_of(image.image) if self._builder else None
         if found is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ import pytest
 import redis
 
 from runtime.images.build import SANDBOX_IMAGE_LABEL
-from tests.helpers import TOKEN, ServiceProcess, StartService, headers
+from runtime.store import keys
+from tests.helpers import TOKEN, ServiceProcess, StartService, headers, run_cli
 from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis]
@@ -170,3 +172,20 @@ def test_build_on_one_instance_serve_on_the_other_rebuild_then_retire(
     ]
     for conversation in ("c-old", "c-new"):
         one.client.delete(f"/v1/conversations/{conversation}", headers=headers())
+
+
+def test_a_build_from_the_command_line_brings_the_live_catalog_up_to_date(
+    pair: tuple[ServiceProcess, ServiceProcess], docker_client: docker.DockerClient
+) -> None:
+    one, two = pair
+    # The store holds a digest the engine no longer has (a build made while the
+    # service ran elsewhere, say): the command line's build corrects it.
+    with redis.Redis.from_url(one.env["SIESTA_STORE__URL"], decode_responses=True) as store:
+        body = json.loads(store.hget(keys.CATALOG_IMAGES, "debian-base:1") or "{}")
+        store.hset(keys.CATALOG_IMAGES, "debian-base:1", json.dumps({**body, "digest": "sha256:0"}))
+    environment = {**os.environ, **one.env, "SIESTA_DATA_DIR": str(one.data_dir)}
+    built = run_cli("images", "build", "debian-base", env=environment, timeout=900)
+    assert built.returncode == 0, built.stderr
+    assert "the live catalog now has their new digests: debian-base:1" in built.stdout
+    image = two.client.get("/v1/admin/images/debian-base:1", headers=ADMIN).json()
+    assert image["digest"] == docker_client.images.get("siesta/debian-base:1").id

@@ -29,7 +29,7 @@ def test_rebuilding_an_unchanged_image_comes_from_the_cache(
     steps = [line for line in again.stdout.splitlines() if "---> Running in" in line]
     assert steps == []  # no step ran again: every layer came from the cache
     assert "Using cache" in again.stdout
-    assert again.stdout.rstrip().endswith("built 1 image(s): debian-base")
+    assert "built 1 image(s): debian-base:1\n" in again.stdout
     image = docker_client.images.get("siesta/debian-base:1")
     assert image.labels["siesta.sandbox-image"] == "debian-base:1"
     # Containers inherit image labels: nothing on an image may claim ownership.
