@@ -63,7 +63,7 @@ def create_app(settings: Settings) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
         services = Services.build(settings)
         app.state.services = services
-        openapi.warm(app)
+        warming = openapi.warm(app)
         collectors = [
             metrics.SessionsByStatus(services.stores.sessions.list_sessions),
             metrics.PoolMembers(services.stores.pool.pool_members),
@@ -106,6 +106,7 @@ def create_app(settings: Settings) -> FastAPI:
                     await task
             for collector in collectors:
                 metrics.REGISTRY.unregister(collector)
+            await to_thread.run_sync(openapi.finish_warming, warming)
             services.close()
 
     app = FastAPI(title="Siesta Runtime", version="0.1.0", lifespan=lifespan)

@@ -74,10 +74,11 @@ async def document(app: FastAPI) -> dict[str, Any]:
     return await to_thread.run_sync(app.openapi)
 
 
-def warm(app: FastAPI) -> None:
+def warm(app: FastAPI) -> threading.Thread:
     """Build the document now, in the background: the idempotency middleware reads it
     on a keyed request, and building it takes over a second (every route's models), a
-    delay the first such request of an instance must not pay."""
+    delay the first such request of an instance must not pay. Returns the thread: the
+    app's shutdown waits for it (``finish_warming``)."""
 
     def build() -> None:
         try:
@@ -85,7 +86,18 @@ def warm(app: FastAPI) -> None:
         except Exception:  # the next caller builds it again, and sees the error
             log.exception("the OpenAPI document could not be built ahead")
 
-    threading.Thread(target=build, name="openapi-warm", daemon=True).start()
+    thread = threading.Thread(target=build, name="openapi-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def finish_warming(thread: threading.Thread, timeout: float = 30.0) -> None:
+    """Wait for the background build at shutdown. No thread of an app outlives it: a
+    build still running would go on in a process that may be making its next app, and
+    FastAPI and pydantic silence their own warnings with ``warnings.catch_warnings``,
+    whose filters are the process's, not the thread's (two such blocks on two threads
+    restore each other's filters, and a silenced warning escapes)."""
+    thread.join(timeout)
 
 
 def _build(app: FastAPI) -> dict[str, Any]:

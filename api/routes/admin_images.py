@@ -61,8 +61,12 @@ def list_images(services: ServicesDep) -> CatalogImagesPublic:
     """Every version, whatever its state, with how many sessions run it."""
     admin = services.images
     usage = admin.usage()
+    contents = admin.contents()  # read once: a listing is one catalog
     return CatalogImagesPublic(
-        images=[image_public(admin, i, usage.get(i.ref, 0)) for i in admin.catalog.all()]
+        images=[
+            image_public(admin, i, usage.get(i.ref, 0), contents.defaults.get(i.id) == i.tag)
+            for i in contents.images
+        ]
     )
 
 
@@ -225,13 +229,18 @@ async def build_events(admin: CatalogAdmin, build_id: str, keepalive: float) -> 
         await asyncio.sleep(BUILD_POLL_SECONDS)
 
 
-def image_public(admin: CatalogAdmin, image: CatalogImage, sessions: int) -> CatalogImagePublic:
+def image_public(
+    admin: CatalogAdmin, image: CatalogImage, sessions: int, default: bool | None = None
+) -> CatalogImagePublic:
+    """``default``: whether it is its id's default tag (read from the catalog if not given)."""
     builds = admin.builds(image, 1)
+    if default is None:
+        default = admin.catalog.selection_of(image) == image.id
     return CatalogImagePublic(
         id=image.id,
         tag=image.tag,
         ref=image.ref,
-        default=admin.catalog.selection_of(image) == image.id,
+        default=default,
         title=image.title,
         description=image.description,
         image=image.image,

@@ -120,22 +120,23 @@ class CatalogAdmin:
 
     def sessions_on(self, image: CatalogImage) -> list[SessionRecord]:
         """The sessions that run this version (their records name it)."""
-        return [
-            record
-            for record in self._sessions.list_sessions()
-            if (found := self.catalog.find(record.image_id)) is not None and found.ref == image.ref
-        ]
+        return self._sessions_by_version().get(image.ref, [])
 
     def usage(self) -> dict[str, int]:
         """How many sessions run each version (by ``id:tag``)."""
-        counts: dict[str, int] = {}
+        return {ref: len(records) for ref, records in self._sessions_by_version().items()}
+
+    def _sessions_by_version(self) -> dict[str, list[SessionRecord]]:
+        """Every session record under the version it names, the catalog read once (a
+        record written before versions names a bare id: its default version)."""
         contents = self.contents()
         fixed = ImageCatalog.live(lambda: contents, self.root)
+        found: dict[str, list[SessionRecord]] = {}
         for record in self._sessions.list_sessions():
-            found = fixed.find(record.image_id)
-            if found is not None:
-                counts[found.ref] = counts.get(found.ref, 0) + 1
-        return counts
+            image = fixed.find(record.image_id)
+            if image is not None:
+                found.setdefault(image.ref, []).append(record)
+        return found
 
     def builds(self, image: CatalogImage, limit: int = 20) -> list[ImageBuild]:
         return self._store.list_builds(image.ref, limit)

@@ -120,13 +120,18 @@ class E2bSandboxes:
             snapshot = self._snapshot_named(org, template)
             image = self._catalog.find(snapshot.image_id if snapshot else template)
             if snapshot is None and (image is None or not image.enabled):
-                enabled = ", ".join(i.id for i in self._catalog.enabled())
+                enabled = ", ".join(self._catalog.selection_of(i) for i in self._catalog.enabled())
                 msg = f"template {template!r} not found (the catalog's enabled images: {enabled})"
                 raise TemplateNotFound(msg, templateID=template)
+            # A snapshot's template is its version as an E2B client names it: the id
+            # alone for its default tag (``base``), else ``id:tag``.
+            named = template
+            if snapshot is not None:
+                named = self._catalog.selection_of(image) if image else snapshot.image_id
             sandbox = self.new_record(
                 org,
                 owner,
-                snapshot.image_id if snapshot else template,
+                named,
                 timeout_seconds=timeout_seconds,
                 metadata=metadata,
                 env_vars=env_vars,

@@ -21,6 +21,7 @@ from typing import IO
 
 import docker
 import docker.errors
+import requests.exceptions
 
 from runtime.core.errors import ImageBuildFailed
 from runtime.images.catalog import CatalogImage, ImageCatalog
@@ -297,9 +298,15 @@ class DockerImageBuilder:
         return digest
 
     def digest_of(self, reference: str) -> tuple[str, float] | None:
+        """``None`` too when the engine cannot be reached: a digest is something to show
+        and to key the pool by, never a reason for a command (``reconcile``) to fail
+        before it can say what is wrong with the engine."""
         try:
             found = self._connect().images.get(reference)
         except docker.errors.ImageNotFound:
+            return None
+        except (docker.errors.DockerException, requests.exceptions.RequestException):
+            self._client = None  # the next call connects again
             return None
         return str(found.id), _created_at(str(found.attrs.get("Created", "")))
 

@@ -18,9 +18,10 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from runtime.core.errors import CatalogInvalid, ImageNotInCatalog, ImageRequired, ImageRetired
 
@@ -74,6 +75,14 @@ class CatalogImage(BaseModel):
     built_at: float | None = None
     updated_at: float | None = None
     updated_by: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_is_never_enabled(cls, data: Any) -> Any:
+        """``enabled`` alone decides who may start on it: a retired version has it off."""
+        if isinstance(data, dict) and data.get("retired"):
+            return {**data, "enabled": False}
+        return data
 
     @property
     def ref(self) -> str:

@@ -63,9 +63,10 @@ def _list(
 ) -> HTMLResponse:
     admin = services.images
     usage = admin.usage()
+    contents = admin.contents()  # read once: the page shows one catalog
     rows = [
-        (image, admin.catalog.selection_of(image) == image.id, usage.get(image.ref, 0))
-        for image in admin.catalog.all()
+        (image, contents.defaults.get(image.id) == image.tag, usage.get(image.ref, 0))
+        for image in contents.images
     ]
     return render(
         session,
