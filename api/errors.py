@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
+from starlette.websockets import WebSocket
 
 from api.limits import BodyTooLarge, too_large_body
 from runtime.core.errors import (
@@ -120,6 +121,27 @@ def error_response(
     status: int, body: dict[str, Any], headers: dict[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+# The server closes the connection after refusing an upgrade; saying so keeps a
+# client from sending its next request down a socket about to be reset.
+REFUSED_UPGRADE_HEADERS = {"Connection": "close"}
+
+
+async def refuse_websocket(
+    websocket: WebSocket, error: SiestaError, close_code: int = 1011
+) -> None:
+    """The error as the upgrade's answer (its status and body), or a close frame
+    when the server cannot answer an upgrade with a response."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        headers = dict(REFUSED_UPGRADE_HEADERS)
+        if status_for(error) == 401:
+            headers["WWW-Authenticate"] = "Bearer"
+        await websocket.send_denial_response(
+            error_response(status_for(error), error.to_dict(), headers)
+        )
+    else:
+        await websocket.close(code=close_code, reason=str(error)[:120])
 
 
 async def siesta_error(_: Request, exc: Exception) -> JSONResponse:

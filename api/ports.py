@@ -18,7 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from api.errors import error_response, status_for
+from api.errors import REFUSED_UPGRADE_HEADERS, refuse_websocket
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.sandbox.ports.connection import PortConnection
@@ -175,14 +175,6 @@ def cookie_for(name: str, token: str, path: str, secure: bool) -> str:
     return morsel.OutputString()
 
 
-async def refuse_websocket(websocket: WebSocket, error: SiestaError) -> None:
-    """The error as the upgrade's answer (its status and body), or a close."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error_response(status_for(error), error.to_dict()))
-    else:
-        await websocket.close(code=1011, reason=str(error)[:120])
-
-
 async def websocket_session(services: Services, target: PortTarget, websocket: WebSocket) -> None:
     """Upgrade to the server in the sandbox, then relay messages both ways until one
     side closes. The server's refusal is answered to the client as it came."""
@@ -227,7 +219,9 @@ class _Refusal(StreamingResponse):
             yield body
 
         super().__init__(once(), status_code=status)
-        self.raw_headers = end_to_end(headers)
+        self.raw_headers = end_to_end(headers) + [
+            (k.lower().encode(), v.encode()) for k, v in REFUSED_UPGRADE_HEADERS.items()
+        ]
 
 
 async def _relay(websocket: WebSocket, server: ServerSocket) -> None:

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from api.errors import error_response, status_for
-from api.ports import PortTarget, http_response, refuse_websocket, websocket_session
+from api.errors import error_response, refuse_websocket, status_for
+from api.ports import PortTarget, http_response, websocket_session
 from runtime.core.context import CallContext
 from runtime.core.errors import Forbidden, InvalidRequest, SiestaError
 from runtime.core.records import E2bSandbox

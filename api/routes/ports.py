@@ -22,13 +22,8 @@ from starlette.requests import HTTPConnection
 from siesta_contract.ports import PORT_TOKEN_HEADER, PortAccessPublic
 
 from api.deps import ContextDep, ServicesDep, requires
-from api.ports import (
-    PortTarget,
-    cookie_for,
-    http_response,
-    refuse_websocket,
-    websocket_session,
-)
+from api.errors import refuse_websocket
+from api.ports import PortTarget, cookie_for, http_response, websocket_session
 from api.responses import COMMON, error_responses
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError

@@ -32,7 +32,7 @@ from starlette.websockets import WebSocketState
 from siesta_contract.processes import ProcessUser
 
 from api.deps import websocket_context
-from api.errors import error_response, status_for
+from api.errors import refuse_websocket
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
 from runtime.providers.base import WORKSPACE
@@ -68,7 +68,7 @@ async def terminal(
             lambda: _open(services, ctx, pid, (cols, rows), user, cwd)
         )
     except SiestaError as error:
-        await _refuse(websocket, error)
+        await refuse_websocket(websocket, error, close_code=1008)
         return
     reader = processes.Reader(
         asyncio.get_running_loop(), services.settings.processes.reader_buffer_bytes
@@ -108,15 +108,6 @@ def _open(
         raise NotATerminal(msg, pid=pid)
     process.handle.resize(*size)
     return process
-
-
-async def _refuse(websocket: WebSocket, error: SiestaError) -> None:
-    """Answer the upgrade request with the error's status and body (a client library
-    reports it as the handshake's failure), or close when the server cannot."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(error_response(status_for(error), error.to_dict()))
-    else:
-        await websocket.close(code=1008, reason=str(error)[:120])
 
 
 async def _screen(

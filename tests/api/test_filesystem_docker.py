@@ -251,14 +251,18 @@ def test_closing_a_terminal_hangs_it_up_and_a_refused_one_says_why(
         assert time.monotonic() < deadline, "a closed terminal kept running"
         time.sleep(0.2)
 
-    # A refused handshake is a plain HTTP answer (on a connection of its own: the
-    # server closes it; websocket-client would leave a refused socket open).
+    # A refused handshake is a plain HTTP answer that says the server closes the
+    # connection, so a client's next request takes a new one rather than a socket
+    # about to be reset (websocket-client would leave a refused socket open).
     url = f"/v1/conversations/{conversation}/sandbox/terminal"
     with httpx.Client(base_url=docker_service.base_url, timeout=30) as handshake:
         refused = handshake.get(url, headers={**UPGRADE, "Authorization": "Bearer x"})
         assert code(refused) == (401, "unauthorized")
+        assert refused.headers["connection"] == "close"
+        assert refused.headers["www-authenticate"] == "Bearer"
         not_one = handshake.get(url, params={"pid": 999999}, headers={**UPGRADE, **headers()})
         assert code(not_one) == (404, "process_not_found")
+        assert not_one.headers["connection"] == "close"
 
 
 def test_the_python_clients_reach_the_file_system(docker_service: ServiceProcess) -> None:

@@ -284,7 +284,7 @@ def _one_image_catalog(tmp_path: Path, enabled: str = "debian-base") -> Path:
     images = []
     for image_id, ref in (("debian-base", "siesta/debian-base:1"), ("python", "siesta/python:1")):
         images.append(
-            f"  - id: {image_id}\n    tag: \"1\"\n    title: {image_id}\n    image: {ref}\n"
+            f'  - id: {image_id}\n    tag: "1"\n    title: {image_id}\n    image: {ref}\n'
             f"    enabled: {'true' if image_id == enabled else 'false'}\n"
         )
     path.write_text("images:\n" + "".join(images))

@@ -375,6 +375,7 @@ def test_a_websocket_relays_both_ways(servers: Servers) -> None:
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         websocket.create_connection(url, timeout=30)
     assert refused.value.status_code == 401
+    assert (refused.value.resp_headers or {}).get("connection") == "close"
 
 
 def test_a_paused_sandbox_is_resumed_by_a_request(servers: Servers) -> None:

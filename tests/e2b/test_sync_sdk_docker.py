@@ -122,15 +122,13 @@ def test_a_background_process_outlives_its_call_and_takes_input(
 
 
 def test_a_connected_reader_gets_the_output_from_then_on(sandbox: Sandbox) -> None:
-    script = (
-        "echo before; touch /tmp/printed; "
-        "while [ ! -f /tmp/go ]; do sleep 0.05; done; echo after; echo done"
-    )
+    script = "echo before; while [ ! -f /tmp/go ]; do sleep 0.05; done; echo after; echo done"
     started = sandbox.commands.run(script, background=True)
-    deadline = time.monotonic() + 15
-    while not sandbox.files.exists("/tmp/printed"):
-        assert time.monotonic() < deadline, "the process did not start printing"
-        time.sleep(0.05)
+    # Once the first reader has "before", the service has read it from the sandbox:
+    # a reader connecting now comes after it (a file the script touches would not
+    # say that: its output may still be on its way).
+    first = next(stdout for stdout, _, _ in started if stdout is not None)
+    assert first == "before\n"
     connected = sandbox.commands.connect(started.pid)
     sandbox.files.write("/tmp/go", "")
     seen: list[str] = []
