@@ -134,12 +134,9 @@ async def refuse_websocket(
     """The error as the upgrade's answer (its status and body), or a close frame
     when the server cannot answer an upgrade with a response."""
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        headers = dict(REFUSED_UPGRADE_HEADERS)
-        if status_for(error) == 401:
-            headers["WWW-Authenticate"] = "Bearer"
-        await websocket.send_denial_response(
-            error_response(status_for(error), error.to_dict(), headers)
-        )
+        status = status_for(error)
+        headers = {**REFUSED_UPGRADE_HEADERS, **_challenge(status)}
+        await websocket.send_denial_response(error_response(status, error.to_dict(), headers))
     else:
         await websocket.close(code=close_code, reason=str(error)[:120])
 
@@ -147,8 +144,12 @@ async def refuse_websocket(
 async def siesta_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, SiestaError)
     status = status_for(exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return error_response(status, exc.to_dict(), headers)
+    return error_response(status, exc.to_dict(), _challenge(status))
+
+
+def _challenge(status: int) -> dict[str, str]:
+    """What a 401 tells the client to present (RFC 6750)."""
+    return {"WWW-Authenticate": "Bearer"} if status == 401 else {}
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:
