@@ -262,6 +262,12 @@ class WarmPool:
                 self._provider.lifecycle.destroy(sandbox_id)
             self._release(sandbox_id, image.key)
             return
+        if image.key not in {enabled.key for enabled in self._catalog.enabled()}:
+            # Withdrawn or rebuilt while it was being made: a trim that ran meanwhile
+            # could not see it, so it must not become a member now.
+            metrics.POOL_DISCARDED.labels(image.ref, "trimmed").inc()
+            self._discard(PoolMember(image.key, sandbox_id, session_id, self._clock()))
+            return
         self._members.add_pool_member(PoolMember(image.key, sandbox_id, session_id, self._clock()))
         metrics.POOL_MADE.labels(image.ref).inc()
 

@@ -141,7 +141,10 @@ def test_reconciliation_trims_members_that_are_gone_or_withdrawn(
     summary = run_reconcile(service)
     assert gone in summary["actions"]["pool_members_trimmed"]["ids"]
     assert "orphans_removed" not in summary["actions"]  # members are no orphans
-    # Operators withdraw debian-base (in the live catalog): its members go.
+    # The pool fills again; then operators withdraw debian-base (in the live catalog):
+    # its members go, and none is made while it is withdrawn.
+    assert wait_until(lambda: sum(ready(service).values()) == 3, timeout=60)
+    assert ready(service).get("debian-base", 0) >= 1
     withdrawn = service.client.post(
         "/v1/admin/images/debian-base:1/state", headers=headers(), json={"state": "disabled"}
     )
@@ -150,6 +153,8 @@ def test_reconciliation_trims_members_that_are_gone_or_withdrawn(
     trimmed = summary["actions"].get("pool_members_trimmed", {}).get("ids", [])
     assert trimmed  # debian-base had members
     assert all(name not in containers(docker_client, labels) for name in trimmed)
+    assert wait_until(lambda: ready(service).get("python") == 2, timeout=60)
+    assert ready(service).get("debian-base", 0) == 0
 
 
 def test_a_conversation_takes_the_hosts_last_slot_from_a_pool_member(

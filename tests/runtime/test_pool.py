@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.images.catalog import CatalogImage, ImageCatalog
+from runtime.images.catalog import CatalogContents, CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.pool import WarmPool
@@ -43,6 +43,7 @@ def make_pool(
     clock: ManualClock,
     gate: MakeGate | None = None,
     capacity: CapacitySettings | None = None,
+    catalog: ImageCatalog | None = None,
     **settings: object,
 ) -> WarmPool:
     pool_settings = PoolSettings.model_validate(
@@ -52,7 +53,7 @@ def make_pool(
         store.pool,
         store.capacity,
         provider,
-        ImageCatalog([IMAGE], tmp_path),
+        catalog or ImageCatalog([IMAGE], tmp_path),
         pool_settings,
         capacity or CapacitySettings(host_id="h"),
         gate or MakeGate(concurrency=2, queue_limit=10),
@@ -148,3 +149,21 @@ def test_a_disabled_pool_makes_nothing_and_notes_nothing(
     assert pool.refill() == 0 and pool.claim(IMAGE) is None
     assert store.pool.pool_arrivals(IMAGE.key, since=0) == []
     assert provider.lifecycle.list_sandboxes() == []
+
+
+def test_a_member_whose_image_is_withdrawn_while_it_is_made_never_joins_the_pool(
+    tmp_path: Path, store: Stores, provider: FakeProvider
+) -> None:
+    # The catalog as the store holds it: an operator disables the image meanwhile.
+    live = [IMAGE]
+    catalog = ImageCatalog.live(lambda: CatalogContents(live, {}), tmp_path)
+    pool = make_pool(tmp_path, store, provider, ManualClock(), catalog=catalog)
+    launched: list[Callable[[], None]] = []
+    assert pool.refill_step(launched.append) == 2  # two members on their way
+    live[:] = [IMAGE.model_copy(update={"enabled": False})]
+    assert pool.trim() == []  # nothing ready to trim yet
+    for make in launched:
+        make()
+    assert ready(store) == 0
+    assert provider.lifecycle.list_sandboxes() == []
+    assert store.capacity.slot_members("pool") == []  # their slots were given back
