@@ -196,7 +196,7 @@ class WarmPool:
     def trim(self, dry_run: bool = False) -> list[str]:
         """Members that must go: their image is no longer enabled, or their sandbox
         is gone or was changed underneath (not paused). Returns their sandbox ids."""
-        enabled = {image.key for image in self._catalog.enabled()} if self.enabled else set()
+        enabled = self._enabled_keys() if self.enabled else set()
         removed = []
         members = self._members.pool_members()
         ready = {member.sandbox_id for member in members}
@@ -223,6 +223,10 @@ class WarmPool:
         ready = {member.sandbox_id for member in self._members.pool_members()}
         making = {m.removeprefix(SLOT_PREFIX) for m in self._slots.slot_members("pool")}
         return ready | making
+
+    def _enabled_keys(self) -> set[str]:
+        """The builds a member may be of: the current build of every enabled version."""
+        return {image.key for image in self._catalog.enabled()}
 
     # -- making and discarding members -----------------------------------------------
 
@@ -262,13 +266,14 @@ class WarmPool:
                 self._provider.lifecycle.destroy(sandbox_id)
             self._release(sandbox_id, image.key)
             return
-        if image.key not in {enabled.key for enabled in self._catalog.enabled()}:
+        member = PoolMember(image.key, sandbox_id, session_id, self._clock())
+        if image.key not in self._enabled_keys():
             # Withdrawn or rebuilt while it was being made: a trim that ran meanwhile
             # could not see it, so it must not become a member now.
             metrics.POOL_DISCARDED.labels(image.ref, "trimmed").inc()
-            self._discard(PoolMember(image.key, sandbox_id, session_id, self._clock()))
+            self._discard(member)
             return
-        self._members.add_pool_member(PoolMember(image.key, sandbox_id, session_id, self._clock()))
+        self._members.add_pool_member(member)
         metrics.POOL_MADE.labels(image.ref).inc()
 
     def _shrink(self, ready: list[PoolMember], surplus: int) -> None:
