@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path, Request, WebSocket
@@ -15,8 +16,10 @@ from runtime.core import logs
 from runtime.core.auth import Caller
 from runtime.core.context import CallContext, RetryKey
 from runtime.core.errors import ForbiddenScope, MissingContext, Unauthorized
+from runtime.core.records import ToolExecution
 from runtime.core.settings import Scope
 from runtime.services import Services
+from runtime.tools.door import door_call
 
 
 def get_services(request: Request) -> Services:
@@ -74,6 +77,7 @@ def _check_scope(caller: Caller, scope: Scope) -> None:
 def call_context(
     request: Request,
     conversation_id: Annotated[str, Path()],
+    caller: CallerDep,
     x_siesta_org: Annotated[str | None, Header()] = None,
     x_siesta_user: Annotated[str | None, Header()] = None,
     x_siesta_agent: Annotated[str | None, Header()] = None,
@@ -106,6 +110,7 @@ def call_context(
 ) -> CallContext:
     ctx = _context(
         conversation_id,
+        caller,
         {
             "x-siesta-org": x_siesta_org,
             "x-siesta-user": x_siesta_user,
@@ -121,9 +126,16 @@ def call_context(
 
 
 def _context(
-    conversation_id: str, headers: Mapping[str, str | None], retry: RetryKey | None = None
+    conversation_id: str,
+    caller: Caller,
+    headers: Mapping[str, str | None],
+    retry: RetryKey | None = None,
 ) -> CallContext:
-    org, user = headers.get("x-siesta-org"), headers.get("x-siesta-user")
+    """The call's context, its org and user as the caller's token allows them (a bound
+    token's own when the header is absent; 403 when it names another)."""
+    named_org = headers.get("x-siesta-org")
+    org = caller.org_for(named_org) if named_org or caller.org else None
+    user = caller.user_for(headers.get("x-siesta-user"))
     missing = [
         name for name, value in (("X-Siesta-Org", org), ("X-Siesta-User", user)) if not value
     ]
@@ -144,14 +156,16 @@ def _context(
     )
 
 
-def websocket_context(websocket: WebSocket, conversation_id: str, scope: Scope) -> CallContext:
-    """A WebSocket route's caller checked as ``requires(scope)`` and ``ContextDep``
-    check an HTTP route's: the same bearer token and context headers."""
+def websocket_context(
+    websocket: WebSocket, conversation_id: str, scope: Scope
+) -> tuple[Caller, CallContext]:
+    """A WebSocket route's caller and context, checked as ``requires(scope)`` and
+    ``ContextDep`` check an HTTP route's: the same bearer token and context headers."""
     services: Services = websocket.app.state.services
     scheme, _, token = websocket.headers.get("authorization", "").partition(" ")
     caller = _identify(services, token.strip() if scheme.lower() == "bearer" else "")
     _check_scope(caller, scope)
-    return services.agents.bind(_context(conversation_id, websocket.headers))
+    return caller, services.agents.bind(_context(conversation_id, caller, websocket.headers))
 
 
 def _host_list(header: str | None) -> tuple[str, ...] | None:
@@ -166,14 +180,54 @@ ContextDep = Annotated[CallContext, Depends(call_context)]
 
 def conversation_context(
     conversation_id: Annotated[str, Path()],
+    caller: CallerDep,
     x_siesta_org: Annotated[str | None, Header()] = None,
     x_siesta_user: Annotated[str | None, Header()] = None,
 ) -> CallContext:
     """The conversation alone, for routes about the conversation rather than a call
     of its agent (no agent, image, egress or sub-agent headers: they would not apply)."""
-    return _context(conversation_id, {"x-siesta-org": x_siesta_org, "x-siesta-user": x_siesta_user})
+    headers = {"x-siesta-org": x_siesta_org, "x-siesta-user": x_siesta_user}
+    return _context(conversation_id, caller, headers)
+
+
+def org_context(
+    caller: CallerDep,
+    x_siesta_org: Annotated[
+        str | None,
+        Header(description="The org the call acts in (a token bound to one org: that org)"),
+    ] = None,
+) -> str:
+    """The org of a route about the org's things (agents, banks, approvals, the log),
+    as the caller's token allows it."""
+    return caller.org_for(x_siesta_org)
+
+
+OrgDep = Annotated[str, Depends(org_context)]
+
+
+def every_org(what: str) -> list[Any]:
+    """Router dependencies of a deployment-wide route: refused to a bound token."""
+
+    async def check(caller: CallerDep) -> None:
+        caller.every_org(what)
+
+    return [Depends(check)]
 
 
 ConversationDep = Annotated[CallContext, Depends(conversation_context)]
+
+
+def through_door(
+    services: Services,
+    ctx: CallContext,
+    requested_by: str,
+    function: str,
+    arguments: Mapping[str, Any],
+    content: bytes = b"",
+) -> AbstractContextManager[ToolExecution]:
+    """A programmatic face's call at the door (``runtime/tools/door.py``): policy and log."""
+    return services.tools.through_door(ctx, door_call(function, arguments, content), requested_by)
+
+
 Authenticated = [Depends(authenticate)]
 """Any valid token, whatever its scopes."""

@@ -43,6 +43,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
     "forbidden_scope": 403,
+    "org_not_allowed": 403,
+    "user_not_allowed": 403,
     "self_approval_not_allowed": 403,
     "network_rule_outside_allowlist": 403,  # a sandbox's rules only narrow the deployment's
     "not_found": 404,

@@ -148,6 +148,7 @@ def _check(services: Services, request: Request) -> McpCaller:
     ctx = call_context(
         request,
         conversation,
+        caller,
         x_siesta_org=headers.get("x-siesta-org"),
         x_siesta_user=headers.get("x-siesta-user"),
         x_siesta_agent=headers.get("x-siesta-agent"),

@@ -7,6 +7,7 @@ and handed what it needs; the parts themselves live in their packages.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
 from runtime.core.errors import SessionBusy
 from runtime.core.network_rules import Allowlist
-from runtime.core.records import SessionRecord, SessionStatus, conversation_key
+from runtime.core.records import IdempotencyClaim, SessionRecord, SessionStatus, conversation_key
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
 from runtime.e2b.sandboxes import E2bSandboxes
@@ -349,7 +350,15 @@ class Services:
             approvals=rules,
             deployment_policies=tools.function_policies,
             org_floor=tools.org_floor,
+            redeem=self._redeem_grant,
         )
+
+    def _redeem_grant(self, approval_id: str, ttl: float) -> bool:
+        """Take an approved door call's grant, once across instances: a claim on a key
+        of the approval's own (``door.py``)."""
+        key = f"door-grant/{approval_id}"
+        claimed = self.stores.idempotency.claim_key(key, "grant", uuid.uuid4().hex, ttl, ttl=ttl)
+        return isinstance(claimed, IdempotencyClaim)
 
     def delete_conversation(self, ctx: CallContext) -> dict[str, Any]:
         """Cancel the conversation's approvals and forget its executions, tear down

@@ -67,17 +67,21 @@ APPROVER_TOKEN = "approver-token-" + uuid.uuid4().hex
 """A token with only the ``approve`` scope (see ``tokens_setting``)."""
 
 
-def tokens_setting(*tokens: tuple[str, str, list[str]] | tuple[str, str, list[str], str]) -> str:
-    """``SIESTA_TOKENS`` for (name, token, scopes[, org]) entries: digests, never the tokens."""
+def tokens_setting(
+    *tokens: tuple[str, str, list[str]] | tuple[str, str, list[str], str | dict[str, Any]],
+) -> str:
+    """``SIESTA_TOKENS`` for (name, token, scopes[, org or more fields]) entries: digests,
+    never the tokens."""
     return json.dumps(
         [
             {
                 "name": name,
                 "sha256": hashlib.sha256(token.encode()).hexdigest(),
                 "scopes": scopes,
-                **({"org": org[0]} if org else {}),
+                **({"org": more[0]} if more and isinstance(more[0], str) else {}),
+                **(more[0] if more and isinstance(more[0], dict) else {}),
             }
-            for name, token, scopes, *org in tokens
+            for name, token, scopes, *more in tokens
         ]
     )
 

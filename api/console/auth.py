@@ -41,9 +41,14 @@ def _digest(value: str) -> str:
 
 
 def admin_caller(services: Services, token: str) -> Caller | None:
-    """The caller whose token this is, when it has the ``admin`` scope."""
+    """The caller whose token this is, when it has the ``admin`` scope and is bound to
+    no org (the console shows and changes every org's sandboxes and approvals)."""
     caller = services.tokens.identify(token) if token else None
-    return caller if caller is not None and caller.may(SCOPE) else None
+    return caller if caller is not None and _console_capable(caller) else None
+
+
+def _console_capable(caller: Caller) -> bool:
+    return caller.may(SCOPE) and not caller.bound
 
 
 def open_session(
@@ -81,7 +86,7 @@ def live_session(
     if session is None:
         return None
     caller = services.tokens.by_digest(session.token_digest)
-    if caller is None or caller.name != session.token_name or not caller.may(SCOPE):
+    if caller is None or caller.name != session.token_name or not _console_capable(caller):
         store.delete_console_session(session.id_digest)
         return None
     return session

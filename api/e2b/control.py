@@ -56,7 +56,10 @@ def caller_of(request: Request) -> tuple[Caller, str]:
     if not caller.may("sandbox"):
         raise refuse(403, f"the token {caller.name!r} lacks the 'sandbox' scope")
     logs.CALLER.set(caller.name)
-    return caller, caller.org or services.settings.e2b.default_org
+    org = caller.org or services.settings.e2b.default_org
+    if not caller.allows_org(org):  # a token of other orgs than the default, none of them one
+        raise refuse(403, str(caller.not_allowed(org)))
+    return caller, org
 
 
 def handler(run: Handler) -> Handler:

@@ -15,12 +15,15 @@ import base64
 import binascii
 import hmac
 import re
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
 from runtime.core.records import E2bSandbox
 from runtime.e2b.sandboxes import E2bSandboxes
@@ -41,7 +44,22 @@ class EnvdCall:
         relative paths from the user's home."""
         return AsUser(E2bSandboxes.context(self.sandbox), self.user)
 
+    def at_door(
+        self,
+        services: Services,
+        function: str,
+        arguments: Mapping[str, Any],
+        run: Callable[[], T],
+        content: bytes = b"",
+    ) -> T:
+        """``run`` as the door function ``function`` of the sandbox's conversation,
+        asked for by the token that made the sandbox (its policy, its log entry)."""
+        ctx = E2bSandboxes.context(self.sandbox)
+        with through_door(services, ctx, self.sandbox.owner, function, arguments, content):
+            return run()
 
+
+T = TypeVar("T")
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 CALL: ContextVar[EnvdCall] = ContextVar("e2b_envd_call")
 """Set by the dispatcher for the services and routes it calls (same task)."""

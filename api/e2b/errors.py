@@ -26,6 +26,7 @@ E2B_STATUS_BY_CODE = {
     "too_many_processes": 429,
     "unknown_user": 401,
     "permission_denied": 403,
+    "approval_required": 403,  # a 202 would read as done: the message names the approval
     "not_enough_space": 507,
     "not_a_file": 400,
 }

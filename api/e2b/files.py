@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from api.e2b.envd import CALL, checked_user
+from api.e2b.envd import CALL, EnvdCall, checked_user
 from api.e2b.errors import e2b_error, refuse
 from runtime.core.errors import Cancelled
 from runtime.sandbox.user_files import AsUser, Written
@@ -89,10 +89,16 @@ async def download(request: Request) -> Response:
         return e2b_error(exc)
     services = _services(request)
     handoff = _Handoff()
+    call = CALL.get()
 
     def read() -> None:
         try:
-            services.user_files.read(who, path, handoff.put)
+            call.at_door(
+                services,
+                "downloadFile",
+                {"path": path},
+                lambda: services.user_files.read(who, path, handoff.put),
+            )
         except Cancelled:
             return
         except Exception as exc:
@@ -131,6 +137,7 @@ async def upload(request: Request) -> Response:
 
 async def _upload(request: Request) -> list[Written]:
     who = _who(request)
+    call = CALL.get()
     services = _services(request)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
@@ -176,7 +183,12 @@ async def _upload(request: Request) -> list[Written]:
             return from_thread.run(next_chunk)
 
         written = await to_thread.run_sync(
-            lambda: services.user_files.write(who, path, _once_none(chunks))
+            lambda: call.at_door(
+                services,
+                "uploadFile",
+                {"path": path},
+                lambda: services.user_files.write(who, path, _once_none(chunks)),
+            )
         )
         return [written]
     raise refuse(
@@ -186,6 +198,7 @@ async def _upload(request: Request) -> list[Written]:
 
 async def _write_parts(request: Request, parts: list[Any], who: AsUser) -> list[Written]:
     services = _services(request)
+    call = CALL.get()
     single_path = request.query_params.get("path")
     uploads = [part for part in parts if isinstance(part, UploadFile)]
     if not uploads:
@@ -200,8 +213,17 @@ async def _write_parts(request: Request, parts: list[Any], who: AsUser) -> list[
     written = []
     for part, path in zip(uploads, paths, strict=True):
         assert path is not None
-        written.append(await to_thread.run_sync(_write_part, services, who, path, part.file))
+        written.append(await to_thread.run_sync(_write_at_door, services, call, who, path, part))
     return written
+
+
+def _write_at_door(
+    services: Services, call: EnvdCall, who: AsUser, path: str, part: UploadFile
+) -> Written:
+    """One part's file written as ``uploadFile`` at the door."""
+    return call.at_door(
+        services, "uploadFile", {"path": path}, lambda: _write_part(services, who, path, part.file)
+    )
 
 
 def _write_part(services: Services, who: AsUser, path: str, source: Any) -> Written:

@@ -86,6 +86,9 @@ class FilesystemService(Filesystem):
     def __init__(self, services: Callable[[], Services]) -> None:
         self._get_services = services
 
+    def _services(self) -> Services:
+        return self._get_services()
+
     @property
     def _fs(self) -> filesystem.SandboxFilesystem:
         return self._get_services().filesystem
@@ -94,7 +97,14 @@ class FilesystemService(Filesystem):
         self, request: StatRequest, ctx: RequestContext[StatRequest, StatResponse]
     ) -> StatResponse:
         call = CALL.get()
-        entry = await in_thread(lambda: self._fs.stat(call.who, request.path))
+        entry = await in_thread(
+            lambda: call.at_door(
+                self._services(),
+                "statPath",
+                {"path": request.path},
+                lambda: self._fs.stat(call.who, request.path),
+            )
+        )
         return StatResponse(entry=entry_info(entry))
 
     async def list_dir(
@@ -102,14 +112,28 @@ class FilesystemService(Filesystem):
     ) -> ListDirResponse:
         call = CALL.get()
         depth = request.depth or 1
-        entries = await in_thread(lambda: self._fs.list_dir(call.who, request.path, depth))
+        entries = await in_thread(
+            lambda: call.at_door(
+                self._services(),
+                "listDirectory",
+                {"path": request.path, "depth": depth},
+                lambda: self._fs.list_dir(call.who, request.path, depth),
+            )
+        )
         return ListDirResponse(entries=[entry_info(entry) for entry in entries])
 
     async def make_dir(
         self, request: MakeDirRequest, ctx: RequestContext[MakeDirRequest, MakeDirResponse]
     ) -> MakeDirResponse:
         call = CALL.get()
-        entry = await in_thread(lambda: self._fs.make_dir(call.who, request.path))
+        entry = await in_thread(
+            lambda: call.at_door(
+                self._services(),
+                "makeDirectory",
+                {"path": request.path},
+                lambda: self._fs.make_dir(call.who, request.path),
+            )
+        )
         return MakeDirResponse(entry=entry_info(entry))
 
     async def move(
@@ -117,7 +141,12 @@ class FilesystemService(Filesystem):
     ) -> MoveResponse:
         call = CALL.get()
         entry = await in_thread(
-            lambda: self._fs.move(call.who, request.source, request.destination)
+            lambda: call.at_door(
+                self._services(),
+                "movePath",
+                {"source": request.source, "destination": request.destination},
+                lambda: self._fs.move(call.who, request.source, request.destination),
+            )
         )
         return MoveResponse(entry=entry_info(entry))
 
@@ -125,7 +154,14 @@ class FilesystemService(Filesystem):
         self, request: RemoveRequest, ctx: RequestContext[RemoveRequest, RemoveResponse]
     ) -> RemoveResponse:
         call = CALL.get()
-        await in_thread(lambda: self._fs.remove(call.who, request.path))
+        await in_thread(
+            lambda: call.at_door(
+                self._services(),
+                "removePath",
+                {"path": request.path},
+                lambda: self._fs.remove(call.who, request.path),
+            )
+        )
         return RemoveResponse()
 
     async def create_watcher(
@@ -135,7 +171,12 @@ class FilesystemService(Filesystem):
     ) -> CreateWatcherResponse:
         call = CALL.get()
         watcher = await in_thread(
-            lambda: self._fs.create_watcher(call.who, request.path, request.recursive)
+            lambda: call.at_door(
+                self._services(),
+                "watchDirectory",
+                {"path": request.path, "recursive": request.recursive},
+                lambda: self._fs.create_watcher(call.who, request.path, request.recursive),
+            )
         )
         return CreateWatcherResponse(watcher_id=watcher.id)
 
@@ -165,7 +206,12 @@ class FilesystemService(Filesystem):
     ) -> AsyncIterator[WatchDirResponse]:
         call = CALL.get()
         watcher = await in_thread(
-            lambda: self._fs.create_watcher(call.who, request.path, request.recursive)
+            lambda: call.at_door(
+                self._services(),
+                "watchDirectory",
+                {"path": request.path, "recursive": request.recursive},
+                lambda: self._fs.create_watcher(call.who, request.path, request.recursive),
+            )
         )
         try:
             start: Oneof[Literal["start"], WatchDirResponse.StartEvent] = Oneof(

@@ -168,18 +168,30 @@ class ProcessService(Process):
         )
         reader = self._reader()
         timeout_ms = ctx.timeout_ms
+        shown = {
+            "cmd": config.cmd,
+            "args": config.args,
+            "cwd": config.cwd,
+            "user": call.user,
+            "env": sorted(config.envs),  # names only: values may be secrets
+        }
         process = await in_thread(
-            lambda: self._table.start(
-                E2bSandboxes.context(call.sandbox),
-                config,
-                user=call.user,
-                env_vars=call.sandbox.env_vars,
-                tag=request.tag if request.has_field("tag") else None,
-                # Missing means true: SDKs before envd 0.3.0 never sent it.
-                stdin=request.stdin if request.has_field("stdin") else True,
-                pty=pty,
-                timeout_ms=int(timeout_ms) if timeout_ms else None,
-                first_reader=reader,
+            lambda: call.at_door(
+                self._services,
+                "startProcess",
+                shown,
+                lambda: self._table.start(
+                    E2bSandboxes.context(call.sandbox),
+                    config,
+                    user=call.user,
+                    env_vars=call.sandbox.env_vars,
+                    tag=request.tag if request.has_field("tag") else None,
+                    # Missing means true: SDKs before envd 0.3.0 never sent it.
+                    stdin=request.stdin if request.has_field("stdin") else True,
+                    pty=pty,
+                    timeout_ms=int(timeout_ms) if timeout_ms else None,
+                    first_reader=reader,
+                ),
             )
         )
         async for event in self._events(process, reader, self._keepalive(ctx.request_headers)):
@@ -232,7 +244,17 @@ class ProcessService(Process):
                 Code.FAILED_PRECONDITION, "stdin not enabled or closed for this process"
             )
         data = bytes(chosen.value)
-        await in_thread(lambda: process.handle.write(data))
+        shown = {"pid": process.pid, "bytes": len(data)}
+        call = CALL.get()
+        await in_thread(
+            lambda: call.at_door(
+                self._services,
+                "writeProcessInput",
+                shown,
+                lambda: process.handle.write(data),
+                data,
+            )
+        )
 
     async def stream_input(
         self,
@@ -261,7 +283,15 @@ class ProcessService(Process):
         signo = SIGNALS.get(request.signal)
         if signo is None:
             raise ConnectError(Code.INVALID_ARGUMENT, f"unknown signal {request.signal}")
-        await in_thread(lambda: self._table.signal(process, signo))
+        shown = {"pid": process.pid, "signal": request.signal}
+        await in_thread(
+            lambda: CALL.get().at_door(
+                self._services,
+                "stopProcess",
+                shown,
+                lambda: self._table.signal(process, signo),
+            )
+        )
         return SendSignalResponse()
 
     async def update(

@@ -27,6 +27,8 @@ CODES = {
     "provider_unavailable": Code.UNAVAILABLE,
     "session_busy": Code.ABORTED,
     "lease_expired": Code.ABORTED,
+    "function_not_available": Code.PERMISSION_DENIED,
+    "approval_required": Code.FAILED_PRECONDITION,  # the message names the approval
 }
 
 

@@ -15,14 +15,14 @@ from fastapi import APIRouter, Query, Request
 from siesta_contract.admin import AuditEntryPublic, AuditPage, ReconcileReportPublic
 
 from api import audit
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, ServicesDep, every_org, requires
 from api.responses import COMMON, error_responses
 from runtime.core.operator_records import AuditFilter
 
 router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
-    dependencies=requires("admin"),
+    dependencies=[*requires("admin"), *every_org("the operators' routes")],
     responses=error_responses(*COMMON),
 )
 

@@ -33,7 +33,7 @@ from siesta_contract.admin import (
 )
 
 from api.audit import api_actor
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, ServicesDep, every_org, requires
 from api.responses import COMMON, error_responses
 from api.streaming import KEEPALIVE, SSE_CONTENT
 from runtime.admin.images import CatalogAdmin
@@ -45,7 +45,7 @@ BUILD_POLL_SECONDS = 0.25
 
 router = APIRouter(
     tags=["admin"],
-    dependencies=requires("admin"),
+    dependencies=[*requires("admin"), *every_org("the image catalog")],
     responses=error_responses(*COMMON),
 )
 ImageRef = Annotated[

@@ -21,9 +21,8 @@ from siesta_contract.agents import (
     RegisteredAgentsPublic,
 )
 
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, OrgDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
-from api.routes.tools import OrgHeader, org_of
 from runtime.core.records import AgentRecord
 
 router = APIRouter(
@@ -35,11 +34,8 @@ router = APIRouter(
 
 
 @router.get("")
-async def list_agents(
-    services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> RegisteredAgentsPublic:
+async def list_agents(services: ServicesDep, org: OrgDep) -> RegisteredAgentsPublic:
     """The org's registered agents, by id."""
-    org = org_of(x_siesta_org)
     found = await to_thread.run_sync(lambda: services.agents.list(org))
     return RegisteredAgentsPublic(agents=[public(record) for record in found])
 
@@ -49,31 +45,24 @@ async def register_agent(
     body: AgentRegistration,
     services: ServicesDep,
     caller: CallerDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
 ) -> RegisteredAgentPublic:
     """Register the agent's configuration (the catalog's ``agent`` body), or replace
     the one of the same ``id``: calls that name it from now on run under this one.
     409 ``agent_limit_reached`` at ``SIESTA_TOOLS__MAX_REGISTERED_AGENTS`` per org."""
-    org = org_of(x_siesta_org)
     record = await to_thread.run_sync(lambda: services.agents.put(org, body, caller.name))
     return public(record)
 
 
 @router.get("/{agent_id}")
-async def get_agent(
-    agent_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> RegisteredAgentPublic:
-    org = org_of(x_siesta_org)
+async def get_agent(agent_id: str, services: ServicesDep, org: OrgDep) -> RegisteredAgentPublic:
     return public(await to_thread.run_sync(lambda: services.agents.get(org, agent_id)))
 
 
 @router.delete("/{agent_id}", status_code=204)
-async def delete_agent(
-    agent_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> Response:
+async def delete_agent(agent_id: str, services: ServicesDep, org: OrgDep) -> Response:
     """Forget the registration: calls that name the agent get the deployment's and
     org's floors again (held calls keep the configuration they were held under)."""
-    org = org_of(x_siesta_org)
     await to_thread.run_sync(lambda: services.agents.delete(org, agent_id))
     return Response(status_code=204)
 

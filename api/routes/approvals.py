@@ -14,9 +14,8 @@ from fastapi import APIRouter, Query
 
 from siesta_contract.tools import ApprovalPublic, ApprovalsPublic, Decision, ExecutionOutcome
 
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, OrgDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
-from api.routes.tools import OrgHeader, org_of
 
 router = APIRouter(
     prefix="/v1/tools/approvals",
@@ -29,27 +28,25 @@ router = APIRouter(
 @router.get("")
 def list_approvals(
     services: ServicesDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
     conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> ApprovalsPublic:
     """The org's calls waiting for a decision, oldest first: who asked, when each
     expires, which rule asked, and the arguments (texts over 4,096 characters cut here;
     ``GET .../approvals/{id}`` has them complete)."""
-    found = services.tools.approvals(org_of(x_siesta_org), conversation_id, limit)
+    found = services.tools.approvals(org, conversation_id, limit)
     return ApprovalsPublic.model_validate({"approvals": found})
 
 
 @router.get("/{approval_id}")
-def get_approval(
-    approval_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> ApprovalPublic:
+def get_approval(approval_id: str, services: ServicesDep, org: OrgDep) -> ApprovalPublic:
     """One call waiting for a decision, with the complete arguments that run once it
     is approved (only values under secret-looking keys masked: ``maskedKeys``).
 
     404 for an id the org does not have; 409 when it was decided already; 410 when it
     expired or its conversation was deleted."""
-    found = services.tools.approval(org_of(x_siesta_org), approval_id)
+    found = services.tools.approval(org, approval_id)
     return ApprovalPublic.model_validate(found)
 
 
@@ -59,7 +56,7 @@ async def decide(
     body: Decision,
     services: ServicesDep,
     caller: CallerDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
 ) -> ExecutionOutcome:
     """Approve (the call runs, once) or deny a call that waits for approval.
 
@@ -68,7 +65,6 @@ async def decide(
     (``approval_cancelled``: nothing runs); 403 when the token that asked for the call
     decides it and the deployment does not allow that.
     """
-    org = org_of(x_siesta_org)
     result = await to_thread.run_sync(
         lambda: services.tools.decide(
             org, approval_id, body.decision == "approve", body.by, caller.name

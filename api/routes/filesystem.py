@@ -14,10 +14,12 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from siesta_contract.filesystem import (
     FsChange,
@@ -31,11 +33,13 @@ from siesta_contract.filesystem import (
     FsWatcher,
 )
 
-from api.deps import ContextDep, ServicesDep, requires
+from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.responses import SANDBOX, error_responses
 from api.streaming import KEEPALIVE, SSE_CONTENT
+from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
+from runtime.core.records import ToolExecution
 from runtime.providers.base import WORKSPACE
 from runtime.sandbox.filesystem import Change, Entry, Watcher
 from runtime.sandbox.user_files import AsUser
@@ -44,7 +48,7 @@ from runtime.services import Services
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/sandbox/fs",
     tags=["filesystem"],
-    dependencies=requires("sandbox"),
+    dependencies=requires("shell"),
     responses=error_responses(*SANDBOX, 507),
 )
 WATCH_POLL_SECONDS = 0.1
@@ -81,46 +85,66 @@ def _entry(entry: Entry) -> FsEntry:
 
 
 @router.post("/stat", response_model=FsEntry)
-def stat(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+def stat(body: FsPathArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep) -> FsEntry:
     """What is at ``path`` (a symlink itself, not what it points to)."""
-    return _entry(services.filesystem.stat(_as(ctx, body.user), body.path))
+    with _door(services, ctx, caller, "statPath", body):
+        return _entry(services.filesystem.stat(_as(ctx, body.user), body.path))
 
 
 @router.post("/list", response_model=FsEntries)
-def list_dir(body: FsListArgs, ctx: ContextDep, services: ServicesDep) -> FsEntries:
+def list_dir(
+    body: FsListArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+) -> FsEntries:
     """The entries under a folder, ``depth`` levels down."""
-    found = services.filesystem.list_dir(_as(ctx, body.user), body.path, body.depth)
+    with _door(services, ctx, caller, "listDirectory", body):
+        found = services.filesystem.list_dir(_as(ctx, body.user), body.path, body.depth)
     return FsEntries(entries=[_entry(entry) for entry in found])
 
 
 @router.post("/mkdir", status_code=201, response_model=FsEntry)
-def make_dir(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+def make_dir(
+    body: FsPathArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+) -> FsEntry:
     """Make a folder and those on the way (``already_exists`` when it exists)."""
-    return _entry(services.filesystem.make_dir(_as(ctx, body.user), body.path))
+    with _door(services, ctx, caller, "makeDirectory", body):
+        return _entry(services.filesystem.make_dir(_as(ctx, body.user), body.path))
 
 
 @router.post("/move", response_model=FsEntry)
-def move(body: FsMoveArgs, ctx: ContextDep, services: ServicesDep) -> FsEntry:
+def move(body: FsMoveArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep) -> FsEntry:
     """Rename or move a file or folder; answers what is at the destination."""
     who = _as(ctx, body.user)
-    return _entry(services.filesystem.move(who, body.source, body.destination))
+    with _door(services, ctx, caller, "movePath", body):
+        return _entry(services.filesystem.move(who, body.source, body.destination))
 
 
 @router.post("/remove", status_code=204, response_class=Response)
-def remove(body: FsPathArgs, ctx: ContextDep, services: ServicesDep) -> Response:
+def remove(body: FsPathArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep) -> Response:
     """Remove a file or a folder with everything in it (nothing there: fine)."""
-    services.filesystem.remove(_as(ctx, body.user), body.path)
+    with _door(services, ctx, caller, "removePath", body):
+        services.filesystem.remove(_as(ctx, body.user), body.path)
     return Response(status_code=204)
 
 
 @router.post("/watchers", status_code=201, response_model=FsWatcher)
-def create_watcher(body: FsWatchArgs, ctx: ContextDep, services: ServicesDep) -> FsWatcher:
+def create_watcher(
+    body: FsWatchArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+) -> FsWatcher:
     """Watch a folder (and, ``recursive``, every folder under it, those made later too):
     its changes from now on are kept until read. A watcher nobody reads for five
     minutes is stopped."""
     who = _as(ctx, body.user)
-    watcher = services.filesystem.create_watcher(who, body.path, body.recursive)
+    with _door(services, ctx, caller, "watchDirectory", body):
+        watcher = services.filesystem.create_watcher(who, body.path, body.recursive)
     return FsWatcher(id=watcher.id, path=body.path)
+
+
+def _door(
+    services: Services, ctx: CallContext, caller: Caller, function: str, body: BaseModel
+) -> AbstractContextManager[ToolExecution]:
+    """The route's call at the door, its body (paths, never contents) in the log."""
+    shown = body.model_dump(mode="json", exclude_none=True)
+    return through_door(services, ctx, caller.name, function, shown)
 
 
 @router.get(

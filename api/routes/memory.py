@@ -19,9 +19,8 @@ from siesta_contract.memory import (
 )
 
 from api import audit
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, OrgDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
-from api.routes.tools import OrgHeader, org_of
 from runtime.core.records import MemoryBank
 from runtime.memory.banks import bank_info
 
@@ -36,11 +35,10 @@ async def create_bank(
     services: ServicesDep,
     caller: CallerDep,
     request: Request,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
 ) -> MemoryBankPublic:
     """A new, empty bank of the org. 409 ``memory_limit_reached`` at the org's limit
     (``SIESTA_MEMORY__MAX_BANKS_PER_ORG``)."""
-    org = org_of(x_siesta_org)
     bank = await to_thread.run_sync(lambda: services.memory.create(org, body))
     target = f"{org}/{bank.bank_id}"
     await to_thread.run_sync(
@@ -50,18 +48,14 @@ async def create_bank(
 
 
 @router.get("", dependencies=requires("tools"))
-async def list_banks(services: ServicesDep, x_siesta_org: OrgHeader = None) -> MemoryBanksPublic:
+async def list_banks(services: ServicesDep, org: OrgDep) -> MemoryBanksPublic:
     """The org's banks, oldest first."""
-    org = org_of(x_siesta_org)
     found = await to_thread.run_sync(lambda: services.memory.list(org))
     return MemoryBanksPublic(memoryBanks=[public(bank) for bank in found])
 
 
 @router.get("/{bank_id}", dependencies=requires("tools"))
-async def get_bank(
-    bank_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> MemoryBankPublic:
-    org = org_of(x_siesta_org)
+async def get_bank(bank_id: str, services: ServicesDep, org: OrgDep) -> MemoryBankPublic:
     return public(await to_thread.run_sync(lambda: services.memory.get(org, bank_id)))
 
 
@@ -71,10 +65,9 @@ async def delete_bank(
     services: ServicesDep,
     caller: CallerDep,
     request: Request,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
 ) -> Response:
     """The bank and every entry it holds."""
-    org = org_of(x_siesta_org)
 
     def delete() -> None:
         services.memory.delete(org, bank_id)
@@ -91,12 +84,11 @@ async def add_entry(
     services: ServicesDep,
     caller: CallerDep,
     request: Request,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
 ) -> AddedEntry:
     """An entry written by an operator, whatever the bank's mode (how a ``read_only``
     bank is filled): ``speaker`` in a conversation bank, none in a general one. 409
     ``memory_limit_reached`` when the key holds ``SIESTA_MEMORY__MAX_ENTRIES_PER_KEY``."""
-    org = org_of(x_siesta_org)
 
     def add() -> AddedEntry:
         added = services.memory.add(org, bank_id, body.key, body.content, body.speaker)

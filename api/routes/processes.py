@@ -27,7 +27,7 @@ from siesta_contract.processes import (
     StartProcessArgs,
 )
 
-from api.deps import ContextDep, ServicesDep, requires
+from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.responses import SANDBOX, error_responses
 from api.streaming import SSE_CONTENT
 from runtime.providers.base import WORKSPACE
@@ -38,7 +38,7 @@ from runtime.services import Services
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/sandbox/processes",
     tags=["processes"],
-    dependencies=requires("sandbox"),
+    dependencies=requires("shell"),
     responses=error_responses(*SANDBOX),
 )
 Pid = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -46,26 +46,37 @@ Pid = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 @router.post("", status_code=201, response_model=ProcessPublic)
 async def start_process(
-    body: StartProcessArgs, ctx: ContextDep, services: ServicesDep
+    body: StartProcessArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> ProcessPublic:
-    """Start ``bash -lc command`` and answer once it runs; it goes on after this call."""
+    """Start ``bash -lc command`` and answer once it runs; it goes on after this call.
+    It is ``startProcess`` at the door: it also obeys ``runCommand``'s policy."""
     config = processes.ProcessConfig(
         cmd="/bin/bash",
         args=["-l", "-c", body.command],
         envs=body.env or {},
         cwd=body.cwd or WORKSPACE,
     )
-    process = await to_thread.run_sync(
-        lambda: services.processes.start(
-            ctx,
-            config,
-            user=body.user or "root",
-            tag=body.tag,
-            stdin=body.stdin,
-            timeout_ms=body.timeoutSeconds * 1000 if body.timeoutSeconds else None,
-        )
-    )
-    return public(process)
+    shown = {
+        "command": body.command,
+        "cwd": config.cwd,
+        "user": body.user or "root",
+        "env": sorted(config.envs),  # names only: values may be secrets
+    }
+
+    def start() -> processes.Process:
+        with through_door(services, ctx, caller.name, "startProcess", shown) as entry:
+            process = services.processes.start(
+                ctx,
+                config,
+                user=body.user or "root",
+                tag=body.tag,
+                stdin=body.stdin,
+                timeout_ms=body.timeoutSeconds * 1000 if body.timeoutSeconds else None,
+            )
+            entry.result = {"pid": process.pid}
+        return process
+
+    return public(await to_thread.run_sync(start))
 
 
 @router.get("", response_model=ProcessList)
@@ -123,7 +134,7 @@ def _sse(name: str, data: object) -> str:
 
 @router.post("/{pid}/input", status_code=204, response_class=Response)
 async def write_input(
-    pid: Pid, body: ProcessInputArgs, ctx: ContextDep, services: ServicesDep
+    pid: Pid, body: ProcessInputArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> Response:
     """Write text to its stdin (started with ``stdin: true``); ``eof`` closes it."""
     process = services.processes.find(ctx, pid=pid)
@@ -131,19 +142,31 @@ async def write_input(
         msg = f"process {pid} does not read input (started without stdin, or it was closed)"
         raise StdinClosed(msg, pid=pid)
     data = body.data.encode()
-    if data:
-        await to_thread.run_sync(lambda: process.handle.write(data))
-    if body.eof:
-        process.stdin = False
-        await to_thread.run_sync(process.handle.close_input)
+    shown = {"pid": pid, "bytes": len(data), "eof": body.eof}
+
+    def write() -> None:
+        with through_door(services, ctx, caller.name, "writeProcessInput", shown, data):
+            if data:
+                process.handle.write(data)
+            if body.eof:
+                process.stdin = False
+                process.handle.close_input()
+
+    await to_thread.run_sync(write)
     return Response(status_code=204)
 
 
 @router.post("/{pid}/signal", status_code=204, response_class=Response)
 async def send_signal(
-    pid: Pid, body: ProcessSignalArgs, ctx: ContextDep, services: ServicesDep
+    pid: Pid, body: ProcessSignalArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> Response:
     """Send a signal to its whole process group (``SIGKILL`` ends it at once)."""
     process = services.processes.find(ctx, pid=pid)
-    await to_thread.run_sync(lambda: services.processes.signal(process, SIGNALS[body.signal]))
+    shown = {"pid": pid, "signal": body.signal}
+
+    def signal() -> None:
+        with through_door(services, ctx, caller.name, "stopProcess", shown):
+            services.processes.signal(process, SIGNALS[body.signal])
+
+    await to_thread.run_sync(signal)
     return Response(status_code=204)

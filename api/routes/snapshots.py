@@ -23,9 +23,8 @@ from siesta_contract.snapshots import (
     SnapshotsPublic,
 )
 
-from api.deps import ContextDep, ServicesDep, requires
+from api.deps import ContextDep, OrgDep, ServicesDep, requires
 from api.responses import CONVERSATION, error_responses
-from api.routes.tools import OrgHeader, org_of
 from runtime.core.context import CallContext
 from runtime.core.errors import MissingContext, SiestaError
 from runtime.core.records import SessionRecord, SnapshotRecord
@@ -83,30 +82,23 @@ async def fork(
 @router.get("")
 async def list_snapshots(
     services: ServicesDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
     conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
 ) -> SnapshotsPublic:
     """The org's snapshots, oldest first (``conversationId``: those of one conversation)."""
-    org = org_of(x_siesta_org)
     found = await to_thread.run_sync(lambda: services.snapshots.list(org, conversation_id))
     return SnapshotsPublic(snapshots=[public(record) for record in found])
 
 
 @router.get("/{snapshot_id}")
-async def get_snapshot(
-    snapshot_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> SnapshotPublic:
-    org = org_of(x_siesta_org)
+async def get_snapshot(snapshot_id: str, services: ServicesDep, org: OrgDep) -> SnapshotPublic:
     return public(await to_thread.run_sync(lambda: services.snapshots.get(org, snapshot_id)))
 
 
 @router.delete("/{snapshot_id}", status_code=204)
-async def delete_snapshot(
-    snapshot_id: str, services: ServicesDep, x_siesta_org: OrgHeader = None
-) -> Response:
+async def delete_snapshot(snapshot_id: str, services: ServicesDep, org: OrgDep) -> Response:
     """Delete the snapshot's image and workspace copy. Sandboxes started from it keep
     running: each has its own copy."""
-    org = org_of(x_siesta_org)
     await to_thread.run_sync(lambda: services.snapshots.delete(org, snapshot_id))
     return Response(status_code=204)
 
@@ -116,13 +108,12 @@ async def start_conversation(
     snapshot_id: str,
     body: ConversationFromSnapshot,
     services: ServicesDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
     x_siesta_user: Annotated[str | None, Header()] = None,
     x_siesta_base_image: Annotated[str | None, Header()] = None,
 ) -> ConversationStarted:
     """A new conversation ``conversationId`` (the caller's: ``X-Siesta-User``) whose
     sandbox starts from the snapshot. 409 ``conversation_exists`` when it has a sandbox."""
-    org = org_of(x_siesta_org)
     if not x_siesta_user:
         msg = "starting a conversation needs the X-Siesta-User header"
         raise MissingContext(msg, headers=["X-Siesta-User"])

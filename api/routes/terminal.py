@@ -31,7 +31,7 @@ from starlette.websockets import WebSocketState
 
 from siesta_contract.processes import ProcessUser
 
-from api.deps import websocket_context
+from api.deps import through_door, websocket_context
 from api.errors import refuse_websocket
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
@@ -63,9 +63,11 @@ async def terminal(
     services: Services = websocket.app.state.services
     try:
         # Off the event loop: a registered agent's configuration is read from the store.
-        ctx = await to_thread.run_sync(websocket_context, websocket, conversation_id, "sandbox")
+        caller, ctx = await to_thread.run_sync(
+            websocket_context, websocket, conversation_id, "shell"
+        )
         process = await to_thread.run_sync(
-            lambda: _open(services, ctx, pid, (cols, rows), user, cwd)
+            lambda: _open(services, ctx, caller.name, pid, (cols, rows), user, cwd)
         )
     except SiestaError as error:
         await refuse_websocket(websocket, error, close_code=1008)
@@ -92,21 +94,29 @@ async def terminal(
 def _open(
     services: Services,
     ctx: CallContext,
+    requested_by: str,
     pid: int | None,
     size: tuple[int, int],
     user: str | None,
     cwd: str | None,
 ) -> processes.Process:
-    if pid is None:
-        config = processes.ProcessConfig(
-            SHELL.cmd, SHELL.args, {"TERM": "xterm-256color"}, cwd or WORKSPACE
-        )
-        return services.processes.start(ctx, config, user=user or "root", pty=size)
-    process = services.processes.find(ctx, pid=pid)
-    if not process.terminal:
-        msg = f"process {pid} runs without a terminal: read it at .../processes/{pid}"
-        raise NotATerminal(msg, pid=pid)
-    process.handle.resize(*size)
+    """A new terminal, or one started earlier: either is ``openTerminal`` at the door
+    (and obeys ``runCommand``'s policy: a terminal runs any command). A held one is
+    refused before the upgrade with the approval's id."""
+    shown = {"pid": pid, "user": user or "root", "cwd": cwd or WORKSPACE}
+    with through_door(services, ctx, requested_by, "openTerminal", shown) as entry:
+        if pid is None:
+            config = processes.ProcessConfig(
+                SHELL.cmd, SHELL.args, {"TERM": "xterm-256color"}, cwd or WORKSPACE
+            )
+            process = services.processes.start(ctx, config, user=user or "root", pty=size)
+        else:
+            process = services.processes.find(ctx, pid=pid)
+            if not process.terminal:
+                msg = f"process {pid} runs without a terminal: read it at .../processes/{pid}"
+                raise NotATerminal(msg, pid=pid)
+            process.handle.resize(*size)
+        entry.result = {"pid": process.pid}
     return process
 
 

@@ -25,14 +25,12 @@ from siesta_contract.tools import (
     SystemToolsPublic,
 )
 
-from api.deps import CallerDep, ServicesDep, requires
+from api.deps import CallerDep, OrgDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
 from api.streaming import SSE_CONTENT, event_stream
 from runtime.core.context import check_id
 from runtime.core.errors import (
-    InvalidContext,
     InvalidConversationId,
-    MissingContext,
 )
 from runtime.core.records import ExecutionFilter
 from runtime.functions.base import strict_schema
@@ -45,16 +43,6 @@ router = APIRouter(
     dependencies=requires("tools"),
     responses=error_responses(*COMMON, 400),
 )
-
-
-def org_of(x_siesta_org: str | None) -> str:
-    if not x_siesta_org:
-        msg = "tool routes need the X-Siesta-Org header"
-        raise MissingContext(msg, headers=["X-Siesta-Org"])
-    return check_id(x_siesta_org, "organisation id (X-Siesta-Org)", InvalidContext)
-
-
-OrgHeader = Annotated[str | None, Header()]
 
 
 @router.get("/system")
@@ -85,6 +73,8 @@ def list_system_tools(services: ServicesDep) -> SystemToolsPublic:
 def catalog(
     body: CatalogRequest,
     services: ServicesDep,
+    caller: CallerDep,
+    x_siesta_org: Annotated[str | None, Header()] = None,
     schema_mode: Annotated[
         SchemaMode,
         Query(
@@ -95,8 +85,12 @@ def catalog(
         ),
     ] = "standard",
 ) -> CatalogPublic:
-    org = check_id(body.org, "org", InvalidContext) if body.org is not None else None
-    result = services.tool_catalog(body.agent, body.user, org)
+    """The functions an agent gets for a user of an org: the org is the body's ``org``,
+    else ``X-Siesta-Org``, else the token's own; its policies always apply."""
+    org = caller.org_for(body.org or x_siesta_org, "org (the body's or X-Siesta-Org)")
+    caller.user_for(body.user.id)
+    agent = services.agents.as_registered(org, body.agent)
+    result = services.tool_catalog(agent, body.user, org)
     functions = [f.public() for f in result.functions]
     if schema_mode == "strict":
         functions = [{**f, "parameters": strict_schema(f["parameters"])} for f in functions]
@@ -120,17 +114,18 @@ async def execute(
     body: ExecuteRequest,
     services: ServicesDep,
     caller: CallerDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> Any:
-    org = org_of(x_siesta_org)
     check_id(body.conversationId, "conversationId", InvalidConversationId)
+    caller.user_for(body.user.id)
+    agent = services.agents.as_registered(org, body.agent)
 
     def run(events: CallEvents | None = None) -> dict[str, Any]:
         outcome = services.tools.execute(
             org,
             body.conversationId,
-            body.agent,
+            agent,
             body.user,
             body.function,
             body.arguments,
@@ -149,7 +144,7 @@ async def execute(
 @router.get("/executions")
 def executions(
     services: ServicesDep,
-    x_siesta_org: OrgHeader = None,
+    org: OrgDep,
     conversation_id: Annotated[str | None, Query(alias="conversationId")] = None,
     agent_id: Annotated[str | None, Query(alias="agentId")] = None,
     function: str | None = None,
@@ -159,7 +154,7 @@ def executions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> ExecutionsPublic:
     where = ExecutionFilter(conversation_id, agent_id, function, status, since, until, limit)
-    found = services.tools.find(org_of(x_siesta_org), where)
+    found = services.tools.find(org, where)
     return ExecutionsPublic.model_validate(
         {"executions": [execution.public() for execution in found]}
     )

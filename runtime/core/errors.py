@@ -26,6 +26,8 @@ each a few lines; split by area, the tree below would no longer be in one place.
     ├── Unauthorized                   unauthorized
     ├── Forbidden                      forbidden
     │   ├── ForbiddenScope             forbidden_scope (scope, token)
+    │   ├── OrgNotAllowed              org_not_allowed (org, token)
+    │   ├── UserNotAllowed             user_not_allowed (user, token)
     │   └── SelfApprovalNotAllowed     self_approval_not_allowed (token)
     ├── NotFound                       not_found
     ├── MethodNotAllowed               method_not_allowed (allow)
@@ -169,6 +171,18 @@ class Forbidden(SiestaError, PermissionError):
 
 class ForbiddenScope(Forbidden):
     code = "forbidden_scope"
+
+
+class OrgNotAllowed(Forbidden):
+    """The token is bound to other orgs than the one the call names."""
+
+    code = "org_not_allowed"
+
+
+class UserNotAllowed(Forbidden):
+    """The token is bound to another user than the one the call names."""
+
+    code = "user_not_allowed"
 
 
 class SelfApprovalNotAllowed(Forbidden):

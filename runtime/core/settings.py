@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from siesta_contract.text import ID_PATTERN
 
@@ -32,14 +32,21 @@ LEGACY_TOKEN_NAME = "api-token"
 """The name ``SIESTA_API_TOKEN`` goes by (in logs and approvals)."""
 
 
-Scope = Literal["sandbox", "tools", "approve", "admin"]
+Scope = Literal["sandbox", "shell", "tools", "approve", "admin"]
 """What a token may do: ``sandbox`` the conversation routes (sandbox, files, js,
-delete), ``tools`` the tool catalog, execute and executions log, ``approve``
-deciding approvals, ``admin`` the operators' routes (``/v1/admin/...``, and making,
-filling and deleting memory banks: ``/v1/memory-banks``, which ``tools`` may read)."""
+delete), ``shell`` the programmatic surface a person or the backend drives (processes,
+the terminal, the filesystem routes: still under the functions' policies and log, but
+a token handed to model-driven calls need not have it), ``tools`` the tool catalog,
+execute and executions log, ``approve`` deciding approvals, ``admin`` the operators'
+routes (``/v1/admin/...``, and making, filling and deleting memory banks:
+``/v1/memory-banks``, which ``tools`` may read)."""
 
 
-SCOPES: tuple[Scope, ...] = ("sandbox", "tools", "approve", "admin")
+SCOPES: tuple[Scope, ...] = ("sandbox", "shell", "tools", "approve", "admin")
+
+ANY_ORG = "*"
+"""``orgs: ["*"]``: a token that names the org per request (a trusted agent backend
+serving many orgs), said explicitly."""
 
 
 class IdempotencySettings(BaseModel):
@@ -75,8 +82,28 @@ class TokenSettings(BaseModel):
     """Hex SHA-256 of the token's UTF-8 bytes."""
     scopes: list[Scope] = Field(min_length=1)
     org: str | None = Field(None, pattern=ID_PATTERN)
-    """The org whose sandboxes this token makes and sees through the E2B API
-    (``None``: ``SIESTA_E2B__DEFAULT_ORG``). ``/v1`` takes the org from its headers."""
+    """The one org this token acts in, on every face: ``/v1`` refuses another
+    ``X-Siesta-Org`` (403 ``org_not_allowed``) and takes this one when the header is
+    absent; the E2B API makes and sees this org's sandboxes."""
+    orgs: list[Annotated[str, Field(pattern=rf"{ID_PATTERN}|^\*$")]] | None = Field(
+        None, min_length=1
+    )
+    """The orgs this token may name per request (``X-Siesta-Org``), or ``["*"]``: any.
+    Left out with ``org`` left out too: any org, as ``["*"]`` (the E2B API then uses
+    ``SIESTA_E2B__DEFAULT_ORG``)."""
+    user: str | None = Field(None, pattern=ID_PATTERN)
+    """The one user this token acts for: another ``X-Siesta-User`` is refused (403
+    ``user_not_allowed``), an absent one is this."""
+
+    @model_validator(mode="after")
+    def _one_org_form(self) -> TokenSettings:
+        if self.org is not None and self.orgs is not None:
+            msg = f"token {self.name!r}: give either org (one) or orgs (a list), not both"
+            raise ValueError(msg)
+        if self.orgs is not None and ANY_ORG in self.orgs and len(self.orgs) > 1:
+            msg = f'token {self.name!r}: orgs is either ["*"] or a list of org ids'
+            raise ValueError(msg)
+        return self
 
 
 class HttpSettings(BaseModel):

@@ -73,6 +73,13 @@ class AgentRegistry:
             msg = f"no registered agent {agent_id!r} in this org"
             raise NotFound(msg)
 
+    def as_registered(self, org: str, agent: AgentConfig) -> AgentConfig:
+        """The configuration a call stating ``agent`` runs under: the org's registered
+        agent of that id when there is one (a body cannot loosen its policies), else
+        the one stated."""
+        record = self._store.get_agent(org, agent.id)
+        return agent if record is None else AgentConfig.model_validate(record.config)
+
     def bind(self, ctx: CallContext) -> CallContext:
         """``ctx`` under its registered agent, if ``X-Siesta-Agent`` names one (else as
         it is): the agent's configuration rides along for the executor's policies, and

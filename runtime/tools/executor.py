@@ -20,7 +20,7 @@ import logging
 import operator
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +55,10 @@ from runtime.tools.call import (
 )
 from runtime.tools.catalog import CatalogFunction
 from runtime.tools.direct_policy import CatalogFor, DirectPolicies, OrgFloor
+from runtime.tools.door import DOOR_FUNCTIONS, GRANT, DoorCall, Redeem
 from runtime.tools.executions import redact
 from runtime.tools.held_calls import call_data, call_from_data, cancelled
+from runtime.tools.policy import STRICTNESS, EffectivePolicy
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class ToolExecutor:
         approvals: ApprovalRules | None = None,
         deployment_policies: Mapping[str, Policy] | None = None,
         org_floor: OrgFloor | None = None,
+        redeem: Redeem | None = None,
     ) -> None:
         self._catalog_for = catalog_for
         self._adapters = adapters
@@ -94,6 +97,7 @@ class ToolExecutor:
         self._log = log
         self._clock = clock
         self._approvals = approvals or ApprovalRules()
+        self._redeem = redeem
         self._direct = DirectPolicies(
             catalog_for, dict(deployment_policies or {}), org_floor or (lambda org, agent: {})
         )
@@ -188,6 +192,74 @@ class ToolExecutor:
         self._finish(execution, result=result, started=started)
         return result
 
+    @contextlib.contextmanager
+    def through_door(
+        self, ctx: CallContext, door: DoorCall, requested_by: str
+    ) -> Iterator[ToolExecution]:
+        """A programmatic face's call (``door.py``): its policy, its log entry around
+        the block (which may set the entry's ``result``), or the error that refuses it:
+        ``function_not_available``, or ``approval_required`` until a person approved
+        this very call, which then runs once."""
+        rule = self._door_policy(ctx, door.function)
+        user = UserInfo(id=ctx.user, role="User")
+        agent = ctx.agent_config or direct_agent(ctx)
+        execution = self._new_execution(
+            ctx, agent, user, door.function, door.arguments, requested_by
+        )
+        execution.source = "system:sandbox"
+        if rule.policy == "confirm":
+            grant = self._redeem_grant(ctx, door, requested_by)
+            if grant is None:
+                entry = CatalogFunction(
+                    door.function, "", {}, "System", "system:sandbox", rule.policy, rule.reason
+                )
+                call = ToolCall(ctx, agent, user, entry, CallEvents())
+                raise self._hold(execution, call, door.arguments, door=door.fingerprint)
+            execution.approval = {"grant": grant}
+        self._log.add(execution)
+        started = time.monotonic()
+        try:
+            yield execution
+        except SiestaError as error:
+            self._finish(execution, error=error.to_dict(), started=started)
+            raise
+        except Exception as error:
+            failed = ToolFailed(f"{door.function} failed: {type(error).__name__}")
+            self._finish(execution, error=failed.to_dict(), started=started)
+            raise
+        self._finish(execution, result=execution.result, started=started)
+
+    def _door_policy(self, ctx: CallContext, function: str) -> EffectivePolicy:
+        """The stricter of the function's own policy and the one it follows."""
+        rules = [self._direct.policy(ctx, function, "sandbox")]
+        follows = DOOR_FUNCTIONS[function]
+        if follows is not None:
+            rules.append(self._direct.policy(ctx, follows, "sandbox"))
+        return max(rules, key=lambda rule: STRICTNESS[rule.policy])
+
+    def _redeem_grant(self, ctx: CallContext, door: DoorCall, requested_by: str) -> str | None:
+        """The approval granted to this very call, taken now (``None``: none stands)."""
+        ttl = self._approvals.ttl_seconds
+        now = self._clock()
+        where = ExecutionFilter(
+            conversation=ctx.conversation,
+            function=door.function,
+            status=ExecutionStatus.SUCCEEDED,
+            since=now - 2 * ttl,
+            limit=100,
+        )
+        for granted in self._log.find(ctx.org, where):
+            decided_at = float((granted.approval or {}).get("at", 0))
+            if (
+                granted.result == {GRANT: door.fingerprint}
+                and granted.requested_by == requested_by
+                and now - decided_at <= ttl
+                and self._redeem is not None
+                and self._redeem(granted.id, ttl)
+            ):
+                return granted.id
+        return None
+
     def direct_available(self, ctx: CallContext, functions: Mapping[str, str]) -> list[str]:
         """Of ``functions`` (name → System Tool), those a direct caller may call."""
         return self._direct.available(ctx, functions)
@@ -216,16 +288,24 @@ class ToolExecutor:
         )
 
     def _hold(
-        self, execution: ToolExecution, call: ToolCall, arguments: dict[str, Any]
+        self,
+        execution: ToolExecution,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        door: str | None = None,
     ) -> ApprovalRequired:
-        """Log the call as waiting for a decision; the error that says so."""
+        """Log the call as waiting for a decision; the error that says so. ``door``: the
+        fingerprint of a door call, which an approval grants rather than runs."""
         execution.status = ExecutionStatus.PENDING_APPROVAL
         execution.pending = {**call_data(call), "arguments": arguments}
+        if door is not None:
+            execution.pending["door"] = door
         execution.expires_at = execution.created_at + self._approvals.ttl_seconds
         self._log.add(execution)
+        then = "; once approved, make the same call again" if door is not None else ""
         return ApprovalRequired(
             f"{execution.function} needs a person's approval before it runs "
-            f"({call.function.policy_reason})",
+            f"({call.function.policy_reason}): approval {execution.id}{then}",
             approvalId=execution.id,
             executionId=execution.id,
             expiresAt=execution.expires_at,
@@ -264,6 +344,8 @@ class ToolExecutor:
                 status=ExecutionStatus.DENIED,
             )
         request = pending.pending or {}
+        if request.get("door"):  # granted, not run: its caller makes the call again
+            return self._finish(execution, result={GRANT: request["door"]})
         call = call_from_data(request, approval=execution.id)
         return self._run(execution, call, request.get("arguments") or {})
 

@@ -49,11 +49,11 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("GET", f"{CONVERSATION}/files"): "sandbox",
     ("GET", f"{CONVERSATION}/files/{{file_id}}/content"): "sandbox",
     ("POST", f"{CONVERSATION}/js"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/processes"): "sandbox",
-    ("GET", f"{CONVERSATION}/sandbox/processes"): "sandbox",
-    ("GET", f"{CONVERSATION}/sandbox/processes/{{pid}}"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/input"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/processes"): "shell",
+    ("GET", f"{CONVERSATION}/sandbox/processes"): "shell",
+    ("GET", f"{CONVERSATION}/sandbox/processes/{{pid}}"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/input"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/processes/{{pid}}/signal"): "shell",
     ("GET", f"{CONVERSATION}/sandbox/metrics"): "sandbox",
     ("POST", f"{CONVERSATION}/sandbox/pause"): "sandbox",
     ("POST", f"{CONVERSATION}/sandbox/resume"): "sandbox",
@@ -61,14 +61,14 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("PUT", f"{CONVERSATION}/sandbox/network"): "sandbox",
     ("GET", f"{CONVERSATION}/sandbox/ports/{{port}}"): "sandbox",
     **{(m, f"{CONVERSATION}/ports/{{port}}/{{path:path}}"): PORT_TOKEN for m in PORT_METHODS},
-    ("POST", f"{CONVERSATION}/sandbox/fs/stat"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/fs/list"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/fs/mkdir"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/fs/move"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/fs/remove"): "sandbox",
-    ("POST", f"{CONVERSATION}/sandbox/fs/watchers"): "sandbox",
-    ("GET", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "sandbox",
-    ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "sandbox",
+    ("POST", f"{CONVERSATION}/sandbox/fs/stat"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/fs/list"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/fs/mkdir"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/fs/move"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/fs/remove"): "shell",
+    ("POST", f"{CONVERSATION}/sandbox/fs/watchers"): "shell",
+    ("GET", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "shell",
+    ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "shell",
     ("POST", f"{CONVERSATION}/snapshots"): "sandbox",
     ("POST", f"{CONVERSATION}/fork"): "sandbox",
     ("GET", "/v1/snapshots"): "sandbox",
@@ -230,7 +230,7 @@ def test_without_a_valid_token_only_public_routes_answer(
 
 
 @pytest.mark.parametrize("scope", SCOPES)
-def test_the_terminal_websocket_needs_the_sandbox_scope(
+def test_the_terminal_websocket_needs_the_shell_scope(
     service: InProcessService, scope: str
 ) -> None:
     """The one WebSocket route (not in the table: it has no HTTP method) refuses the
@@ -247,7 +247,7 @@ def test_the_terminal_websocket_needs_the_sandbox_scope(
         code = refused.value.json()["error"]["code"]
         if token is None:
             assert (refused.value.status_code, code) == (401, "unauthorized")
-        elif scope == "sandbox":  # past authorisation: no context headers were sent
+        elif scope == "shell":  # past authorisation: no context headers were sent
             assert (refused.value.status_code, code) == (400, "missing_context")
         else:
             assert (refused.value.status_code, code) == (403, "forbidden_scope")

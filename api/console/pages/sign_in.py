@@ -56,11 +56,15 @@ async def sign_in(
 
 def refused_sign_in(services: ServicesDep, token: str) -> HTMLResponse:
     known = services.tokens.identify(token) if token else None
-    message = (
-        f"The token {known.name!r} does not have the admin scope the console needs."
-        if known is not None
-        else "That is not a token this service knows."
-    )
+    if known is None:
+        message = "That is not a token this service knows."
+    elif known.bound:
+        message = (
+            f"The token {known.name!r} is bound to some orgs; the console shows every "
+            "org's sandboxes and approvals, so it takes an admin token bound to none."
+        )
+    else:
+        message = f"The token {known.name!r} does not have the admin scope the console needs."
     return render(None, "sign_in.html", status=401, message=message)
 
 
