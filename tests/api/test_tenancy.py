@@ -57,13 +57,28 @@ def headers(org: str, token: str = TOKEN) -> dict[str, str]:
 
 A, B = headers("org-a"), headers("org-b")
 B_APPROVER = headers("org-b", APPROVER_TOKEN)
+TENANT_B_TOKEN = "tenant-b-token-" + uuid.uuid4().hex
+"""A token bound to org-b (and every scope): a tenant's own, as the README configures one."""
+USER_B_TOKEN = "user-b-token-" + uuid.uuid4().hex
+"""A token bound to org-b and to the user ``user-b``."""
+ALL_SCOPES = ["sandbox", "shell", "tools", "approve", "admin"]
+BOUND_B = {k: v for k, v in headers("org-b", TENANT_B_TOKEN).items() if k != "X-Siesta-Org"}
+"""tenant-b's bound token naming no org: it acts in its own, org-b."""
+BOUND_B_NAMING_A = headers("org-a", TENANT_B_TOKEN)
+"""tenant-b's bound token naming org-a: refused on every route that acts in an org."""
+USER_B_NAMING_USER_1 = {**BOUND_B, "Authorization": f"Bearer {USER_B_TOKEN}"}
+"""The user-bound token naming ``user-1``: refused wherever a call acts for a user."""
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
     env = {
         "SIESTA_PROVIDER__TYPE": "fake",
-        "SIESTA_TOKENS": tokens_setting(("approver", APPROVER_TOKEN, ["approve"])),
+        "SIESTA_TOKENS": tokens_setting(
+            ("approver", APPROVER_TOKEN, ["approve"]),
+            ("tenant-b", TENANT_B_TOKEN, ALL_SCOPES, "org-b"),
+            ("user-b", USER_B_TOKEN, ALL_SCOPES, {"org": "org-b", "user": "user-b"}),
+        ),
     }
     with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
         yield running
@@ -217,7 +232,8 @@ def with_own_sandbox(
 ) -> httpx.Response:
     """B's own conversation of A's id, with a sandbox of its own, then ``probe``."""
     made = client.post(conv(a, "/sandbox/writeFile"), headers=B, json={"path": "b", "content": "b"})
-    assert made.status_code == 200, made.text
+    if made.status_code != 200:  # refused already (a bound token naming org-a): that answer
+        return made
     return probe()
 
 
@@ -442,7 +458,7 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         ),
     ),
     ("POST", "/v1/tools/catalog"): (
-        NO_ORG_DATA,  # built from the request's agent and user alone
+        OWN_EMPTY,  # B's org's policies over the request's agent (A's registration unseen)
         lambda c, a: c.post("/v1/tools/catalog", headers=B, json={"agent": AGENT, "user": USER}),
     ),
     ("GET", "/v1/agents"): (OWN_EMPTY, lambda c, a: c.get("/v1/agents", headers=B)),
@@ -452,7 +468,8 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ),
     ("DELETE", "/v1/agents/{agent_id}"): (
         NOT_FOUND,
-        lambda c, a: c.delete("/v1/agents/agent-a", headers=B),
+        # Twice: B's own agent of that id (a probe registers one) goes first.
+        lambda c, a: [c.delete("/v1/agents/agent-a", headers=B) for _ in range(2)][-1],
     ),
     ("POST", "/v1/agents"): (
         OWN_EMPTY,  # B's own agent of that id: A's registration is untouched
@@ -532,14 +549,81 @@ def test_every_route_has_a_cross_org_probe(service: InProcessService) -> None:
     assert app_routes(service.client.app) == set(PROBES)  # type: ignore[arg-type]
 
 
+WAYS = {
+    "header": (B, B_APPROVER),
+    "bound": (BOUND_B, BOUND_B),
+    "bound-naming-a": (BOUND_B_NAMING_A, BOUND_B_NAMING_A),
+    "user-bound-naming-another": (USER_B_NAMING_USER_1, USER_B_NAMING_USER_1),
+}
+"""How org B comes: an unbound backend token naming org-b (``header``); tenant-b's token
+bound to org-b naming no org; the same naming org-a; a token bound to org-b and user-b
+naming another user."""
+OPERATOR_ROUTES = "/v1/admin/"
+"""Deployment-wide routes: a token bound to an org is refused there (403)."""
+ACTS_FOR_A_USER = ("/v1/conversations/", "/v1/tools/execute", "/v1/tools/catalog")
+"""Routes whose call acts for a user (``X-Siesta-User``, the body's user)."""
+
+
 @pytest.mark.parametrize("route", sorted(PROBES), ids=lambda r: f"{r[0]} {r[1]}")
+@pytest.mark.parametrize("way", sorted(WAYS))
 def test_org_b_never_sees_org_a(
-    service: InProcessService, org_a: OrgA, route: tuple[str, str]
+    service: InProcessService,
+    org_a: OrgA,
+    route: tuple[str, str],
+    way: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     expected, probe = PROBES[route]
+    b, b_approver = WAYS[way]
+    monkeypatch.setitem(globals(), "B", b)  # the probes read the module's B at call time
+    monkeypatch.setitem(globals(), "B_APPROVER", b_approver)
     response = probe(service.client, org_a)  # type: ignore[arg-type]
     for secret in (MARKER, org_a.session_id):
         assert secret not in response.text
+    refusal = refused_as(way, route, expected)
+    if refusal is not None:
+        assert response.status_code == 403, response.text
+        assert response.json()["error"]["code"] == refusal
+    else:
+        assert_answered_as_b(service, response, route, expected, org_a)
+    assert_org_a_unchanged(service, org_a)
+
+
+def refused_as(way: str, route: tuple[str, str], expected: str) -> str | None:
+    """The refusal a bound token gets on ``route`` (``None``: it is answered as B)."""
+    if way == "header" or expected in (CONSOLE, NO_BEARER):
+        return None
+    path = route[1]
+    if path.startswith(OPERATOR_ROUTES):
+        return "org_not_allowed"
+    if way == "bound-naming-a" and expected != NO_ORG_DATA:
+        return "org_not_allowed"
+    if way == "user-bound-naming-another" and path.startswith(ACTS_FOR_A_USER):
+        return "user_not_allowed"
+    return None
+
+
+def a_ids(service: InProcessService, a: OrgA) -> set[str]:
+    """The ids of everything of A's a list could show: executions, files, agents."""
+    client = service.client
+    log = client.get(
+        "/v1/tools/executions", headers=A, params={"conversationId": a.conversation, "limit": 1000}
+    )
+    files = client.get(conv(a, "/files"), headers=A).json()["files"]
+    return (
+        {e["id"] for e in log.json()["executions"]}
+        | {f["id"] for f in files}
+        | {a.execution_id, a.approval_id, a.file_id}
+    )
+
+
+def assert_answered_as_b(
+    service: InProcessService,
+    response: httpx.Response,
+    route: tuple[str, str],
+    expected: str,
+    org_a: OrgA,
+) -> None:
     if expected == NOT_FOUND:
         assert response.status_code == 404, response.text
     elif expected == NO_BEARER:
@@ -556,8 +640,11 @@ def test_org_b_never_sees_org_a(
         body = response.json()
         lists = ("files", "executions", "approvals", "agents")
         listed: Any = next((body[key] for key in lists if key in body), [])
-        assert isinstance(listed, list) and listed == [] if route[0] == "GET" else True
-    assert_org_a_unchanged(service, org_a)
+        assert isinstance(listed, list)
+        # B's own (earlier probes act in B's conversation of the same id), never A's.
+        assert not {item.get("id") for item in listed} & a_ids(service, org_a)
+    elif expected == NO_ORG_DATA:
+        assert response.status_code < 400, response.text
 
 
 def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
