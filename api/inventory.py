@@ -157,7 +157,7 @@ E2B_ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/sandboxes/{sandbox_id}/fork"): GRANT,
     ("GET", "/snapshots"): GRANT,
     ("DELETE", "/templates/{template_id}"): GRANT,
-    ("GET", "/envd/health"): PUBLIC,
+    ("GET", "/envd/health"): GRANT,
     ("GET", "/envd/files"): "downloadFile",
     ("POST", "/envd/files"): "uploadFile",
 }
