@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
 from api.e2b.hosts import public_traffic, traffic_token
 from runtime.core import logs
@@ -204,7 +205,7 @@ def _network_rules(services: Services, body: dict[str, Any], options: Any) -> Ne
 async def update_network(request: Request) -> Response:
     """``Sandbox.update_network``: the egress rules replaced as a whole (what is left
     out is cleared); they apply to the running sandbox's next connections."""
-    _, org = caller_of(request)
+    caller, org = caller_of(request)
     body = await _json_body(request)
     services = services_of(request)
     options = {k: v for k, v in body.items() if k != "allow_internet_access"}
@@ -213,7 +214,8 @@ async def update_network(request: Request) -> Response:
 
     def update() -> None:
         ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
-        services.network.set(ctx, rules)
+        with through_door(services, ctx, caller.name, "setNetworkRules", body):
+            services.network.set(ctx, rules)
 
     await to_thread.run_sync(update)
     return Response(status_code=204)

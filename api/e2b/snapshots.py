@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from api.deps import through_door
 from api.e2b.control import (
     MAX_PAGE,
     _json_body,
@@ -25,6 +26,7 @@ from api.e2b.control import (
     services_of,
 )
 from api.e2b.errors import refuse, status_of
+from runtime.core.errors import SiestaError
 from runtime.core.records import E2bSandbox, SnapshotRecord
 from runtime.e2b.snapshots import E2bSnapshots
 from runtime.services import Services
@@ -46,16 +48,20 @@ def snapshot_json(record: SnapshotRecord) -> dict[str, Any]:
 
 @handler
 async def create_snapshot(request: Request) -> Response:
-    _, org = caller_of(request)
+    caller, org = caller_of(request)
     body = await _json_body(request)
     name = body.get("name")
     if name is not None and not isinstance(name, str):
         raise refuse(400, "name must be a string")
     services = services_of(request)
     sandbox_id = request.path_params["sandbox_id"]
-    record = await to_thread.run_sync(
-        lambda: _snapshots(services).take(org, sandbox_id, name or None)
-    )
+
+    def take() -> SnapshotRecord:
+        ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
+        with through_door(services, ctx, caller.name, "createSnapshot", {"name": name}):
+            return _snapshots(services).take(org, sandbox_id, name or None)
+
+    record = await to_thread.run_sync(take)
     return JSONResponse(snapshot_json(record), status_code=201)
 
 
@@ -103,9 +109,13 @@ async def fork(request: Request) -> Response:
     timeout = _optional_int(body, "timeout")
     services = services_of(request)
     sandbox_id = request.path_params["sandbox_id"]
-    made = await to_thread.run_sync(
-        lambda: _snapshots(services).fork(org, caller.name, sandbox_id, count, timeout)
-    )
+
+    def fork() -> list[E2bSandbox | SiestaError]:
+        ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
+        with through_door(services, ctx, caller.name, "forkSandbox", {"count": count}):
+            return _snapshots(services).fork(org, caller.name, sandbox_id, count, timeout)
+
+    made = await to_thread.run_sync(fork)
     results = [
         {"sandbox": sandbox_json(one, services)}
         if isinstance(one, E2bSandbox)

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 
 from siesta_contract.network import EgressRefusalsPublic, SandboxNetworkPublic, SandboxNetworkUpdate
 
-from api.deps import ConversationDep, ServicesDep, requires
+from api.deps import CallerDep, ConversationDep, ServicesDep, requires, through_door
 from api.responses import CONVERSATION, error_responses
 from runtime.sandbox.network import NetworkView
 
@@ -49,7 +49,7 @@ async def get_network(ctx: ConversationDep, services: ServicesDep) -> SandboxNet
 
 @router.put("", response_model=SandboxNetworkPublic)
 async def set_network(
-    body: SandboxNetworkUpdate, ctx: ConversationDep, services: ServicesDep
+    body: SandboxNetworkUpdate, ctx: ConversationDep, services: ServicesDep, caller: CallerDep
 ) -> SandboxNetworkPublic:
     """Replace the rules. They may be set before the sandbox exists; on a running one
     they apply to its next connections, its running processes' included, within
@@ -57,4 +57,10 @@ async def set_network(
     deployment's allowlist is refused (403 ``network_rule_outside_allowlist``, naming
     the list): rules only ever narrow it."""
     rules = services.network.checked(body.allow, body.deny, body.internet)
-    return public(await to_thread.run_sync(lambda: services.network.set(ctx, rules)))
+    shown = body.model_dump(mode="json")
+
+    def set_rules() -> NetworkView:
+        with through_door(services, ctx, caller.name, "setNetworkRules", shown):
+            return services.network.set(ctx, rules)
+
+    return public(await to_thread.run_sync(set_rules))

@@ -21,7 +21,7 @@ from starlette.requests import HTTPConnection
 
 from siesta_contract.ports import PORT_TOKEN_HEADER, PortAccessPublic
 
-from api.deps import ContextDep, ServicesDep, requires
+from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.errors import refuse_websocket
 from api.ports import PortTarget, cookie_for, http_response, websocket_session
 from api.responses import COMMON, error_responses
@@ -52,9 +52,12 @@ def prefix_of(conversation_id: str, port: int) -> str:
 
 @access.get("/{port}", response_model=PortAccessPublic)
 async def port_access(
-    request: Request, services: ServicesDep, ctx: ContextDep, port: PortNumber
+    request: Request, services: ServicesDep, ctx: ContextDep, port: PortNumber, caller: CallerDep
 ) -> PortAccessPublic:
-    """Where the port answers through this service, with a token for browsers."""
+    """Where the port answers through this service, with a token for browsers
+    (``openPort`` at the door: a policy may hold or close it)."""
+    shown = {"port": port}
+    await anyio.to_thread.run_sync(lambda: _at_door(services, ctx, caller.name, shown))
     with_sandbox(await anyio.to_thread.run_sync(services.sessions.describe, ctx), port)
     try:
         connection = await services.ports.open(ctx, port)
@@ -70,6 +73,13 @@ async def port_access(
     return PortAccessPublic(
         port=port, path=path, url=f"{base}{path}?token={token}", token=token, listening=listening
     )
+
+
+def _at_door(
+    services: Services, ctx: CallContext, requested_by: str, shown: dict[str, int]
+) -> None:
+    with through_door(services, ctx, requested_by, "openPort", shown):
+        pass
 
 
 def _documented_headers(

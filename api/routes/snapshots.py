@@ -23,12 +23,13 @@ from siesta_contract.snapshots import (
     SnapshotsPublic,
 )
 
-from api.deps import ContextDep, OrgDep, ServicesDep, requires
+from api.deps import CallerDep, ContextDep, OrgDep, ServicesDep, requires, through_door
 from api.responses import CONVERSATION, error_responses
 from runtime.core.context import CallContext
 from runtime.core.errors import MissingContext, SiestaError
 from runtime.core.records import SessionRecord, SnapshotRecord
 from runtime.images.catalog import split_selection
+from runtime.sandbox.snapshots.service import Fork
 
 FAILURES = (*CONVERSATION, 404, 409, 501, 504)
 
@@ -48,26 +49,37 @@ router = APIRouter(
 
 @conversations.post("/snapshots", status_code=201)
 async def take_snapshot(
-    body: SnapshotCreate, ctx: ContextDep, services: ServicesDep
+    body: SnapshotCreate, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> SnapshotPublic:
     """Keep the sandbox's files as they are now: the workspace and what was installed
     outside it (processes are not kept). The sandbox is frozen while its files are
     copied and runs on afterwards. 404 ``no_sandbox`` when the conversation has none;
     409 ``snapshot_limit_reached`` at the org's limit."""
-    record = await to_thread.run_sync(
-        lambda: services.snapshots.take(ctx, body.name, body.metadata)
-    )
-    return public(record)
+    shown = {"name": body.name}
+
+    def take() -> SnapshotRecord:
+        with through_door(services, ctx, caller.name, "createSnapshot", shown) as entry:
+            record = services.snapshots.take(ctx, body.name, body.metadata)
+            entry.result = {"snapshotId": record.snapshot_id}
+        return record
+
+    return public(await to_thread.run_sync(take))
 
 
 @conversations.post("/fork", status_code=201)
 async def fork(
-    body: ConversationFromSnapshot, ctx: ContextDep, services: ServicesDep
+    body: ConversationFromSnapshot, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> ForkPublic:
     """A new conversation ``conversationId`` whose sandbox starts from this one's files
     as they are now; this one keeps running. 409 ``conversation_exists`` when the new
     conversation has a sandbox already."""
-    made = await to_thread.run_sync(lambda: services.snapshots.fork(ctx, [body.conversationId]))
+    shown = {"conversationId": body.conversationId}
+
+    def fork() -> Fork:
+        with through_door(services, ctx, caller.name, "forkSandbox", shown):
+            return services.snapshots.fork(ctx, [body.conversationId])
+
+    made = await to_thread.run_sync(fork)
     session = made.sessions[0]
     if isinstance(session, SiestaError):
         raise session
@@ -109,22 +121,29 @@ async def start_conversation(
     body: ConversationFromSnapshot,
     services: ServicesDep,
     org: OrgDep,
+    caller: CallerDep,
     x_siesta_user: Annotated[str | None, Header()] = None,
     x_siesta_base_image: Annotated[str | None, Header()] = None,
 ) -> ConversationStarted:
     """A new conversation ``conversationId`` (the caller's: ``X-Siesta-User``) whose
     sandbox starts from the snapshot. 409 ``conversation_exists`` when it has a sandbox."""
-    if not x_siesta_user:
+    user = caller.user_for(x_siesta_user)
+    if not user:
         msg = "starting a conversation needs the X-Siesta-User header"
         raise MissingContext(msg, headers=["X-Siesta-User"])
     ctx = CallContext(
         org=org,
-        user=x_siesta_user,
+        user=user,
         conversation=body.conversationId,
         base_image=x_siesta_base_image or None,
     )
-    session = await to_thread.run_sync(lambda: services.snapshots.start(ctx, snapshot_id))
-    return started(session)
+    shown = {"snapshotId": snapshot_id}
+
+    def start() -> SessionRecord:
+        with through_door(services, ctx, caller.name, "startFromSnapshot", shown):
+            return services.snapshots.start(ctx, snapshot_id)
+
+    return started(await to_thread.run_sync(start))
 
 
 def public(record: SnapshotRecord) -> SnapshotPublic:

@@ -38,10 +38,17 @@ DOOR_FUNCTIONS: Mapping[str, str | None] = {
     "statPath": "listFiles",
     "listDirectory": "listFiles",
     "watchDirectory": "listFiles",
+    "createSnapshot": None,
+    "forkSandbox": None,
+    "startFromSnapshot": None,
+    "setNetworkRules": None,
+    "openPort": None,
 }
 """Each door function, and the sandbox function whose policy it also obeys. Writing to a
 started process's stdin or signalling it obeys its own name's policy only: its start
-already passed ``runCommand``'s."""
+already passed ``runCommand``'s. Snapshots, forks, network rules and a port's token change
+what a sandbox keeps, reaches or serves, not what runs in it: their own names' policies
+hold (``SIESTA_TOOLS__FUNCTION_POLICIES='{"forkSandbox": "confirm"}'``)."""
 
 GRANT = "granted"
 """The result of an approved door call: its repeat may run once."""

@@ -130,6 +130,11 @@ BODIES: dict[str, dict[str, Any]] = {
     "movePath": {"source": "a.txt", "destination": "b.txt"},
     "removePath": {"path": "a.txt"},
     "watchDirectory": {"path": "."},
+    "createSnapshot": {},
+    "forkSandbox": {"conversationId": "inventory-fork"},
+    "startFromSnapshot": {"conversationId": "inventory-start"},
+    "setNetworkRules": {"internet": True},
+    "openPort": {},
 }
 """A valid body for each agent-function route of ``/v1``."""
 HTTP_FUNCTION_ROUTES = sorted(
@@ -149,7 +154,9 @@ def test_an_agent_function_route_is_refused_when_its_function_is_disabled(
 ) -> None:
     (method, path), function = route
     url = path.replace("/v1/conversations/{conversation_id}", CONV).replace("{pid}", "7")
-    response = service.client.request(method, url, headers=HEADERS, json=BODIES[function])
+    url = url.replace("{snapshot_id}", "snap-inventory").replace("{port}", "8000")
+    body = BODIES[function] if method != "GET" else None
+    response = service.client.request(method, url, headers=HEADERS, json=body)
     if function in PROCESS_FUNCTIONS:
         assert response.status_code == 404, response.text
         return

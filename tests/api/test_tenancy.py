@@ -560,7 +560,12 @@ bound to org-b naming no org; the same naming org-a; a token bound to org-b and 
 naming another user."""
 OPERATOR_ROUTES = "/v1/admin/"
 """Deployment-wide routes: a token bound to an org is refused there (403)."""
-ACTS_FOR_A_USER = ("/v1/conversations/", "/v1/tools/execute", "/v1/tools/catalog")
+ACTS_FOR_A_USER = (
+    "/v1/conversations/",
+    "/v1/tools/execute",
+    "/v1/tools/catalog",
+    "/v1/snapshots/{snapshot_id}/conversations",
+)
 """Routes whose call acts for a user (``X-Siesta-User``, the body's user)."""
 
 
@@ -679,4 +684,6 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     assert {(e["function"], e["userId"]) for e in others} <= {
         ("readFile", A["X-Siesta-User"]),
         ("writeFile", A["X-Siesta-User"]),
+        ("setNetworkRules", A["X-Siesta-User"]),  # the fixture's own rules
+        ("createSnapshot", A["X-Siesta-User"]),  # A's snapshot, which probes name
     }
