@@ -30,6 +30,7 @@ from api.responses import COMMON, error_responses
 from api.streaming import SSE_CONTENT, event_stream
 from runtime.core.context import check_id
 from runtime.core.errors import (
+    InvalidContext,
     InvalidConversationId,
 )
 from runtime.core.records import ExecutionFilter
@@ -87,7 +88,11 @@ def catalog(
 ) -> CatalogPublic:
     """The functions an agent gets for a user of an org: the org is the body's ``org``,
     else ``X-Siesta-Org``, else the token's own; its policies always apply."""
-    org = caller.org_for(body.org or x_siesta_org, "org (the body's or X-Siesta-Org)")
+    named = caller.org_for(x_siesta_org) if x_siesta_org else None
+    org = caller.org_for(body.org, "org") if body.org else named or caller.org_for(None)
+    if named is not None and org != named:
+        msg = f"the body's org {org!r} contradicts X-Siesta-Org {named!r}: send one"
+        raise InvalidContext(msg)
     caller.user_for(body.user.id)
     agent = services.agents.as_registered(org, body.agent)
     result = services.tool_catalog(agent, body.user, org)
