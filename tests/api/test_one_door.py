@@ -1,0 +1,82 @@
+"""The tool routes decide by what the org and its registered agents say, never by what a
+request body claims: a body's agent configuration cannot loosen a registered agent's
+policies, and a catalog is always an org's (its policies apply)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import TOKEN
+from tests.inprocess import InProcessService, in_process_service
+
+ORG = "org-door"
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG, "X-Siesta-User": "user-1"}
+USER = {"id": "user-1", "role": "User"}
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
+    env = {
+        "SIESTA_PROVIDER__TYPE": "fake",
+        "SIESTA_TOOLS__ORG_POLICIES": json.dumps(
+            {ORG: {"functionPolicies": {"publishFiles": "disabled"}}}
+        ),
+    }
+    with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
+        yield running
+
+
+def test_a_body_cannot_loosen_a_registered_agents_policy(service: InProcessService) -> None:
+    registered = {
+        "id": "careful",
+        "systemToolIds": ["sandbox"],
+        "baseImage": "debian-base",
+        "functionPolicies": {"writeFile": "confirm"},
+    }
+    made = service.client.post("/v1/agents", headers=HEADERS, json=registered)
+    assert made.status_code == 200, made.text
+    claimed = {**registered, "functionPolicies": {"writeFile": "enabled"}}
+    outcome = service.client.post(
+        "/v1/tools/execute",
+        headers=HEADERS,
+        json={
+            "conversationId": f"c-{uuid.uuid4().hex[:8]}",
+            "agent": claimed,
+            "user": USER,
+            "function": "writeFile",
+            "arguments": {"path": "a.txt", "content": "x"},
+        },
+    )
+    assert outcome.status_code == 200, outcome.text
+    assert outcome.json()["status"] == "pending_approval"  # the registration's confirm
+    catalog = service.client.post(
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": claimed, "user": USER}
+    )
+    policies = {f["name"]: f["policy"] for f in catalog.json()["functions"]}
+    assert policies["writeFile"] == "confirm"
+
+
+def test_a_catalog_is_always_an_orgs(service: InProcessService) -> None:
+    agent = {"id": "any", "systemToolIds": ["sandbox"], "baseImage": "debian-base"}
+    unnamed = service.client.post(
+        "/v1/tools/catalog",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        json={"agent": agent, "user": USER},
+    )
+    assert unnamed.status_code == 400, unnamed.text
+    assert unnamed.json()["error"]["code"] == "missing_context"
+    named = service.client.post(
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": agent, "user": USER}
+    )
+    names = {f["name"] for f in named.json()["functions"]}
+    assert "writeFile" in names and "publishFiles" not in names  # the org's floor
+    disagreeing = service.client.post(
+        "/v1/tools/catalog",
+        headers=HEADERS,
+        json={"agent": agent, "user": USER, "org": "org-other"},
+    )
+    assert disagreeing.status_code == 400, disagreeing.text
