@@ -10,7 +10,8 @@ listFiles, JavaScript, idle density, a fork and a snapshot of a sandbox holding 
 and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then,
 on services of their own, a new conversation's first call under arrival patterns
 (``bench/arrivals.py``); last, in this process, ``search_memory``'s recall on
-paraphrased questions beside keyword matching (``bench/memory_recall.py``). Prints the
+paraphrased questions beside keyword matching (``bench/memory_recall.py``) and what the
+one door costs a call (``bench/door.py``). Prints the
 table and writes ``bench/results.md`` with the machine, the date and the commit.
 Everything it makes carries ``siesta.bench=<run id>`` and is removed at the end.
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, e2b, forks, measures, memory_recall, ports
+from bench import arrivals, door, e2b, forks, measures, memory_recall, ports
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -99,6 +100,7 @@ def main() -> int:
         client.close()
     print("measuring: memory search recall ...", flush=True)
     figures += memory_recall.measure()  # in this process, no service: the bank code itself
+    figures += door.measure()  # in this process: what the one door adds to a call
     table = render(figures)
     print(table)
     RESULTS.write_text(report(table, quick=args.quick))
