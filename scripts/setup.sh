@@ -23,6 +23,18 @@ as_root() {
     die "this step needs root. Run as root (or with sudo):  $*"
 }
 
+retry() {
+    # A download from a package registry that failed once (a reset connection, a
+    # mirror being synced) is tried twice more before setup gives up.
+    local attempt=1
+    until "$@"; do
+        [ "$attempt" -ge 3 ] && return 1
+        attempt=$((attempt + 1))
+        printf 'setup: attempt %s of 3 in %s s: %s\n' "$attempt" "$((attempt * 10))" "$*" >&2
+        sleep $((attempt * 10))
+    done
+}
+
 apt_packages_missing() {
     local missing=()
     command -v dockerd >/dev/null || missing+=(docker.io)
@@ -52,9 +64,9 @@ install_system_packages() {
     if [ -z "$missing" ]; then return; fi
     command -v apt-get >/dev/null || die "missing: $missing, and this is not a Debian/Ubuntu machine (no apt-get). Install them, then run again."
     step "installing system packages: $missing"
-    as_root apt-get update -qq
+    retry as_root apt-get update -qq
     # shellcheck disable=SC2086  # word splitting of the package list is intended
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
+    retry as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 }
 
 configure_docker() {
@@ -122,12 +134,12 @@ setup_venv() {
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
         || [ clients/python/pyproject.toml -nt "$stamp" ]; then
         step "installing the project and its Python client into $VENV"
-        "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[dev]'
+        retry "$VENV/bin/python" -m pip install -q --upgrade pip
+        retry "$VENV/bin/python" -m pip install -q -e '.[dev]'
         # The client: its dependencies (httpx, pydantic) came with the server's. Both
         # distributions carry the public contract (siesta_contract); both editable
         # installs map it to the one folder, clients/python/siesta_contract.
-        "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
+        retry "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
         touch "$stamp"
     fi
 }
@@ -138,7 +150,7 @@ install_node_packages() {
     if [ ! -d "$dir/node_modules/e2b" ] \
         || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
         step "installing the npm packages of $dir"
-        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error \
+        retry npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error \
             || die "npm ci in $dir failed (output above)"
     fi
 }
