@@ -86,13 +86,13 @@ def catalog(
         ),
     ] = "standard",
 ) -> CatalogPublic:
-    """The functions an agent gets for a user of an org: the org is the body's ``org``,
-    else ``X-Siesta-Org``, else the token's own; its policies always apply."""
-    named = caller.org_for(x_siesta_org) if x_siesta_org else None
-    org = caller.org_for(body.org, "org") if body.org else named or caller.org_for(None)
-    if named is not None and org != named:
-        msg = f"the body's org {org!r} contradicts X-Siesta-Org {named!r}: send one"
-        raise InvalidContext(msg)
+    """The functions an agent gets for a user of an org: the body's ``org``, else
+    ``X-Siesta-Org``, else the token's own (each one the token allows); the org's
+    policies always apply (a catalog is never org-less)."""
+    if x_siesta_org is not None:  # given: a valid id the token allows, even if the body wins
+        check_id(x_siesta_org, "organisation id (X-Siesta-Org)", InvalidContext)
+        caller.org_for(x_siesta_org)
+    org = caller.org_for(body.org or x_siesta_org, "the body's org or X-Siesta-Org")
     caller.user_for(body.user.id)
     agent = services.agents.as_registered(org, body.agent)
     result = services.tool_catalog(agent, body.user, org)

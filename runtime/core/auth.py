@@ -55,7 +55,7 @@ class Caller:
         if not named:
             if self.org is not None:
                 return self.org
-            msg = f"this route needs the {where} header (token {self.name!r} names no org)"
+            msg = f"this call must name its org ({where}): token {self.name!r} has no org"
             raise MissingContext(msg, headers=[where])
         check_id(named, f"organisation id ({where})", InvalidContext)
         if not self.allows_org(named):

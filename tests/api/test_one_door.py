@@ -54,7 +54,7 @@ def test_a_body_cannot_loosen_a_registered_agents_policy(service: InProcessServi
     assert outcome.status_code == 200, outcome.text
     assert outcome.json()["status"] == "pending_approval"  # the registration's confirm
     catalog = service.client.post(
-        "/v1/tools/catalog", headers=HEADERS, json={"agent": claimed, "user": USER}
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": claimed, "user": USER, "org": ORG}
     )
     policies = {f["name"]: f["policy"] for f in catalog.json()["functions"]}
     assert policies["writeFile"] == "confirm"
@@ -70,13 +70,17 @@ def test_a_catalog_is_always_an_orgs(service: InProcessService) -> None:
     assert unnamed.status_code == 400, unnamed.text
     assert unnamed.json()["error"]["code"] == "missing_context"
     named = service.client.post(
-        "/v1/tools/catalog", headers=HEADERS, json={"agent": agent, "user": USER}
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": agent, "user": USER, "org": ORG}
     )
     names = {f["name"] for f in named.json()["functions"]}
     assert "writeFile" in names and "publishFiles" not in names  # the org's floor
-    disagreeing = service.client.post(
-        "/v1/tools/catalog",
-        headers=HEADERS,
-        json={"agent": agent, "user": USER, "org": "org-other"},
+    by_header = service.client.post(
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": agent, "user": USER}
     )
-    assert disagreeing.status_code == 400, disagreeing.text
+    assert {f["name"] for f in by_header.json()["functions"]} == names
+    empty = service.client.post(
+        "/v1/tools/catalog",
+        headers={**HEADERS, "X-Siesta-Org": ""},
+        json={"agent": agent, "user": USER, "org": ORG},
+    )
+    assert (empty.status_code, empty.json()["error"]["code"]) == (400, "invalid_context")

@@ -459,7 +459,11 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ),
     ("POST", "/v1/tools/catalog"): (
         OWN_EMPTY,  # B's org's policies over the request's agent (A's registration unseen)
-        lambda c, a: c.post("/v1/tools/catalog", headers=B, json={"agent": AGENT, "user": USER}),
+        lambda c, a: c.post(
+            "/v1/tools/catalog",
+            headers=B,
+            json={"agent": AGENT, "user": USER, "org": B.get("X-Siesta-Org")},
+        ),
     ),
     ("GET", "/v1/agents"): (OWN_EMPTY, lambda c, a: c.get("/v1/agents", headers=B)),
     ("GET", "/v1/agents/{agent_id}"): (

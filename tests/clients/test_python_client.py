@@ -93,9 +93,9 @@ def test_errors_are_exceptions_with_their_code(service: ServiceProcess) -> None:
 def test_the_tool_layer(service: ServiceProcess) -> None:
     conversation = new_conversation()
     with SiestaClient(service.base_url, TOKEN) as siesta:
-        catalog = siesta.tools.catalog(AGENT, USER)
+        catalog = siesta.tools.catalog(AGENT, USER, org="org-client")
         assert "runCommand" in [f.name for f in catalog.functions]
-        strict = siesta.tools.catalog(AGENT, USER, schema_mode="strict")
+        strict = siesta.tools.catalog(AGENT, USER, schema_mode="strict", org="org-client")
         run = next(f for f in strict.functions if f.name == "runCommand").parameters
         assert run["required"] == ["command", "timeoutSeconds", "files"]
         outcome = siesta.tools.execute(
