@@ -17,6 +17,7 @@ import httpx
 from siesta_contract.agents import AgentConfig, UserInfo
 
 from runtime.admin.audit import AuditLog
+from runtime.admin.console_sessions import ConsoleSessions
 from runtime.admin.images import CatalogAdmin
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
@@ -166,6 +167,7 @@ class Services:
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
+    console_sessions: ConsoleSessions = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -232,6 +234,9 @@ class Services:
             egress,
         )
         services.tokens = TokenRegistry.from_settings(settings.tokens, settings.api_token)
+        services.console_sessions = ConsoleSessions(
+            stores.console, services.tokens, settings.console
+        )
         services.audit = audit
         services.images = images
         services.pool = pool
