@@ -60,6 +60,7 @@ from runtime.sandbox.user_files import UserFiles
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
 from runtime.sessions.gate import MakeGate
+from runtime.sessions.idempotency import IdempotencyKeys
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
@@ -168,6 +169,7 @@ class Services:
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
     console_sessions: ConsoleSessions = field(init=False)
+    idempotency_keys: IdempotencyKeys = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -237,6 +239,7 @@ class Services:
         services.console_sessions = ConsoleSessions(
             stores.console, services.tokens, settings.console
         )
+        services.idempotency_keys = IdempotencyKeys(stores.idempotency, settings.idempotency)
         services.audit = audit
         services.images = images
         services.pool = pool
