@@ -65,8 +65,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.services = services
         warming = openapi.warm(app)
         collectors = [
-            metrics.SessionsByStatus(services.stores.sessions.list_sessions),
-            metrics.PoolMembers(services.stores.pool.pool_members),
+            metrics.SessionsByStatus(services.fleet.records),
+            metrics.PoolMembers(services.fleet.pool_members),
         ]
         for collector in collectors:
             metrics.REGISTRY.register(collector)

@@ -59,6 +59,7 @@ from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
+from runtime.sessions.fleet import Fleet
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.idempotency import IdempotencyKeys
 from runtime.sessions.leases import Lease, Leases
@@ -168,6 +169,8 @@ class Services:
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
+    fleet: Fleet = field(init=False)
+    """Every instance's sandboxes, read for the console and the gauges."""
     console_sessions: ConsoleSessions = field(init=False)
     idempotency_keys: IdempotencyKeys = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
@@ -240,6 +243,9 @@ class Services:
             stores.console, services.tokens, settings.console
         )
         services.idempotency_keys = IdempotencyKeys(stores.idempotency, settings.idempotency)
+        services.fleet = Fleet(
+            stores.sessions, stores.capacity, stores.pool, provider.lifecycle, settings.capacity
+        )
         services.audit = audit
         services.images = images
         services.pool = pool
