@@ -326,6 +326,16 @@ class Services:
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 
+    def readiness_checks(self) -> dict[str, Callable[[], None]]:
+        """What must answer for this instance to be ready, by name (each raises a
+        ``SiestaError`` when it does not)."""
+        return {"store": self.stores.ping, "provider": self.provider.ping}
+
+    def prepare_ahead(self) -> None:
+        """Start making ahead what the next sandboxes will need (a serving instance,
+        once; ``close`` stops it)."""
+        self.provider.lifecycle.prepare_ahead()
+
     def tool_catalog(self, agent: AgentConfig, user: UserInfo, org: str | None = None) -> Catalog:
         """The functions this agent gets for this user (of ``org``: its policies
         apply), with notes on what was left out."""
