@@ -49,7 +49,6 @@ from runtime.services import Services
 from runtime.sessions.pool import PoolRefiller
 from runtime.sessions.reconcile import reconcile_forever
 from runtime.settings import Settings
-from runtime.store.settings import SqliteStoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +64,13 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.services = services
         warming = openapi.warm(app)
         collectors = [
-            metrics.SessionsByStatus(services.stores.sessions.list_sessions),
-            metrics.PoolMembers(services.stores.pool.pool_members),
+            metrics.SessionsByStatus(services.fleet.records),
+            metrics.PoolMembers(services.fleet.pool_members),
         ]
         for collector in collectors:
             metrics.REGISTRY.register(collector)
         loops = []
-        if _background_reconcile(settings):
+        if settings.background_reconcile:
             loops.append(
                 reconcile_forever(
                     lambda: to_thread.run_sync(services.reconciler.run),
@@ -83,7 +82,7 @@ def create_app(settings: Settings) -> FastAPI:
             loops.append(every(interval, services.e2b_tick, "the E2B sweep"))
         interval = settings.processes.upkeep_interval_seconds
         loops.append(every(interval, services.processes_tick, "process upkeep"))
-        services.provider.lifecycle.prepare_ahead()
+        services.prepare_ahead()
         refiller = (
             PoolRefiller(
                 services.pool, settings.provision.concurrency, settings.pool.refill_interval_seconds
@@ -161,10 +160,3 @@ def create_app(settings: Settings) -> FastAPI:
 def create_app_from_env() -> FastAPI:
     """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
     return create_app(Settings())
-
-
-def _background_reconcile(settings: Settings) -> bool:
-    if settings.reconcile.background is not None:
-        return settings.reconcile.background
-    # One SQLite instance: nobody else runs the CronJob.
-    return isinstance(settings.store, SqliteStoreSettings)

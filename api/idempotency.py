@@ -72,8 +72,7 @@ from runtime.core.errors import (
     SiestaError,
 )
 from runtime.core.records import IdempotencyClaim, KeptResponse, conversation_key
-from runtime.core.settings import IdempotencySettings
-from runtime.store.base import IdempotencyStore
+from runtime.sessions.idempotency import IdempotencyKeys
 
 HEADER = b"idempotency-key"
 METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -144,7 +143,7 @@ class Idempotency:
             ]
             fingerprint = _digest(*request, *_context_headers(scope), body_digest)
             scoped = f"{caller.name}/{_digest(org, key)}"
-            run = _Run(self, services.settings.idempotency, services.stores.idempotency, scoped)
+            run = _Run(self, services.idempotency_keys, scoped)
             run.conversation = _conversation(scope, org, spool, size)
             run.taken_over_safely = (scope["method"], route) in TAKEN_OVER_SAFELY
             await run(scope, replaying(spool, size, receive), send, fingerprint)
@@ -162,13 +161,12 @@ class _Run:
     def __init__(
         self,
         middleware: Idempotency,
-        settings: IdempotencySettings,
-        store: IdempotencyStore,
+        keys: IdempotencyKeys,
         key: str,
     ) -> None:
         self.middleware = middleware
-        self.settings = settings
-        self.store = store
+        self.settings = keys.settings
+        self.keys = keys
         self.key = key
         self.owner = uuid.uuid4().hex
         self.conversation: str | None = None
@@ -181,14 +179,7 @@ class _Run:
         while True:
             try:
                 entry = await self.middleware.in_thread(
-                    lambda: self.store.claim_key(
-                        self.key,
-                        fingerprint,
-                        self.owner,
-                        self.settings.hold_seconds,
-                        ttl=self.settings.ttl_seconds,
-                        conversation=self.conversation,
-                    )
+                    lambda: self.keys.claim(self.key, fingerprint, self.owner, self.conversation)
                 )
             except SiestaError as error:
                 await send_error(send, error)
@@ -246,25 +237,20 @@ class _Run:
         await self._settle(KeptResponse(status_for(error), "application/json", body))
 
     async def _settle(self, kept: KeptResponse | None) -> None:
-        ttl = self.settings.ttl_seconds
         with contextlib.suppress(SiestaError):  # the answer went out; a lost key only re-runs
             if kept is not None and (keeps(kept.status) or unknown_outcome(kept)):
                 await self.middleware.in_thread(
-                    lambda: self.store.complete_key(self.key, self.owner, kept, ttl)
+                    lambda: self.keys.complete(self.key, self.owner, kept)
                 )
             else:
-                await self.middleware.in_thread(
-                    lambda: self.store.release_key(self.key, self.owner)
-                )
+                await self.middleware.in_thread(lambda: self.keys.release(self.key, self.owner))
 
     async def _renew(self) -> None:
         hold = self.settings.hold_seconds
         while True:
             await asyncio.sleep(hold / 3)
             with contextlib.suppress(SiestaError):
-                await self.middleware.in_thread(
-                    lambda: self.store.renew_key(self.key, self.owner, hold)
-                )
+                await self.middleware.in_thread(lambda: self.keys.renew(self.key, self.owner))
 
 
 def _idempotency_key(scope: Scope) -> bytes | None:

@@ -17,6 +17,7 @@ import httpx
 from siesta_contract.agents import AgentConfig, UserInfo
 
 from runtime.admin.audit import AuditLog
+from runtime.admin.console_sessions import ConsoleSessions
 from runtime.admin.images import CatalogAdmin
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
@@ -58,7 +59,9 @@ from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.deployment import resolve_deployment_id
+from runtime.sessions.fleet import Fleet
 from runtime.sessions.gate import MakeGate
+from runtime.sessions.idempotency import IdempotencyKeys
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager
@@ -166,6 +169,10 @@ class Services:
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
+    fleet: Fleet = field(init=False)
+    """Every instance's sandboxes, read for the console and the gauges."""
+    console_sessions: ConsoleSessions = field(init=False)
+    idempotency_keys: IdempotencyKeys = field(init=False)
     _kept_running_at: float = field(init=False, default=0.0)
 
     @classmethod
@@ -232,6 +239,13 @@ class Services:
             egress,
         )
         services.tokens = TokenRegistry.from_settings(settings.tokens, settings.api_token)
+        services.console_sessions = ConsoleSessions(
+            stores.console, services.tokens, settings.console
+        )
+        services.idempotency_keys = IdempotencyKeys(stores.idempotency, settings.idempotency)
+        services.fleet = Fleet(
+            stores.sessions, stores.capacity, stores.pool, provider.lifecycle, settings.capacity
+        )
         services.audit = audit
         services.images = images
         services.pool = pool
@@ -311,6 +325,16 @@ class Services:
         services.port_tokens = PortTokens(egress_key(settings.egress, stores.deployment))
         services.stop_tracing = start_tracing(settings.tracing)
         return services
+
+    def readiness_checks(self) -> dict[str, Callable[[], None]]:
+        """What must answer for this instance to be ready, by name (each raises a
+        ``SiestaError`` when it does not)."""
+        return {"store": self.stores.ping, "provider": self.provider.ping}
+
+    def prepare_ahead(self) -> None:
+        """Start making ahead what the next sandboxes will need (a serving instance,
+        once; ``close`` stops it)."""
+        self.provider.lifecycle.prepare_ahead()
 
     def tool_catalog(self, agent: AgentConfig, user: UserInfo, org: str | None = None) -> Catalog:
         """The functions this agent gets for this user (of ``org``: its policies

@@ -132,6 +132,14 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def background_reconcile(self) -> bool:
+        """Whether a serving instance runs reconciliation itself: as configured, else
+        only on SQLite (one instance: nobody else runs the CronJob)."""
+        if self.reconcile.background is not None:
+            return self.reconcile.background
+        return isinstance(self.store, SqliteStoreSettings)
+
+    @property
     def sqlite_path(self) -> Path:
         """The SQLite store's file (when the store is SQLite)."""
         store = self.store

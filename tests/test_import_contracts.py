@@ -81,6 +81,12 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
             "import runtime.providers.agent.inside",
             "see only the two seams",
         ),
+        ("api/routes/health.py", "import runtime.store.base", "api never imports runtime.store"),
+        (
+            "api/console/pages/overview.py",
+            "import runtime.providers.base",
+            "api never imports runtime.store or runtime.providers",
+        ),
         ("siesta_contract/files.py", "import runtime.core.records", "public contract imports"),
         ("siesta_contract/tools.py", "import siesta_client", "public contract imports"),
         ("siesta_client/_ops.py", "import api.routes.tools", "client imports nothing"),

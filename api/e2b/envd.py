@@ -93,7 +93,7 @@ class EnvdDispatcher:
 
 def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
     sandbox_id = headers.get("e2b-sandbox-id", "")
-    sandbox = services.stores.e2b.find_e2b(sandbox_id) if sandbox_id else None
+    sandbox = services.e2b.find(sandbox_id) if sandbox_id else None
     if sandbox is None or sandbox.state != "running":
         raise refuse(502, f"The sandbox {sandbox_id or '(no E2b-Sandbox-Id header)'} was not found")
     token = headers.get("x-access-token", "")

@@ -93,7 +93,7 @@ async def _target(services: Services, scope: Scope, port: int, sandbox_id: str) 
     if not 1 <= port <= 65535:
         msg = f"port must be 1 to 65535, not {port}"
         raise InvalidRequest(msg, port=port)
-    sandbox = await to_thread.run_sync(services.stores.e2b.find_e2b, sandbox_id)
+    sandbox = await to_thread.run_sync(services.e2b.find, sandbox_id)
     if sandbox is not None and sandbox.state == "paused" and sandbox.auto_resume:
         # Created with auto-resume: traffic wakes it (as connect would), then is served.
         found = sandbox

@@ -26,7 +26,6 @@ from api.e2b.control import MAX_PAGE, caller_of, handler, services_of
 from api.e2b.errors import refuse
 from runtime.core.errors import SessionBusy
 from runtime.e2b.sandboxes import E2bSandboxes
-from runtime.providers.base import SandboxState
 from runtime.sandbox.metrics import SandboxMetrics
 
 WINDOW_SLACK_SECONDS = 60
@@ -102,9 +101,9 @@ async def many_metrics(request: Request) -> Response:
 
 def e2b_sample(measured: SandboxMetrics) -> dict[str, Any] | None:
     """One entry of E2B's metrics; ``None`` when nothing runs to measure."""
-    usage = measured.usage
-    if usage.state not in (SandboxState.RUNNING, SandboxState.PAUSED):
+    if not measured.measurable:
         return None
+    usage = measured.usage
     # E2B has one disk; here the user's home is on the container's own (the writable
     # layer's) and /mnt/work on the workspace's: the sandbox's disk is both.
     disks = [d for d in (usage.workspace, usage.root) if d is not None]

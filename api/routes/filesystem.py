@@ -32,6 +32,7 @@ from siesta_contract.filesystem import (
     FsWatchArgs,
     FsWatcher,
 )
+from siesta_contract.text import WORKSPACE
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.responses import SANDBOX, error_responses
@@ -40,7 +41,6 @@ from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
 from runtime.core.records import ToolExecution
-from runtime.providers.base import WORKSPACE
 from runtime.sandbox.filesystem import Change, Entry, Watcher
 from runtime.sandbox.user_files import AsUser
 from runtime.services import Services

@@ -36,7 +36,7 @@ async def healthz() -> Health:
 def readyz(services: ServicesDep) -> JSONResponse:
     """The store and the provider answer."""
     checks: dict[str, Literal["ok"] | ErrorBody] = {}
-    for name, ping in (("store", services.stores.ping), ("provider", services.provider.ping)):
+    for name, ping in services.readiness_checks().items():
         try:
             ping()
             checks[name] = "ok"

@@ -26,11 +26,11 @@ from siesta_contract.processes import (
     ProcessSignalArgs,
     StartProcessArgs,
 )
+from siesta_contract.text import WORKSPACE
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.responses import SANDBOX, error_responses
 from api.streaming import SSE_CONTENT
-from runtime.providers.base import WORKSPACE
 from runtime.sandbox import processes
 from runtime.sandbox.background import SIGNALS, StdinClosed, public
 from runtime.services import Services

@@ -30,12 +30,12 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
 from siesta_contract.processes import ProcessUser
+from siesta_contract.text import WORKSPACE
 
 from api.deps import through_door, websocket_context
 from api.errors import refuse_websocket
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
-from runtime.providers.base import WORKSPACE
 from runtime.sandbox import processes
 from runtime.sandbox.background import SIGNALS
 from runtime.services import Services

@@ -246,6 +246,11 @@ class E2bSandboxes:
     def list(self, org: str) -> list[E2bSandbox]:
         return self._store.list_e2b(org)
 
+    def find(self, sandbox_id: str) -> E2bSandbox | None:
+        """The sandbox of this id, whichever org's: envd calls and a port's host name
+        no org (the id is random, and the sandbox's own tokens are checked instead)."""
+        return self._store.find_e2b(sandbox_id)
+
     def kill(self, org: str, sandbox_id: str) -> bool:
         """Whether there was such a sandbox; its conversation is deleted with it."""
         sandbox = self._store.get_e2b(org, sandbox_id)

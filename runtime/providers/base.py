@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# Where a sandbox's workspace is mounted: the path the public contract's paths are under.
+from siesta_contract.text import WORKSPACE as WORKSPACE
+
 from runtime.core.output import CapturedStream
 
 DEPLOYMENT_LABEL = "siesta.deployment"
@@ -37,8 +40,6 @@ SNAPSHOT_LABEL = "siesta.snapshot"
 SNAPSHOT_DEPLOYMENT_LABEL = "siesta.snapshot-deployment"
 """On a snapshot's image: the deployment that took it (clean-up selects by it). Not
 ``DEPLOYMENT_LABEL``, which a container made from the image would inherit."""
-
-WORKSPACE = "/mnt/work"
 
 PACKAGE_INSTALL_CAPABILITIES = [
     "CHOWN",

@@ -44,6 +44,11 @@ class SandboxMetrics:
     """Share of its CPU limit used lately, 0 to 100 (``None``: stopped or missing)."""
     egress_refusals: int | None = None
 
+    @property
+    def measurable(self) -> bool:
+        """Its processes are there to measure: running, or frozen by a pause."""
+        return self.usage.state in (SandboxState.RUNNING, SandboxState.PAUSED)
+
 
 @dataclass(frozen=True)
 class _CpuSample:

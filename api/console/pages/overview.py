@@ -4,7 +4,6 @@ pool, recent failures, egress refusals, and which deployment and version this is
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -20,33 +19,15 @@ from runtime.core import metrics
 from runtime.core.network_rules import EgressRefusals
 from runtime.core.records import ExecutionFilter, SessionRecord, SessionStatus
 from runtime.services import Services
-from runtime.sessions.capacity import POOL_SLOT_PREFIX
-from runtime.sessions.lifecycle import capacity_scopes
 
 RECENT = 10
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 
-@dataclass(frozen=True)
-class Use:
-    """One capacity scope: how many running sandboxes it counts, against its limit."""
-
-    kind: str
-    name: str
-    used: int
-    limit: int
-    pool: int = 0
-    """Of ``used``: the warm pool's members (the host scope counts them)."""
-
-    @property
-    def percent(self) -> int:
-        return min(100, round(100 * self.used / self.limit)) if self.limit else 0
-
-
 @router.get(PREFIX)
 def overview(services: ServicesDep, session: PageSession) -> HTMLResponse:
-    records = services.stores.sessions.list_sessions()
+    records = services.fleet.records()
     by_state = Counter(record.status.value for record in records)
     return render(
         session,
@@ -54,7 +35,7 @@ def overview(services: ServicesDep, session: PageSession) -> HTMLResponse:
         page="overview",
         states=[(status.value, by_state.get(status.value, 0)) for status in SessionStatus],
         total=len(records),
-        capacity=capacity_use(services, records),
+        capacity=services.fleet.capacity_use(records),
         pool=pool_view(services),
         errors=services.tools.find(
             None, ExecutionFilter(status=ExecutionStatus.FAILED, limit=RECENT)
@@ -66,32 +47,10 @@ def overview(services: ServicesDep, session: PageSession) -> HTMLResponse:
     )
 
 
-def capacity_use(services: Services, records: list[SessionRecord]) -> list[Use]:
-    """Every org and user that has a session, and this host, against their limits
-    (the scopes ``runtime/sessions/lifecycle.capacity_scopes`` counts a sandbox in)."""
-    settings = services.settings.capacity
-    slots = services.stores.capacity
-    limits: dict[str, tuple[str, str, int]] = {}
-    for record in records:
-        for (scope, limit), kind in zip(
-            capacity_scopes(settings, record.org, record.user), ("org", "user", "host"), strict=True
-        ):
-            limits[scope] = (kind, scope.split(":", 1)[1], limit)
-    host = capacity_scopes(settings, "-", "-")[2]
-    limits.setdefault(host[0], ("host", settings.host_id, host[1]))
-    uses = []
-    for scope, (kind, name, limit) in limits.items():
-        members = slots.slot_members(scope)
-        pool = sum(member.startswith(POOL_SLOT_PREFIX) for member in members)
-        uses.append(Use(kind, name, len(members), limit, pool))
-    order = {"host": 0, "org": 1, "user": 2}
-    return sorted(uses, key=lambda use: (order[use.kind], use.name))
-
-
 def pool_view(services: Services) -> dict[str, Any]:
     """Ready members per image (from the store: every instance's) and this instance's
     claims: hits, and misses by image and reason (its Prometheus counters)."""
-    members = Counter(member.image_id for member in services.stores.pool.pool_members())
+    members = Counter(member.image_id for member in services.fleet.pool_members())
     return {
         "enabled": services.pool.enabled,
         "members": sorted(members.items()),
@@ -116,7 +75,7 @@ def egress_refusals(
     """Conversations whose requests the egress proxies refused lately, latest first."""
     found = []
     for record in records:
-        refusals = services.stores.network.egress_refusals(record.org, record.conversation)
+        refusals = services.network.refusals(record.org, record.conversation)
         if refusals is not None:
             found.append((record, refusals))
     return sorted(found, key=lambda item: -item[1].last_at)[:RECENT]

@@ -24,7 +24,6 @@ from runtime.core.errors import SiestaError
 from runtime.core.operator_records import ConsoleSession
 from runtime.core.records import ExecutionFilter, SessionRecord
 from runtime.images.catalog import split_selection
-from runtime.providers.base import SandboxUsage
 from runtime.services import Services
 
 Action = Literal["suspend", "resume", "delete"]
@@ -61,9 +60,7 @@ def sandboxes(
 ) -> HTMLResponse:
     wanted = {"org": org, "user": user, "conversation": conversation, "image": image}
     wanted["state"] = state
-    records = [
-        record for record in services.stores.sessions.list_sessions() if _matches(record, wanted)
-    ]
+    records = [record for record in services.fleet.records() if _matches(record, wanted)]
     records.sort(key=lambda record: -record.last_used_at)
     return render(
         session,
@@ -96,7 +93,7 @@ def sandbox(
     session: PageSession,
     done: Filter = "",
 ) -> HTMLResponse:
-    record = services.stores.sessions.get_session(org, conversation_id)
+    record = services.fleet.record(org, conversation_id)
     if record is None:
         return _missing(session, org, conversation_id)
     state = "not known"
@@ -111,26 +108,17 @@ def sandbox(
         page="sandboxes",
         record=record,
         state=state,
-        usage=_usage(services, record),
+        usage=services.fleet.usage(record),
         executions=executions,
         done=ACTIONS[done][0] if done in ACTIONS else "",
     )
-
-
-def _usage(services: Services, record: SessionRecord) -> SandboxUsage | None:
-    """What the provider can tell of the sandbox's disks from outside (``None``: it
-    cannot say, e.g. a provider without metrics)."""
-    try:
-        return services.provider.lifecycle.usage(record.sandbox_id)
-    except SiestaError:
-        return None
 
 
 @router.get(f"{PREFIX}/sandboxes/{{org}}/{{conversation_id}}/{{action}}")
 def confirm(
     org: str, conversation_id: str, action: Action, services: ServicesDep, session: PageSession
 ) -> HTMLResponse:
-    record = services.stores.sessions.get_session(org, conversation_id)
+    record = services.fleet.record(org, conversation_id)
     if record is None:
         return _missing(session, org, conversation_id)
     label, effect = ACTIONS[action]
@@ -155,7 +143,7 @@ async def act(
     services: ServicesDep,
     session: ActionSession,
 ) -> Response:
-    record = await to_thread.run_sync(services.stores.sessions.get_session, org, conversation_id)
+    record = await to_thread.run_sync(services.fleet.record, org, conversation_id)
     if record is None:
         return _missing(session, org, conversation_id)
     target, source = f"{org}/{conversation_id}", source_of(request)

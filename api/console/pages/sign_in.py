@@ -12,12 +12,8 @@ from api.console.audit_hook import record_action
 from api.console.auth import (
     COOKIE,
     ActionSession,
-    admin_caller,
     check_origin,
     clear_cookie,
-    end_session,
-    live_session,
-    open_session,
     set_cookie,
     source_of,
 )
@@ -30,7 +26,7 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 @router.get(SIGN_IN)
 def sign_in_form(request: Request, services: ServicesDep) -> Response:
-    if live_session(services, request.cookies.get(COOKIE)) is not None:
+    if services.console_sessions.live(request.cookies.get(COOKIE)) is not None:
         return RedirectResponse(PREFIX, 303)
     return render(None, "sign_in.html", message=None)
 
@@ -41,12 +37,12 @@ async def sign_in(
 ) -> Response:
     """No session to carry a CSRF token yet: the origin check (and SameSite) guard it."""
     check_origin(request)
-    caller = admin_caller(services, token.strip())
+    caller = services.console_sessions.admin_caller(token.strip())
     if caller is None:
         return refused_sign_in(services, token.strip())
     source = source_of(request)
     session_id, session = await to_thread.run_sync(
-        lambda: open_session(services, caller, token.strip(), source)
+        lambda: services.console_sessions.open(caller, token.strip(), source)
     )
     record_action(services, caller.name, "console.sign_in", "console", source=source)
     response = RedirectResponse(PREFIX, 303)
@@ -70,7 +66,7 @@ def refused_sign_in(services: ServicesDep, token: str) -> HTMLResponse:
 
 @router.post(f"{PREFIX}/sign-out")
 def sign_out(request: Request, services: ServicesDep, session: ActionSession) -> Response:
-    end_session(services, session)
+    services.console_sessions.end(session)
     record_action(
         services, session.token_name, "console.sign_out", "console", source=source_of(request)
     )
