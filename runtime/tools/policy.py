@@ -16,8 +16,8 @@ false asks first; undeclared, one whose name names a read (``Gmail.ReadEmail``,
 2. the organization's policy (``SIESTA_TOOLS__ORG_POLICIES``), then the deployment's
    ``SIESTA_TOOLS__FUNCTION_POLICIES`` — used when the agent says nothing, and floors
    the agent cannot go below (an operator's ``runCommand: confirm`` holds for every
-   agent and every route; an org's holds for its agents, except those it trusts with
-   the function);
+   agent and every route; an org's holds for its agents, except those it registered
+   and trusts with the function);
 3. the reference's rule above.
 """
 
