@@ -14,7 +14,8 @@ from api.errors import STATUS_BY_CODE
 
 REASONS = {
     202: "Held: the function's policy asks a person first (`approvalId`: decide it with "
-    "`POST /v1/approvals/{id}`; the result is in the decision's answer and the executions log)",
+    "`POST /v1/tools/approvals/{id}`; the result is in the decision's answer and the "
+    "executions log)",
     400: "Bad context headers or JSON",
     401: "Missing or wrong bearer token",
     403: "Not allowed: the token lacks the route's scope (`scope` names it), the "

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from siesta_contract.agents import AgentConfig, UserInfo
+from siesta_contract.agents import AgentConfig, Policy, UserInfo
 
 from runtime.admin.audit import AuditLog
 from runtime.admin.console_sessions import ConsoleSessions
@@ -345,8 +345,13 @@ class Services:
             self.settings.tools,
             self.catalog,
             sandbox_enabled=self.settings.sandbox.enabled,
-            org=org,
+            org_floor=self.org_floor(org, agent.id),
         )
+
+    def org_floor(self, org: str | None, agent: str | None) -> dict[str, Policy]:
+        """``org``'s floor for a call stating ``agent``: lifted for the agents it trusts
+        only once the org has registered them (``AgentRegistry.registered``)."""
+        return self.settings.tools.org_floor(org, self.agents.registered(org, agent))
 
     def _tool_executor(self, gateway: AgentGateway) -> ToolExecutor:
         tools, upstreams = self.settings.tools, self.upstreams
@@ -373,7 +378,7 @@ class Services:
             connections,
             approvals=rules,
             deployment_policies=tools.function_policies,
-            org_floor=tools.org_floor,
+            org_floor=self.org_floor,
             redeem=self._redeem_grant,
         )
 

@@ -6,7 +6,7 @@ through the tool executor like a ``/v1/tools/execute`` call: the deployment's
 policy for the function (``SIESTA_TOOLS__FUNCTION_POLICIES``, else the
 reference's rule, which asks before ``publishFiles``) and one entry in the
 executions log. A call that needs approval answers 202 ``approval_required``
-with the ``approvalId`` to decide (``POST /v1/approvals/{id}``).
+with the ``approvalId`` to decide (``POST /v1/tools/approvals/{id}``).
 """
 
 from __future__ import annotations

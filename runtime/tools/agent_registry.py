@@ -6,7 +6,8 @@ only headers. Registering the configuration (``POST /v1/agents``) lets those
 routes apply the same policies, System Tool assignment and org rules: a call whose
 ``X-Siesta-Agent`` names a registered agent runs under it (``bind``). A name that
 is not registered keeps the old behaviour — the deployment's and org's floors and
-the reference's defaults — so backends that register nothing are not broken.
+the reference's defaults — so backends that register nothing are not broken; but
+only a registered agent is one the org's policy may trust (``registered``).
 
 The agent's base image, egress allowlist and sub-agents come from its
 registration; a header may repeat one but not contradict it (``invalid_context``):
@@ -79,6 +80,14 @@ class AgentRegistry:
         the one stated."""
         record = self._store.get_agent(org, agent.id)
         return agent if record is None else AgentConfig.model_validate(record.config)
+
+    def registered(self, org: str | None, agent_id: str | None) -> str | None:
+        """``agent_id`` if ``org`` has registered it, else ``None``. What an org trusts
+        (``trustedAgents``) is its registered agents: an id is only a claim until the
+        org's ``tools`` token registers it, and any caller can state one."""
+        if org is None or agent_id is None or self._store.get_agent(org, agent_id) is None:
+            return None
+        return agent_id
 
     def bind(self, ctx: CallContext) -> CallContext:
         """``ctx`` under its registered agent, if ``X-Siesta-Agent`` names one (else as

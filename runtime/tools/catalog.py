@@ -26,6 +26,7 @@ private ones, then the first listed (the peer platform's rule, seeds/003_*);
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,11 +94,12 @@ def build_catalog(
     images: ImageCatalog,
     *,
     sandbox_enabled: bool,
-    org: str | None = None,
+    org_floor: Mapping[str, Policy] | None = None,
 ) -> Catalog:
+    """``org_floor``: the org's floor as it holds for this agent
+    (``Services.org_floor``: lifted only for an agent the org registered)."""
     catalog = Catalog()
     floor = settings.function_policies
-    org_floor = settings.org_floor(org, agent.id)
     for definition, tool in _system_functions(
         agent, user, settings, images, sandbox_enabled, catalog.notes
     ):

@@ -22,7 +22,8 @@ from runtime.tools.policy import EffectivePolicy, effective_policy
 CatalogFor = Callable[[AgentConfig, UserInfo, str], Catalog]
 """The catalog of an agent for a user of an org (``Services.tool_catalog``)."""
 OrgFloor = Callable[[str, str | None], Mapping[str, Policy]]
-"""An org's floor as it holds for an agent (``ToolSettings.org_floor``)."""
+"""An org's floor as it holds for a stated agent (``Services.org_floor``: lifted only
+for an agent the org registered)."""
 
 
 class DirectPolicies:

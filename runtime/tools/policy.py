@@ -2,19 +2,22 @@
 
 The reference (seeds/000, "Connections"): "Require confirmation for send,
 publish, create, update, delete, permission, financial, or production-impacting
-actions." A connection function's default comes from what it declares (MCP-style
-``annotations``: ``readOnlyHint`` true runs at once, anything else asks first), else
-from its name: one that names such an action asks first, one that names a read
-(``Gmail.ReadEmail``, ``Drive.ListFiles``) runs at once, and one whose name says
-neither (``crm_op_17``, ``Jira.Issue``) asks first. Three layers decide, in this order:
+actions." A connection function's default comes from its name and what it declares
+(MCP-style ``annotations``): one whose name names such an action asks first, whatever
+it declares — a declaration may tighten a default, never loosen it, so
+``Gmail.SendEmail`` with ``readOnlyHint`` true still asks (the operator or the agent
+can still say ``enabled`` for it); otherwise ``readOnlyHint`` true runs at once and
+false asks first; undeclared, one whose name names a read (``Gmail.ReadEmail``,
+``Drive.ListFiles``) runs at once, and one whose name says neither (``crm_op_17``,
+``Jira.Issue``) asks first. Three layers decide, in this order:
 
 1. the agent's configuration (``functionPolicies`` for System Tool functions, a
    connection function's own ``policy``) — it may relax the default;
 2. the organization's policy (``SIESTA_TOOLS__ORG_POLICIES``), then the deployment's
    ``SIESTA_TOOLS__FUNCTION_POLICIES`` — used when the agent says nothing, and floors
    the agent cannot go below (an operator's ``runCommand: confirm`` holds for every
-   agent and every route; an org's holds for its agents, except those it trusts with
-   the function);
+   agent and every route; an org's holds for its agents, except those it registered
+   and trusts with the function);
 3. the reference's rule above.
 """
 
@@ -111,21 +114,31 @@ def default_policy(
     name: str, *, system: bool, annotations: ToolAnnotations | None = None
 ) -> EffectivePolicy:
     """The rule for a function nobody configured: for ours, what each does; for a
-    connection's, what it declares, else what its name says, else ask first."""
+    connection's, what it declares unless that loosens an action its name names, else
+    what its name says, else ask first."""
     if system and name in CONFIRMED_SYSTEM_FUNCTIONS:
         return EffectivePolicy("confirm", f"default: {name} publishes or creates for the user")
     if system and name in OWN_MEMORY_WRITES:
         return EffectivePolicy("enabled", "default: writes only to the org's own memory banks")
     if system and not name.startswith("Platform_"):
         return EffectivePolicy("enabled", "default")
-    if not system and annotations is not None and annotations.read_only is not None:
-        if annotations.read_only:
-            return EffectivePolicy("enabled", "default: declared read-only (readOnlyHint)")
-        harm = "may destroy" if annotations.destructive is not False else "changes things"
-        return EffectivePolicy(
-            "confirm", f"default: declared not read-only (readOnlyHint false; it {harm})"
-        )
     action = action_of(name)
+    if not system and annotations is not None and annotations.read_only is not None:
+        if not annotations.read_only:
+            harm = "may destroy" if annotations.destructive is not False else "changes things"
+            return EffectivePolicy(
+                "confirm", f"default: declared not read-only (readOnlyHint false; it {harm})"
+            )
+        if action is None:
+            return EffectivePolicy("enabled", "default: declared read-only (readOnlyHint)")
+        # The declaration is the connection's word; the name is what the model and the
+        # person see. A server that calls a send read-only is wrong or lying, and a
+        # person would not expect it to go out unasked.
+        return EffectivePolicy(
+            "confirm",
+            f"default: {action} actions need confirmation (its name names an action; "
+            "readOnlyHint true cannot loosen that)",
+        )
     if action is not None:
         return EffectivePolicy("confirm", f"default: {action} actions need confirmation")
     if system:

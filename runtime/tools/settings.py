@@ -16,10 +16,12 @@ class OrgPolicies(BaseModel):
         default_factory=dict, alias="functionPolicies"
     )
     trusted_agents: dict[str, list[str]] = Field(default_factory=dict, alias="trustedAgents")
-    """Function name → the agents of the org its floor does not hold for."""
+    """Function name → the agents of the org its floor does not hold for (agents the
+    org has registered, ``POST /v1/agents``: an id a caller merely states is not one)."""
 
     def floor_for(self, agent: str | None) -> dict[str, Literal["enabled", "disabled", "confirm"]]:
-        """The org's floor as it holds for ``agent``."""
+        """The org's floor as it holds for the registered agent ``agent`` (``None``:
+        none, or one not registered)."""
         return {
             name: policy
             for name, policy in self.function_policies.items()
@@ -95,8 +97,8 @@ class ToolSettings(BaseModel):
     agent's, e.g. ``{"acme": {"functionPolicies": {"JsExecutorAgent": "disabled"},
     "trustedAgents": {"JsExecutorAgent": ["agent-ops"]}}}``. The org's policy is used
     when the agent's configuration says nothing, and no agent of the org goes below it
-    — except the agents it trusts with that function (the deployment's floor still
-    holds for them)."""
+    — except the agents it trusts with that function, once registered in the org (the
+    deployment's floor still holds for them)."""
     docs_base_url: str | None = None
     """Where this service's README is published (e.g. a repository page): the help
     function links its sections there. Unset: it names the section, without a link."""
@@ -113,6 +115,7 @@ class ToolSettings(BaseModel):
     def org_floor(
         self, org: str | None, agent: str | None
     ) -> dict[str, Literal["enabled", "disabled", "confirm"]]:
-        """``org``'s floor for ``agent`` (empty without an org or a policy for it)."""
+        """``org``'s floor for ``agent`` (empty without an org or a policy for it).
+        ``agent`` must be one the org registered (``Services.org_floor`` checks)."""
         policies = self.org_policies.get(org) if org is not None else None
         return policies.floor_for(agent) if policies is not None else {}

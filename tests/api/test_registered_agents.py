@@ -9,6 +9,7 @@ the app in this process with the in-package fake provider.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,11 +26,23 @@ CAREFUL: dict[str, Any] = {
     "functionPolicies": {"runCommand": "confirm", "listFiles": "disabled"},
 }
 USER = {"id": "user-1", "role": "User"}
+TRUSTING = "org-trusting"
+"""An org whose policy holds ``runCommand`` for its agents, except ``agent-x``."""
+TRUSTING_POLICY = {
+    TRUSTING: {
+        "functionPolicies": {"runCommand": "confirm"},
+        "trustedAgents": {"runCommand": ["agent-x"]},
+    }
+}
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
-    env = {"SIESTA_PROVIDER__TYPE": "fake", "SIESTA_TOOLS__MAX_REGISTERED_AGENTS": "3"}
+    env = {
+        "SIESTA_PROVIDER__TYPE": "fake",
+        "SIESTA_TOOLS__MAX_REGISTERED_AGENTS": "3",
+        "SIESTA_TOOLS__ORG_POLICIES": json.dumps(TRUSTING_POLICY),
+    }
     with in_process_service(tmp_path_factory.mktemp("data"), env) as running:
         yield running
 
@@ -219,3 +232,54 @@ def test_deleting_a_registration_brings_back_the_floors(
     assert ran.status_code == 200, ran.text
     still_held = approval(service, org, held.json()["error"]["approvalId"])
     assert still_held["policyReason"] == "the agent's configuration"
+
+
+def test_an_org_trusts_an_agent_only_once_it_is_registered_there(
+    service: InProcessService,
+) -> None:
+    """``trustedAgents`` names agents of the org: a caller that merely states the id
+    (``X-Siesta-Agent``, or the body's agent) gets the org's floor like any other."""
+    agent_x = {"id": "agent-x", "systemToolIds": ["sandbox"], "baseImage": "python"}
+    conversation = new_conversation()
+
+    def run_command() -> tuple[httpx2.Response, httpx2.Response, dict[str, Any]]:
+        command = {"command": "id"}
+        routed = direct(
+            service, TRUSTING, conversation, "/sandbox/runCommand", command, "agent-x", "python"
+        )
+        executed = service.client.post(
+            "/v1/tools/execute",
+            headers=headers(TRUSTING),
+            json={
+                "conversationId": conversation,
+                "agent": agent_x,
+                "user": USER,
+                "function": "runCommand",
+                "arguments": command,
+            },
+        )
+        listed = service.client.post(
+            "/v1/tools/catalog", headers=headers(TRUSTING), json={"agent": agent_x, "user": USER}
+        ).json()
+        return routed, executed, {f["name"]: f for f in listed["functions"]}["runCommand"]
+
+    stated = run_command()
+    assert register(service, TRUSTING, agent_x).status_code == 200
+    registered = run_command()
+    assert service.client.delete("/v1/agents/agent-x", headers=headers(TRUSTING)).status_code == 204
+    unregistered = run_command()
+
+    for routed, executed, listed in (stated, unregistered):
+        assert routed.status_code == 202, routed.text
+        assert routed.json()["error"]["code"] == "approval_required"
+        held = approval(service, TRUSTING, routed.json()["error"]["approvalId"])
+        assert held["policyReason"] == "the organization's policy"
+        assert executed.json()["status"] == "pending_approval", executed.text
+        assert (listed["policy"], listed["policyReason"]) == (
+            "confirm",
+            "the organization's policy",
+        )
+    routed, executed, listed = registered
+    assert routed.status_code == 200, routed.text
+    assert executed.json()["ok"] is True, executed.text
+    assert (listed["policy"], listed["policyReason"]) == ("enabled", "default")

@@ -463,3 +463,36 @@ def test_bad_tool_requests(service: InProcessService) -> None:
     assert no_org.status_code == 400 and no_org.json()["error"]["code"] == "missing_context"
     assert bad_role.status_code == 422 and unknown_tool.status_code == 422
     assert missing.status_code == 404
+
+
+def test_a_cancelled_approval_is_a_410_the_document_lists(service: InProcessService) -> None:
+    """Deleting its conversation cancels a held call: showing or deciding it is 410
+    ``approval_cancelled``, which the document lists for both, with the error body."""
+    conversation = new_conversation()
+    held = execute(service, conversation, "runCommand", {"command": "true"})
+    approval_id = held["error"]["approvalId"]
+    deleted = service.client.delete(
+        f"/v1/conversations/{conversation}", headers={**HEADERS, "X-Siesta-User": "user-1"}
+    )
+    shown = service.client.get(f"/v1/tools/approvals/{approval_id}", headers=APPROVER)
+    decided = decide(service, approval_id, "approve")
+    route = service.client.get("/openapi.json").json()["paths"]["/v1/tools/approvals/{approval_id}"]
+
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True, deleted.text
+    for method, answer in (("get", shown), ("post", decided)):
+        assert answer.status_code == 410, answer.text
+        assert answer.json()["error"]["code"] == "approval_cancelled"
+        listed = route[method]["responses"][str(answer.status_code)]
+        assert "approval_cancelled" in listed["description"]
+        assert listed["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorResponse"
+        }
+
+
+def test_a_held_calls_answer_names_the_route_that_decides_it(service: InProcessService) -> None:
+    """A held call's 202 points to the route that decides it."""
+    paths = service.client.get("/openapi.json").json()["paths"]
+    held = paths["/v1/conversations/{conversation_id}/sandbox/runCommand"]["post"]["responses"]
+
+    assert "post" in paths["/v1/tools/approvals/{approval_id}"]
+    assert "`POST /v1/tools/approvals/{id}`" in held["202"]["description"]

@@ -128,9 +128,11 @@ def test_a_connection_function_whose_name_says_nothing_asks_first(name: str) -> 
             "confirm",
             "it changes things",
         ),
-        # what a function declares wins over what its name seems to say
+        # a declaration tightens what its name seems to say ...
         ("Gmail.ReadEmail", {"readOnlyHint": False}, "confirm", "declared not read-only"),
-        ("Gmail.SendEmail", {"readOnlyHint": True}, "enabled", "declared read-only"),
+        ("Drive.ListFiles", {"readOnlyHint": True}, "enabled", "declared read-only"),
+        # ... but never loosens an action its name names
+        ("Gmail.SendEmail", {"readOnlyHint": True}, "confirm", "cannot loosen"),
         # hints that say nothing about reading leave the name to decide
         ("Gmail.ReadEmail", {"openWorldHint": True}, "enabled", "its name says it reads"),
         ("crm_op_17", {"idempotentHint": True}, "confirm", "asks first"),
@@ -142,6 +144,58 @@ def test_declared_behaviour_decides_before_the_name(
     declared = ToolAnnotations.model_validate(annotations)
     rule = default_policy(name, system=False, annotations=declared)
     assert rule.policy == policy and reason in rule.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "reason"),
+    [
+        ("Drive.ListFiles", "enabled", "declared read-only (readOnlyHint)"),
+        ("crm_op_17", "enabled", "declared read-only (readOnlyHint)"),
+        ("Drive.ListSharedFiles", "enabled", "declared read-only (readOnlyHint)"),
+        ("Gmail.SendEmail", "confirm", "send actions need confirmation"),
+        ("Slack.PostMessage", "confirm", "publish actions need confirmation"),
+        ("Jira.CreateIssue", "confirm", "create actions need confirmation"),
+        ("Drive.DeleteFile", "confirm", "delete actions need confirmation"),
+        ("Drive.ShareFile", "confirm", "permission actions need confirmation"),
+        ("Stripe.Refund", "confirm", "financial actions need confirmation"),
+        ("Vercel.DeployProject", "confirm", "production-impacting actions need confirmation"),
+        ("Gmail.SearchAndDelete", "confirm", "delete actions need confirmation"),
+    ],
+)
+def test_declaring_read_only_never_loosens_an_action_the_name_names(
+    name: str, policy: Policy, reason: str
+) -> None:
+    declared = ToolAnnotations.model_validate({"readOnlyHint": True})
+    rule = default_policy(name, system=False, annotations=declared)
+    assert rule.policy == policy and reason in rule.reason
+    if policy == "confirm":
+        assert "its name names an action" in rule.reason and "cannot loosen" in rule.reason
+
+
+@pytest.mark.parametrize(
+    ("agent", "deployment", "organization", "reason"),
+    [
+        ("enabled", {}, {}, "the agent's configuration"),
+        (None, {"Gmail.SendEmail": "enabled"}, {}, "the deployment's policy"),
+        (None, {}, {"Gmail.SendEmail": "enabled"}, "the organization's policy"),
+    ],
+)
+def test_the_operator_or_the_agent_may_still_run_a_declared_read_only_send_at_once(
+    agent: Policy | None,
+    deployment: dict[str, Policy],
+    organization: dict[str, Policy],
+    reason: str,
+) -> None:
+    declared = ToolAnnotations.model_validate({"readOnlyHint": True})
+    rule = effective_policy(
+        "Gmail.SendEmail",
+        system=False,
+        agent=agent,
+        deployment=deployment,
+        annotations=declared,
+        organization=organization,
+    )
+    assert (rule.policy, rule.reason) == ("enabled", reason)
 
 
 @pytest.mark.parametrize(

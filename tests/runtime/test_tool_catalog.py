@@ -266,7 +266,10 @@ def test_an_organizations_policies_hold_for_its_agents_except_those_it_trusts(
         {"id": agent, "systemToolIds": ["sandbox", "js_executor"], "baseImage": "debian-base"}
     )
     user = UserInfo(id="u", role="User")
-    catalog = build_catalog(config, user, ORG_POLICIES, IMAGES, sandbox_enabled=True, org=org)
+    floor = ORG_POLICIES.org_floor(org, agent)  # agent-ops as registered in acme
+    catalog = build_catalog(
+        config, user, ORG_POLICIES, IMAGES, sandbox_enabled=True, org_floor=floor
+    )
     by_name = {f.name: f for f in catalog.functions}
     assert (by_name["JsExecutorAgent"].policy if "JsExecutorAgent" in by_name else None) == js
     assert (by_name["runCommand"].policy, by_name["runCommand"].policy_reason) == run
