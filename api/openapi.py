@@ -29,10 +29,9 @@ REQUIRED_HEADERS = {
     "x-siesta-org": "The organisation (trusted context from the agent backend)",
     "x-siesta-user": "The user on whose behalf the agent acts",
 }
-"""Required wherever a route declares them (``X-Siesta-User`` only on conversation routes),
-but where a body may name the org instead (a token bound to an org supplies either)."""
-ORG_IN_BODY = frozenset({"/v1/tools/catalog"})
-"""Routes whose body's ``org`` may stand for ``X-Siesta-Org``."""
+"""Required wherever a route declares them (``X-Siesta-User`` only on conversation routes).
+A token bound to an org or a user supplies them when they are left out, which OpenAPI
+cannot say (the README names it): the document states what an unbound token sends."""
 ID_PATH_PARAMETERS = ("conversation_id",)
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",
@@ -113,7 +112,7 @@ def _build(app: FastAPI) -> dict[str, Any]:
     images = _enabled_images(app)
     for path, path_item in schema.get("paths", {}).items():
         for method, operation in path_item.items():
-            _state_context_rules(operation, images, org_in_body=path in ORG_IN_BODY)
+            _state_context_rules(operation, images)
             if method in MUTATING and path.startswith("/v1/") and "/ports/" not in path:
                 operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY))
                 operation["responses"].setdefault("409", dict(KEY_CONFLICT))
@@ -167,15 +166,12 @@ def _refresh_images(document: dict[str, Any], images: list[str]) -> None:
         base_image["enum"] = images
 
 
-def _state_context_rules(
-    operation: dict[str, Any], images: list[str], *, org_in_body: bool = False
-) -> None:
+def _state_context_rules(operation: dict[str, Any], images: list[str]) -> None:
     for parameter in operation.get("parameters", []):
         name = str(parameter.get("name", "")).lower()
         if parameter.get("in") == "header" and name in REQUIRED_HEADERS:
-            required = not (org_in_body and name == "x-siesta-org")
             parameter.update(
-                required=required, schema=dict(ID_SCHEMA), description=REQUIRED_HEADERS[name]
+                required=True, schema=dict(ID_SCHEMA), description=REQUIRED_HEADERS[name]
             )
         elif parameter.get("in") == "header" and name == "x-siesta-base-image":
             # Not an enum: only the first operation of a conversation reads it, and a

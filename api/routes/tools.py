@@ -30,7 +30,6 @@ from api.responses import COMMON, error_responses
 from api.streaming import SSE_CONTENT, event_stream
 from runtime.core.context import check_id
 from runtime.core.errors import (
-    InvalidContext,
     InvalidConversationId,
 )
 from runtime.core.records import ExecutionFilter
@@ -75,7 +74,6 @@ def catalog(
     body: CatalogRequest,
     services: ServicesDep,
     caller: CallerDep,
-    x_siesta_org: Annotated[str | None, Header()] = None,
     schema_mode: Annotated[
         SchemaMode,
         Query(
@@ -86,13 +84,9 @@ def catalog(
         ),
     ] = "standard",
 ) -> CatalogPublic:
-    """The functions an agent gets for a user of an org: the body's ``org``, else
-    ``X-Siesta-Org``, else the token's own (each one the token allows); the org's
-    policies always apply (a catalog is never org-less)."""
-    if x_siesta_org is not None:  # given: a valid id the token allows, even if the body wins
-        check_id(x_siesta_org, "organisation id (X-Siesta-Org)", InvalidContext)
-        caller.org_for(x_siesta_org)
-    org = caller.org_for(body.org or x_siesta_org, "the body's org or X-Siesta-Org")
+    """The functions an agent gets for a user of the body's ``org`` (one the token
+    allows): the org's policies always apply (a catalog is never org-less)."""
+    org = caller.org_for(body.org, "org")
     caller.user_for(body.user.id)
     agent = services.agents.as_registered(org, body.agent)
     result = services.tool_catalog(agent, body.user, org)

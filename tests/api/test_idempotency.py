@@ -113,7 +113,11 @@ def routes(service: ServiceProcess) -> list[tuple[str, Call, int]]:
         ("js", Call("POST", f"{base}/js", {"code": "1 + 1"}), 200),
         ("upload", Call("POST", f"{base}/files", content=upload, content_type=upload_type), 201),
         ("execute", Call("POST", "/v1/tools/execute", execute), 200),
-        ("catalog", Call("POST", "/v1/tools/catalog", {"agent": AGENT, "user": USER}), 200),
+        (
+            "catalog",
+            Call("POST", "/v1/tools/catalog", {"agent": AGENT, "user": USER, "org": "org-a"}),
+            200,
+        ),
         (
             "approve",
             Call("POST", f"/v1/tools/approvals/{approval}", {"decision": "approve", "by": "u1"}),

@@ -214,7 +214,7 @@ def test_the_catalog_offers_the_six_functions_when_the_tool_is_assigned(
         response = service.client.post(
             "/v1/tools/catalog",
             headers=A,
-            json={"agent": {"id": "a", "systemToolIds": tools}, "user": USER},
+            json={"agent": {"id": "a", "systemToolIds": tools}, "user": USER, "org": "org-a"},
         )
         assert response.status_code == 200, response.text
         return {f["name"]: f for f in response.json()["functions"]}

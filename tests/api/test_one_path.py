@@ -190,7 +190,7 @@ def test_an_agent_cannot_go_below_the_deployment_policy(strict: ServiceProcess) 
     catalog = strict.client.post(
         "/v1/tools/catalog",
         headers=AGENT_HEADERS,
-        json={"agent": {**AGENT, **relaxed}, "user": USER},
+        json={"agent": {**AGENT, **relaxed}, "user": USER, "org": AGENT_HEADERS["X-Siesta-Org"]},
     ).json()
     entry = next(f for f in catalog["functions"] if f["name"] == "runCommand")
     assert entry["policy"] == "confirm"

@@ -163,7 +163,9 @@ def test_a_direct_call_is_held_exactly_as_the_same_agent_on_tools_execute(
         },
     )
     catalog = service.client.post(
-        "/v1/tools/catalog", headers=headers(org), json={"agent": CAREFUL, "user": USER}
+        "/v1/tools/catalog",
+        headers=headers(org),
+        json={"agent": CAREFUL, "user": USER, "org": org},
     ).json()
 
     assert executed.status_code == 200, executed.text
@@ -259,7 +261,9 @@ def test_an_org_trusts_an_agent_only_once_it_is_registered_there(
             },
         )
         listed = service.client.post(
-            "/v1/tools/catalog", headers=headers(TRUSTING), json={"agent": agent_x, "user": USER}
+            "/v1/tools/catalog",
+            headers=headers(TRUSTING),
+            json={"agent": agent_x, "user": USER, "org": TRUSTING},
         ).json()
         return routed, executed, {f["name"]: f for f in listed["functions"]}["runCommand"]
 

@@ -462,7 +462,7 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         lambda c, a: c.post(
             "/v1/tools/catalog",
             headers=B,
-            json={"agent": AGENT, "user": USER, "org": B.get("X-Siesta-Org")},
+            json={"agent": AGENT, "user": USER, "org": B.get("X-Siesta-Org", "org-b")},
         ),
     ),
     ("GET", "/v1/agents"): (OWN_EMPTY, lambda c, a: c.get("/v1/agents", headers=B)),

@@ -28,7 +28,8 @@ AGENT: dict[str, Any] = {
     ],
 }
 USER = {"id": "user-1", "role": "User"}
-HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": "org-tools"}
+ORG = "org-tools"
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG}
 APPROVER = {**HEADERS, "Authorization": f"Bearer {APPROVER_TOKEN}"}
 """Another caller than the one that executes: the token that asks may not decide."""
 
@@ -94,7 +95,7 @@ def decide(service: InProcessService, approval_id: str, decision: str) -> Any:
 
 def test_catalog_over_http(service: InProcessService) -> None:
     response = service.client.post(
-        "/v1/tools/catalog", headers=HEADERS, json={"agent": AGENT, "user": USER}
+        "/v1/tools/catalog", headers=HEADERS, json={"agent": AGENT, "user": USER, "org": ORG}
     )
     body = response.json()
     by_name = {f["name"]: f for f in body["functions"]}
@@ -118,7 +119,7 @@ def test_the_catalog_in_strict_form(service: InProcessService) -> None:
         "/v1/tools/catalog",
         headers=HEADERS,
         params={"schemaMode": "strict"},
-        json={"agent": AGENT, "user": USER},
+        json={"agent": AGENT, "user": USER, "org": ORG},
     )
     assert response.status_code == 200, response.text
     read_file = {f["name"]: f for f in response.json()["functions"]}["readFile"]["parameters"]
@@ -129,7 +130,7 @@ def test_the_catalog_in_strict_form(service: InProcessService) -> None:
         "/v1/tools/catalog",
         headers=HEADERS,
         params={"schemaMode": "loose"},
-        json={"agent": AGENT, "user": USER},
+        json={"agent": AGENT, "user": USER, "org": ORG},
     )
     assert refused.status_code == 422
 
@@ -452,12 +453,12 @@ def test_bad_tool_requests(service: InProcessService) -> None:
     bad_role = service.client.post(
         "/v1/tools/catalog",
         headers=HEADERS,
-        json={"agent": AGENT, "user": {"id": "u", "role": "Superuser"}},
+        json={"agent": AGENT, "user": {"id": "u", "role": "Superuser"}, "org": ORG},
     )
     unknown_tool = service.client.post(
         "/v1/tools/catalog",
         headers=HEADERS,
-        json={"agent": {**AGENT, "systemToolIds": ["teleport"]}, "user": USER},
+        json={"agent": {**AGENT, "systemToolIds": ["teleport"]}, "user": USER, "org": ORG},
     )
     missing = decide(service, "no-such-approval", "approve")
     assert no_org.status_code == 400 and no_org.json()["error"]["code"] == "missing_context"

@@ -82,7 +82,7 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "move": lambda: _calls.move(CTX, "conv-1", "a.txt", "/tmp/b.txt", "user"),
     "remove": lambda: _calls.remove(CTX, "conv-1", "app", None),
     "delete": lambda: _calls.delete(CTX, "conv-1"),
-    "catalog": lambda: _calls.catalog(AGENT, USER, "strict", "org-a"),
+    "catalog": lambda: _calls.catalog(AGENT, USER, "strict", org="org-a"),
     "approvals": lambda: _calls.approvals("org-a", "conv-1", 10),
     "register_agent": lambda: _calls.register_agent("org-a", AGENT),
     "agents": lambda: _calls.agents("org-a"),

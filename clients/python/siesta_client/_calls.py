@@ -172,7 +172,8 @@ def catalog(
     agent: AgentConfig | dict[str, Any],
     user: UserInfo | dict[str, Any],
     schema_mode: SchemaMode = "standard",
-    org: str | None = None,
+    *,
+    org: str,
 ) -> Op[CatalogPublic]:
     body = args(CatalogRequest, agent=agent, user=user, org=org)
     params = {"schemaMode": schema_mode}

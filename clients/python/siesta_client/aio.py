@@ -324,11 +324,12 @@ class AsyncTools:
         agent: AgentConfig | dict[str, Any],
         user: UserInfo | dict[str, Any],
         schema_mode: SchemaMode = "standard",
-        org: str | None = None,
+        *,
+        org: str,
     ) -> CatalogPublic:
         """``schema_mode="strict"``: parameters in the strict form of function calling;
-        ``org``: the agent's organization, whose own policies then apply."""
-        return await self.client.call(_calls.catalog(agent, user, schema_mode, org))
+        ``org``: the agent's organization, whose own policies apply."""
+        return await self.client.call(_calls.catalog(agent, user, schema_mode, org=org))
 
     async def execute(
         self,

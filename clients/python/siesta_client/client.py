@@ -318,11 +318,12 @@ class Tools:
         agent: AgentConfig | dict[str, Any],
         user: UserInfo | dict[str, Any],
         schema_mode: SchemaMode = "standard",
-        org: str | None = None,
+        *,
+        org: str,
     ) -> CatalogPublic:
         """``schema_mode="strict"``: parameters in the strict form of function calling;
-        ``org``: the agent's organization, whose own policies then apply."""
-        return self.client.call(_calls.catalog(agent, user, schema_mode, org))
+        ``org``: the agent's organization, whose own policies apply."""
+        return self.client.call(_calls.catalog(agent, user, schema_mode, org=org))
 
     def execute(
         self,

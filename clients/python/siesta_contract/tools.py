@@ -21,10 +21,10 @@ class CatalogRequest(BaseModel):
 
     agent: AgentConfig
     user: UserInfo
-    org: str | None = Field(
-        None,
+    org: str = Field(
         description="The agent's organization: its own policies (SIESTA_TOOLS__ORG_POLICIES) "
-        "apply, as they do when the agent's calls run",
+        "apply, as they do when the agent's calls run (a token bound to an org may name "
+        "only its own)",
         json_schema_extra={"pattern": ID_PATTERN, "maxLength": ID_MAX_CHARS},
     )
 
