@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from pydantic import ValidationError
+from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from runtime.core.settings import TokenSettings
 from tests.helpers import tokens_setting
@@ -26,7 +27,7 @@ SECRET = "TOP-SECRET-" + uuid.uuid4().hex
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
     tokens = tokens_setting(
         ("tenant-a", TENANT_A, ["sandbox"], "org-a"),
-        ("tenant-b", TENANT_B, ["sandbox"], "org-b"),
+        ("tenant-b", TENANT_B, ["sandbox", "shell"], "org-b"),
         ("two-orgs", TWO_ORGS, ["sandbox", "tools"], {"orgs": ["org-c", "org-d"]}),
         ("any-org", ANY_ORG, ["sandbox"], {"orgs": ["*"]}),
         ("bound-admin", BOUND_ADMIN, ["admin", "sandbox"], "org-a"),
@@ -127,3 +128,16 @@ def test_a_token_binding_that_says_two_things_is_refused_at_start(entry: dict[st
         TokenSettings.model_validate(
             {"name": "t", "sha256": "0" * 64, "scopes": ["sandbox"], **entry}
         )
+
+
+def test_the_terminal_takes_the_org_from_the_token(service: InProcessService) -> None:
+    """The WebSocket face: refused before the upgrade, as an HTTP route refuses."""
+    client = TestClient(service.client.app)
+    headers = as_token(TENANT_B, "org-a")
+    with (
+        pytest.raises(WebSocketDenialResponse) as refused,
+        client.websocket_connect("/v1/conversations/victim/sandbox/terminal", headers=headers),
+    ):
+        pass
+    assert refused.value.status_code == 403
+    assert refused.value.json()["error"]["code"] == "org_not_allowed"
