@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from tests.helpers import TOKEN
 from tests.inprocess import InProcessService, in_process_service
@@ -16,6 +17,8 @@ from tests.inprocess import InProcessService, in_process_service
 ORG = "org-door"
 HEADERS = {"Authorization": f"Bearer {TOKEN}", "X-Siesta-Org": ORG, "X-Siesta-User": "user-1"}
 USER = {"id": "user-1", "role": "User"}
+CAREFUL_ORG = "org-careful"
+"""An org whose own policy holds runCommand for a person's approval."""
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +26,10 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServi
     env = {
         "SIESTA_PROVIDER__TYPE": "fake",
         "SIESTA_TOOLS__ORG_POLICIES": json.dumps(
-            {ORG: {"functionPolicies": {"publishFiles": "disabled"}}}
+            {
+                ORG: {"functionPolicies": {"publishFiles": "disabled"}},
+                CAREFUL_ORG: {"functionPolicies": {"runCommand": "confirm"}},
+            }
         ),
     }
     with in_process_service(tmp_path_factory.mktemp("siesta-data"), env) as running:
@@ -71,3 +77,45 @@ def test_a_catalog_is_always_an_orgs(service: InProcessService) -> None:
     )
     names = {f["name"] for f in named.json()["functions"]}
     assert "writeFile" in names and "publishFiles" not in names  # the org's floor
+
+
+@pytest.mark.parametrize("whose", ["the org's", "a registered agent's"])
+def test_a_run_command_confirm_holds_a_process_start_and_a_terminal(
+    service: InProcessService, whose: str
+) -> None:
+    """The deployment's floor is held on Docker (tests/e2b/test_door_docker.py); the org's
+    and a registered agent's hold the same way, before anything starts."""
+    headers = {**HEADERS, "X-Siesta-Base-Image": "debian-base"}
+    if whose == "the org's":
+        headers["X-Siesta-Org"] = CAREFUL_ORG
+    else:
+        agent = {
+            "id": "holds-commands",
+            "systemToolIds": ["sandbox"],
+            "baseImage": "debian-base",
+            "functionPolicies": {"runCommand": "confirm"},
+        }
+        assert service.client.post("/v1/agents", headers=HEADERS, json=agent).status_code == 200
+        headers["X-Siesta-Agent"] = "holds-commands"
+    conversation = f"/v1/conversations/c-{uuid.uuid4().hex[:8]}/sandbox"
+    started = service.client.post(
+        f"{conversation}/processes", headers=headers, json={"command": "echo hi"}
+    )
+    assert started.status_code == 202, started.text
+    assert started.json()["error"]["code"] == "approval_required"
+    client = TestClient(service.client.app)
+    with (
+        pytest.raises(WebSocketDenialResponse) as refused,
+        client.websocket_connect(f"{conversation}/terminal", headers=headers),
+    ):
+        pass
+    assert refused.value.status_code == 202
+    log = service.client.get(
+        "/v1/tools/executions",
+        headers={**HEADERS, "X-Siesta-Org": headers["X-Siesta-Org"]},
+        params={"conversationId": conversation.split("/")[3]},
+    ).json()["executions"]
+    assert sorted((e["function"], e["status"]) for e in log) == [
+        ("openTerminal", "pending_approval"),
+        ("startProcess", "pending_approval"),
+    ]
