@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from anyio import to_thread
@@ -53,14 +53,16 @@ from runtime.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, build: Callable[[Settings], Services]) -> FastAPI:
+    """The app over the runtime ``build`` makes when it starts (its entry point hands
+    in ``runtime.wiring.build_services``: the app itself never opens a backend)."""
     mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Sandbox handlers are sync and hold a thread for a command's whole run.
         to_thread.current_default_thread_limiter().total_tokens = settings.http.worker_threads
-        services = Services.build(settings)
+        services = build(settings)
         app.state.services = services
         warming = openapi.warm(app)
         collectors = [
@@ -155,8 +157,3 @@ def create_app(settings: Settings) -> FastAPI:
     if settings.e2b.enabled:
         app.router.routes.append(Mount("/e2b", create_e2b_app(app.state)))
     return app
-
-
-def create_app_from_env() -> FastAPI:
-    """Factory for ``uvicorn --factory``: settings from the ``SIESTA_*`` environment."""
-    return create_app(Settings())

@@ -29,11 +29,11 @@ import redis
 from runtime.core.context import CallContext
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
+from runtime.seams.stores import Stores
 from runtime.services import assemble_sessions
 from runtime.sessions.manager import SessionManager
 from runtime.sessions.settings import CapacitySettings, LeaseSettings
 from runtime.settings import Settings
-from runtime.store.base import Stores
 from runtime.store.redis import open_redis
 from tests.redis_server import RedisServer
 

@@ -427,14 +427,14 @@ def resume(bench: Bench, client: docker.DockerClient, n: int) -> list[Figure]:
     """In this process (the service's runtime without HTTP): suspend a session the
     way the idle tiers do, then time the operation that resumes it."""
     from runtime.core.context import CallContext
-    from runtime.providers.settings import SandboxSettings
-    from runtime.services import Services
+    from runtime.seams.provider_settings import SandboxSettings
     from runtime.sessions.lifecycle import Lifecycle
     from runtime.sessions.settings import PoolSettings
     from runtime.settings import Settings
+    from runtime.wiring import build_services
 
     with tempfile.TemporaryDirectory(prefix="siesta-bench-") as tmp:
-        services = Services.build(
+        services = build_services(
             Settings(
                 data_dir=Path(tmp),
                 # The run's own disk folder: the suite's clean-up removes it with the rest.

@@ -31,7 +31,7 @@ from runtime.memory.banks import MemoryBanks
 from runtime.memory.embedding import Embedder
 from runtime.memory.settings import MemorySettings
 from runtime.memory.wordllama import WordLlamaModel
-from runtime.store.base import MemoryStore
+from runtime.seams.stores import MemoryStore
 from runtime.store.sqlite import open_sqlite
 
 ORG = "org-bench"

@@ -19,7 +19,7 @@ from runtime.core import logs
 from runtime.core.auth import MIN_TOKEN_CHARS, token_digest
 from runtime.core.errors import ConfigurationError, SiestaError
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.settings import DockerProviderSettings
+from runtime.seams.provider_settings import DockerProviderSettings
 from runtime.settings import Settings, describe_invalid_settings
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
 
     from runtime.core.context import CallContext
     from runtime.mcp.stdio import serve_stdio, stdio_caller
-    from runtime.services import Services
+    from runtime.wiring import build_services
 
     def items(value: str | None) -> tuple[str, ...] | None:
         return None if value is None else tuple(p.strip() for p in value.split(",") if p.strip())
@@ -169,7 +169,7 @@ def _mcp(args: argparse.Namespace, settings: Settings) -> int:
         egress_allow=items(args.egress_allow),
         sub_agents=items(args.sub_agents) or (),
     )
-    services = Services.build(settings)
+    services = build_services(settings)
     try:
         ctx = services.agents.bind(ctx)  # as on the HTTP routes
         anyio.run(serve_stdio, services, stdio_caller(ctx, args.files_url))
@@ -183,9 +183,9 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
     import signal
 
+    from runtime.egress.build import proxy_config, store_url
     from runtime.egress.server import json_lines, serve
-    from runtime.egress.service import proxy_config, store_url
-    from runtime.store.settings import SqliteStoreSettings
+    from runtime.seams.store_settings import SqliteStoreSettings
 
     egress = settings.egress
     if egress.key is None:
@@ -226,10 +226,10 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if settings.api_token is None and not settings.tokens:
         msg = "SIESTA_API_TOKEN or SIESTA_TOKENS is required to serve; or use --create-token"
         raise ConfigurationError(msg)
-    from api.app import create_app  # here: the other commands need no web framework
+    from cli.app import app_over  # here: the other commands need no web framework
 
     uvicorn.run(
-        create_app(settings),
+        app_over(settings),
         host=args.host or settings.http.host,
         port=args.port or settings.http.port,
         timeout_keep_alive=settings.http.idle_connection_seconds,
@@ -287,9 +287,9 @@ def _owned_sandboxes(services: Services) -> dict[str, Any]:
 @contextlib.contextmanager
 def _services(settings: Settings) -> Iterator[Services]:
     """The runtime's parts for a one-shot command, closed at the end."""
-    from runtime.services import Services
+    from runtime.wiring import build_services
 
-    services = Services.build(settings, serving=False)
+    services = build_services(settings, serving=False)
     try:
         yield services
     finally:
@@ -345,7 +345,7 @@ def _refresh_live_catalog(settings: Settings, refs: list[str]) -> list[str]:
     """A deployment's live catalog (in its store) learns the digests just built, so new
     sandboxes and the warm pool take the new builds. Nothing when the deployment has no
     store yet (a first setup: the service reads the digests when it seeds)."""
-    from runtime.store.settings import SqliteStoreSettings
+    from runtime.seams.store_settings import SqliteStoreSettings
 
     if isinstance(settings.store, SqliteStoreSettings) and not settings.sqlite_path.exists():
         return []

@@ -1,7 +1,12 @@
-"""Wiring: builds the runtime's parts from settings, in one place.
+"""The runtime's parts, made from the settings over the backends in one place.
 
-Over 400 lines: it is the composition root, the one place where every part is made
-and handed what it needs; the parts themselves live in their packages.
+The backends themselves (the store, the provider, egress) are opened by the
+composition root, ``runtime.wiring``, and handed in as ``Backends``: this module knows
+them only by their seams (``runtime.seams``), so the HTTP app that holds ``Services``
+never imports an implementation.
+
+Over 400 lines: it is where every part is made and handed what it needs; the parts
+themselves live in their packages.
 """
 
 from __future__ import annotations
@@ -28,14 +33,7 @@ from runtime.core.records import IdempotencyClaim, SessionRecord, SessionStatus,
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
 from runtime.e2b.sandboxes import E2bSandboxes
-from runtime.egress.service import (
-    Egress,
-    EgressSetup,
-    build_egress,
-    egress_key,
-    revoke_credentials,
-    store_url,
-)
+from runtime.egress.service import Egress, egress_key, revoke_credentials
 from runtime.files.content import ContentReader
 from runtime.files.conversation import ConversationFiles, LocalBlobStore
 from runtime.images.build import DockerImageBuilder
@@ -44,9 +42,6 @@ from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
 from runtime.memory.banks import MemoryBanks
 from runtime.memory.embedding import Embedder
-from runtime.providers import build_provider
-from runtime.providers.base import SandboxProvider
-from runtime.providers.settings import DockerProviderSettings
 from runtime.sandbox.filesystem import SandboxFilesystem
 from runtime.sandbox.metrics import SandboxMeter
 from runtime.sandbox.network import SandboxNetwork
@@ -57,8 +52,10 @@ from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
 from runtime.sandbox.snapshots import SnapshotLeftovers, Snapshots
 from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
+from runtime.seams.provider_settings import DockerProviderSettings
+from runtime.seams.providers import SandboxProvider
+from runtime.seams.stores import Stores
 from runtime.sessions.capacity import Quotas
-from runtime.sessions.deployment import resolve_deployment_id
 from runtime.sessions.fleet import Fleet
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.idempotency import IdempotencyKeys
@@ -68,8 +65,6 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.reconcile import Reconciler
 from runtime.settings import Settings
-from runtime.store import open_stores
-from runtime.store.base import Stores
 from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
@@ -134,6 +129,16 @@ def _disk_limits(settings: Settings) -> tuple[int | None, int | None]:
     return sandbox.workspace_size_mb or None, sandbox.container_disk_mb or None
 
 
+@dataclass(frozen=True)
+class Backends:
+    """What ``runtime.wiring`` opens from the settings, for ``Services.build``."""
+
+    stores: Stores
+    deployment_id: str
+    egress: Egress
+    provider: SandboxProvider
+
+
 @dataclass
 class Services:
     settings: Settings
@@ -179,14 +184,14 @@ class Services:
     def build(
         cls,
         settings: Settings,
+        backends: Backends,
         transport: httpx.BaseTransport | None = None,
-        *,
-        serving: bool = True,
     ) -> Services:
-        """Everything, from settings; ``transport`` carries every upstream HTTP call
-        (tests may pass their own). ``serving=False`` (one-shot commands) starts no
-        egress proxy."""
-        stores = open_stores(settings.store, settings.sqlite_path)
+        """Everything, from settings over the opened ``backends`` (``runtime.wiring``
+        opens them); ``transport`` carries every upstream HTTP call (tests may pass
+        their own)."""
+        stores, deployment_id = backends.stores, backends.deployment_id
+        egress, provider = backends.egress, backends.provider
         audit = AuditLog(stores.audit, settings.audit)
         images = CatalogAdmin(
             stores.catalog,
@@ -198,18 +203,6 @@ class Services:
         )
         images.seed()  # the YAML file's versions the store lacks (a first start: all)
         catalog = images.catalog
-        deployment_id = resolve_deployment_id(settings.deployment_id, stores.deployment)
-        egress = build_egress(
-            egress_setup(settings), stores.deployment, deployment_id, start_proxy=serving
-        )
-        provider = build_provider(
-            settings.provider,
-            settings.sandbox,
-            deployment_id=deployment_id,
-            data_dir=settings.data_dir,
-            resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
-            network=egress.network,
-        )
         sessions, leases, lifecycle, pool = assemble_sessions(stores, provider, catalog, settings)
         files = ConversationFiles(
             stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
@@ -462,13 +455,3 @@ class Services:
         self.egress.close()
         if self.stop_tracing is not None:
             self.stop_tracing()
-
-
-def egress_setup(settings: Settings) -> EgressSetup:
-    """What egress needs of the whole settings."""
-    return EgressSetup(
-        settings.egress,
-        settings.provider,
-        settings.sandbox.extra_labels,
-        store_url(settings.store, settings.sqlite_path),
-    )

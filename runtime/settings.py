@@ -29,10 +29,15 @@ from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
 from runtime.jsexec.settings import JsSettings
 from runtime.memory.settings import MemorySettings
-from runtime.providers.settings import DockerProviderSettings, ProviderSettings, SandboxSettings
 from runtime.sandbox.ports.settings import PortsSettings
 from runtime.sandbox.settings import CommandSettings, MetricsSettings, ProcessSettings
 from runtime.sandbox.snapshots.settings import SnapshotSettings
+from runtime.seams.provider_settings import (
+    DockerProviderSettings,
+    ProviderSettings,
+    SandboxSettings,
+)
+from runtime.seams.store_settings import SqliteStoreSettings, StoreSettings, _store_from_url
 from runtime.sessions.settings import (
     CapacitySettings,
     LeaseSettings,
@@ -41,7 +46,6 @@ from runtime.sessions.settings import (
     ProvisionSettings,
     ReconcileSettings,
 )
-from runtime.store.settings import SqliteStoreSettings, StoreSettings, _store_from_url
 from runtime.tools.settings import ToolSettings
 
 

@@ -25,10 +25,10 @@ import yaml
 
 from siesta_contract.agents import AgentConfig, UserInfo
 
-from runtime.providers.base import DEPLOYMENT_LABEL, SNAPSHOT_LABEL
 from runtime.providers.docker.disks import DEFAULT_DISK_ROOT, LoopDisks
 from runtime.providers.docker.layers import LAYER_SUFFIX, WritableLayers
 from runtime.providers.docker.network import HostFirewall
+from runtime.seams.providers import DEPLOYMENT_LABEL, SNAPSHOT_LABEL
 from runtime.tools.call import ToolCall, agent_context
 from runtime.tools.catalog import CatalogFunction
 

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from runtime.settings import Settings
+from runtime.wiring import build_services
 from tests.helpers import PUBLISH_WITHOUT_APPROVAL, TOKEN
 
 
@@ -41,7 +42,7 @@ def in_process_service(data_dir: Path, env: dict[str, str]) -> Iterator[InProces
     }
     with _environ(environ):
         settings = Settings()
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings, build_services)) as client:
         yield InProcessService(client, data_dir, env)
 
 

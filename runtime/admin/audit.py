@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from runtime.admin.settings import AuditSettings
 from runtime.core.operator_records import AuditEntry, AuditFilter
-from runtime.store.base import AuditStore
+from runtime.seams.stores import AuditStore
 
 DAY = 86400.0
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from runtime.core.auth import Caller, TokenRegistry, token_digest
 from runtime.core.operator_records import ConsoleSession
 from runtime.core.settings import ConsoleSettings, Scope
-from runtime.store.base import ConsoleSessionStore
+from runtime.seams.stores import ConsoleSessionStore
 
 SCOPE: Scope = "admin"
 

@@ -45,7 +45,7 @@ from runtime.images.catalog import (
     read_catalog_file,
 )
 from runtime.images.settings import ImageSettings
-from runtime.store.base import CatalogStore, LeaseStore, SessionStore
+from runtime.seams.stores import CatalogStore, LeaseStore, SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from runtime.e2b.settings import E2bSettings
 from runtime.images.catalog import ImageCatalog
 from runtime.sandbox.snapshots import SnapshotNotFound, Snapshots
 from runtime.sandbox.snapshots.service import ID_PREFIX as SNAPSHOT_ID_PREFIX
+from runtime.seams.stores import E2bStore, NetworkRuleStore
 from runtime.sessions.manager import SessionManager
-from runtime.store.base import E2bStore, NetworkRuleStore
 
 log = logging.getLogger(__name__)
 

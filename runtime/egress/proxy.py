@@ -51,7 +51,7 @@ from runtime.egress.credentials import EgressClaims, basic_credentials, verify
 from runtime.egress.http import Refused, answer, authority, upstream_head
 from runtime.egress.revocations import Revocations, open_source
 from runtime.egress.sandbox_rules import RefusalTally, SandboxRules, keep_up
-from runtime.store.base import NetworkRuleStore, RevocationStore
+from runtime.seams.stores import NetworkRuleStore, RevocationStore
 
 COPY_CHUNK = 64 * 1024
 Emit = Callable[[dict[str, Any]], None]

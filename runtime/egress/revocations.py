@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims
-from runtime.store.base import NetworkRuleStore, RevocationStore
+from runtime.seams.stores import NetworkRuleStore, RevocationStore
 
 Emit = Callable[[dict[str, Any]], None]
 PAGE = 1000

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
-from runtime.store.base import NetworkRuleStore
+from runtime.seams.stores import NetworkRuleStore
 
 Emit = Callable[[dict[str, Any]], None]
 Key = tuple[str, str]

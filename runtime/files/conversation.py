@@ -30,7 +30,7 @@ from runtime.core.errors import (
 )
 from runtime.core.records import FileKind, FileRecord, StagingCount
 from runtime.files.settings import FileSettings
-from runtime.store.base import FileStore
+from runtime.seams.stores import FileStore
 
 CHUNK = 64 * 1024
 

@@ -26,7 +26,7 @@ from runtime.memory.embedding import Embedder, Model
 from runtime.memory.errors import MemoryBankNotFound, MemoryBankReadOnly, MemoryLimitReached
 from runtime.memory.lexical import bm25
 from runtime.memory.settings import MemorySettings
-from runtime.store.base import MemoryStore
+from runtime.seams.stores import MemoryStore
 
 FUNCTIONS_OF: dict[str, tuple[str, str]] = {
     "general": ("add_memory", "load_memory"),

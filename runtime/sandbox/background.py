@@ -9,8 +9,8 @@ import signal
 from siesta_contract.processes import ProcessPublic
 
 from runtime.core.errors import InvalidRequest
-from runtime.providers.base import WORKSPACE
 from runtime.sandbox.processes import Process, ProcessConfig
+from runtime.seams.providers import WORKSPACE
 
 SIGNALS = {
     "SIGTERM": signal.SIGTERM,

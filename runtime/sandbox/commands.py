@@ -22,14 +22,14 @@ from runtime.core.errors import (
 from runtime.core.output import CapturedStream
 from runtime.core.records import FileRecord
 from runtime.egress.service import Egress
-from runtime.providers.base import ExecRequest, ExecResult, OutputListener
-from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.limits import limits_reached
 from runtime.sandbox.parts import SandboxParts, session_fields
 from runtime.sandbox.paths import STAGING_FOLDER, absolute_path, unique_names
 from runtime.sandbox.settings import CommandSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import ExecRequest, ExecResult, OutputListener
+from runtime.seams.stores import IdempotencyStore
 from runtime.sessions.active import ActiveSession
-from runtime.store.base import IdempotencyStore
 
 
 class CommandFunctions(SandboxParts):

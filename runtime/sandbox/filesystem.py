@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from runtime.core.errors import FileMissing, InvalidRequest, NotADirectory, NotFound, SiestaError
 from runtime.core.output import HeadTailBuffer
-from runtime.providers.base import RunningProcess
 from runtime.sandbox.user_files import (
     AsUser,
     UnknownUser,
     UserFiles,
     check_exit,
 )
+from runtime.seams.providers import RunningProcess
 
 ENTRY_FORMAT = r"%y\t%Y\t%s\t%m\t%M\t%u\t%g\t%T@\t%l\t%p\0"
 """type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path."""

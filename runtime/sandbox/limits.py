@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from siesta_contract.functions.sandbox import LimitReached
 
-from runtime.providers.base import ExecResult
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import ExecResult
 
 MIB = 1024 * 1024
 FULL_BELOW_BYTES = 1 * MIB

@@ -23,8 +23,8 @@ from typing import TypeVar
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound, SandboxUnavailable
 from runtime.core.records import SessionRecord
-from runtime.providers.base import SandboxState, SandboxUsage
 from runtime.sandbox.settings import MetricsSettings
+from runtime.seams.providers import SandboxState, SandboxUsage
 
 EgressRefusals = Callable[[CallContext], int | None]
 """How many connections the egress proxy refused the conversation (network rules)."""

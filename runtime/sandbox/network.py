@@ -28,7 +28,7 @@ from runtime.core.network_rules import (
     outside,
     parse_rule,
 )
-from runtime.store.base import NetworkRuleStore
+from runtime.seams.stores import NetworkRuleStore
 
 MAX_ENTRIES = 256
 """Entries in ``allow`` or ``deny``: every connection of the sandbox checks them."""

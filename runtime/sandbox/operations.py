@@ -13,14 +13,14 @@ from __future__ import annotations
 from runtime.egress.service import Egress
 from runtime.files.conversation import ConversationFiles
 from runtime.files.settings import FileSettings
-from runtime.providers.base import SandboxProvider
-from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.commands import CommandFunctions
 from runtime.sandbox.files import FileFunctions
 from runtime.sandbox.publishing import PublishFunctions
 from runtime.sandbox.settings import CommandSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import SandboxProvider
+from runtime.seams.stores import IdempotencyStore
 from runtime.sessions.manager import SessionManager
-from runtime.store.base import IdempotencyStore
 
 
 class Sandbox(CommandFunctions, FileFunctions, PublishFunctions):

@@ -7,7 +7,7 @@ from typing import Any
 
 from runtime.files.conversation import ConversationFiles
 from runtime.files.settings import FileSettings
-from runtime.providers.base import SandboxProvider
+from runtime.seams.providers import SandboxProvider
 from runtime.sessions.active import ActiveSession
 from runtime.sessions.manager import SessionManager
 

@@ -14,7 +14,7 @@ import re
 from siesta_contract.text import WORKSPACE_PATH, is_non_blank_text
 
 from runtime.core.errors import InvalidPath, PathOutsideWorkspace
-from runtime.providers.base import WORKSPACE
+from runtime.seams.providers import WORKSPACE
 
 MAX_NAME_BYTES = 255
 """Longest file or folder name (the Linux limit)."""

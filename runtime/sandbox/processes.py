@@ -33,7 +33,7 @@ from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, NotFound, SiestaError
 from runtime.core.output import HeadTailBuffer
 from runtime.egress.service import Egress
-from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
+from runtime.seams.providers import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from runtime.core.context import CallContext
 from runtime.core.records import SessionRecord, SessionStatus
-from runtime.providers.base import SandboxLifecycle, SandboxState
 from runtime.sandbox.metrics import NoSandbox
+from runtime.seams.providers import SandboxLifecycle, SandboxState
 from runtime.sessions.leases import Lease, Leases, lease_expired
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.manager import SessionManager

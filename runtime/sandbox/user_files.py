@@ -26,8 +26,8 @@ from runtime.core.errors import (
     WorkspaceError,
 )
 from runtime.core.output import HeadTailBuffer
-from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sandbox.processes import as_user
+from runtime.seams.providers import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sessions.manager import SessionManager
 
 READ = 'test -e "$1" || exit 3; test -d "$1" && exit 4; exec cat -- "$1"'

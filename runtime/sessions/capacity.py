@@ -14,10 +14,10 @@ from collections.abc import Callable
 
 from runtime.core.errors import CapacityUnavailable, SessionBusy, SiestaError
 from runtime.core.records import SessionRecord, SessionStatus
+from runtime.seams.stores import CapacityStore, SessionStore
 from runtime.sessions.leases import Leases
 from runtime.sessions.lifecycle import Lifecycle, capacity_scopes
 from runtime.sessions.settings import CapacitySettings
-from runtime.store.base import CapacityStore, SessionStore
 
 log = logging.getLogger(__name__)
 

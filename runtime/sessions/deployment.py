@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 
-from runtime.store.base import DeploymentStore
+from runtime.seams.stores import DeploymentStore
 
 
 def resolve_deployment_id(configured: str | None, store: DeploymentStore) -> str:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from runtime.core.errors import SiestaError
 from runtime.core.records import PoolMember, SessionRecord
-from runtime.providers.base import SandboxLifecycle, SandboxUsage
+from runtime.seams.providers import SandboxLifecycle, SandboxUsage
+from runtime.seams.stores import CapacityStore, PoolStore, SessionStore
 from runtime.sessions.capacity import POOL_SLOT_PREFIX
 from runtime.sessions.lifecycle import capacity_scopes
 from runtime.sessions.settings import CapacitySettings
-from runtime.store.base import CapacityStore, PoolStore, SessionStore
 
 _SCOPE_ORDER = {"host": 0, "org": 1, "user": 2}
 

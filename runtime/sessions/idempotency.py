@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from runtime.core.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
 from runtime.core.settings import IdempotencySettings
-from runtime.store.base import IdempotencyStore
+from runtime.seams.stores import IdempotencyStore
 
 
 class IdempotencyKeys:

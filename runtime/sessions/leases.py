@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from runtime.core import tracing
 from runtime.core.clock import SYSTEM_CLOCK, Clock
 from runtime.core.errors import LeaseExpired, SessionBusy, StateUnavailable
+from runtime.seams.stores import LeaseStore
 from runtime.sessions.settings import LeaseSettings
-from runtime.store.base import LeaseStore
 
 
 @dataclass

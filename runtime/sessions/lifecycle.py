@@ -15,10 +15,10 @@ from dataclasses import replace
 
 from runtime.core.errors import SiestaError
 from runtime.core.records import SessionRecord, SessionStatus
-from runtime.providers.base import SandboxProvider
+from runtime.seams.providers import SandboxProvider
+from runtime.seams.stores import CapacityStore, SessionStore
 from runtime.sessions.leases import Lease
 from runtime.sessions.settings import CapacitySettings
-from runtime.store.base import CapacityStore, SessionStore
 
 log = logging.getLogger(__name__)
 

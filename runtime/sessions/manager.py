@@ -24,8 +24,9 @@ from runtime.core.context import CallContext
 from runtime.core.errors import SandboxDisabled, SandboxUnavailable, SiestaError
 from runtime.core.records import PoolMember, SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import SandboxInside, SandboxProvider, SandboxSpec, SandboxState
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import SandboxInside, SandboxProvider, SandboxSpec, SandboxState
+from runtime.seams.stores import SessionStore
 from runtime.sessions.active import ActiveSession, ResetReason
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.gate import MakeGate
@@ -34,7 +35,6 @@ from runtime.sessions.pool import WarmPool
 from runtime.sessions.restore import Restorer, image_spec, replacement_image, sandbox_labels
 from runtime.sessions.settings import LifecycleSettings
 from runtime.sessions.timeouts import provision_timeout, resume_timeout, within_limit
-from runtime.store.base import SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -36,19 +36,19 @@ from runtime.core import metrics
 from runtime.core.errors import SiestaError
 from runtime.core.records import PoolMember
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import (
+from runtime.seams.providers import (
     IMAGE_LABEL,
     POOL_LABEL,
     SESSION_LABEL,
     SandboxProvider,
     SandboxState,
 )
+from runtime.seams.stores import CapacityStore, PoolStore
 from runtime.sessions import demand
 from runtime.sessions.capacity import POOL_SLOT_PREFIX
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.restore import image_spec
 from runtime.sessions.settings import CapacitySettings, PoolSettings
-from runtime.store.base import CapacityStore, PoolStore
 
 log = logging.getLogger(__name__)
 

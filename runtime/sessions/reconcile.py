@@ -38,17 +38,17 @@ from runtime.core.errors import (
     StateUnavailable,
 )
 from runtime.core.records import SessionRecord, SessionStatus, conversation_key
-from runtime.providers.base import (
+from runtime.seams.providers import (
     CONVERSATION_LABEL,
     ORG_LABEL,
     SandboxProvider,
     SandboxState,
 )
+from runtime.seams.stores import DeletionStore, SessionStore
 from runtime.sessions.leases import Lease, Leases
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
-from runtime.store.base import DeletionStore, SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from runtime.core.context import CallContext
 from runtime.core.errors import SandboxBroken, SiestaError
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import (
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import (
     CONVERSATION_LABEL,
     IMAGE_LABEL,
     ORG_LABEL,
@@ -27,13 +28,12 @@ from runtime.providers.base import (
     SandboxSpec,
     SandboxState,
 )
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.stores import SessionStore
 from runtime.sessions.active import ActiveSession
 from runtime.sessions.capacity import Quotas
 from runtime.sessions.leases import Lease, lease_expired
 from runtime.sessions.settings import LifecycleSettings
 from runtime.sessions.timeouts import provision_timeout, resume_timeout, within_limit
-from runtime.store.base import SessionStore
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from siesta_contract.agents import AgentConfig
 from runtime.core.context import CallContext, check_id
 from runtime.core.errors import InvalidContext, InvalidRequest, NotFound, SiestaError
 from runtime.core.records import AgentRecord
-from runtime.store.base import AgentStore
+from runtime.seams.stores import AgentStore
 
 
 class AgentLimitReached(SiestaError):

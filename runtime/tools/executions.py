@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.store.base import ExecutionStore
+from runtime.seams.stores import ExecutionStore
 from runtime.tools.settings import ToolSettings
 
 DAY_SECONDS = 24 * 3600

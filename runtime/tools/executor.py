@@ -44,7 +44,7 @@ from runtime.core.errors import (
 )
 from runtime.core.records import ExecutionFilter, ToolExecution
 from runtime.functions.base import FunctionSpec
-from runtime.store.base import ExecutionStore
+from runtime.seams.stores import ExecutionStore
 from runtime.tools.approval_view import approval_view
 from runtime.tools.call import (
     Adapter,

@@ -12,7 +12,7 @@ from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.context import CallContext
 from runtime.core.errors import ApprovalCancelled
-from runtime.store.base import ExecutionStore
+from runtime.seams.stores import ExecutionStore
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import CatalogFunction
 

@@ -19,7 +19,7 @@ from siesta_contract.agents import Role, SystemToolId
 from runtime.agents.settings import AgentSettings
 from runtime.functions.memory import MEMORY
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
 from runtime.tools.settings import ToolSettings
 
 ALL_ROLES: tuple[Role, ...] = ("Owner", "Admin", "User")

@@ -23,9 +23,9 @@ import redis
 
 from siesta_contract.tools import ExecutionStatus
 
-from runtime.providers.base import CONVERSATION_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL
+from runtime.seams.store_settings import RedisStoreSettings
 from runtime.services import Services
-from runtime.store.settings import RedisStoreSettings
 from tests.helpers import (
     APPROVER_TOKEN,
     headers,

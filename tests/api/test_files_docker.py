@@ -12,7 +12,7 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.providers.base import CONVERSATION_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL
 from tests.helpers import (
     ServiceProcess,
     StartService,

@@ -18,9 +18,9 @@ from typing import Any
 import docker
 import pytest
 
-from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from tests.helpers import (
     TEST_RUN_ID,
     TEST_RUN_LABEL,

@@ -21,7 +21,7 @@ import docker
 import httpx
 import pytest
 
-from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL, ORG_LABEL
 from runtime.store.redis import open_redis
 from tests.helpers import ServiceProcess, StartService, headers, run_command, run_resources
 from tests.redis_server import RedisServer

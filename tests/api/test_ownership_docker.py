@@ -18,9 +18,9 @@ import docker.errors
 import pytest
 
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import CONVERSATION_LABEL, ORG_LABEL, SandboxSpec
 from runtime.store.sqlite import open_sqlite
 from tests.helpers import (
     REPO,

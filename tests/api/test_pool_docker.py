@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from runtime.providers.base import POOL_LABEL
+from runtime.seams.providers import POOL_LABEL
 from tests.helpers import (
     TEST_RUN_ID,
     TEST_RUN_LABEL,

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import websocket
 
-from runtime.providers.base import CONVERSATION_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL
 from siesta_client import SiestaClient
 from tests.helpers import (
     TOKEN,

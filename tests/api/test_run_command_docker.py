@@ -9,7 +9,7 @@ import time
 import docker
 import pytest
 
-from runtime.providers.base import CONVERSATION_LABEL, ORG_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL, ORG_LABEL
 from tests.helpers import (
     ServiceProcess,
     StartService,

@@ -12,7 +12,7 @@ import docker
 import docker.errors
 import pytest
 
-from runtime.providers.base import (
+from runtime.seams.providers import (
     CONVERSATION_LABEL,
     DEPLOYMENT_LABEL,
     ORG_LABEL,

@@ -15,7 +15,7 @@ import docker
 import pytest
 import yaml
 
-from runtime.providers.base import POOL_LABEL
+from runtime.seams.providers import POOL_LABEL
 from tests.faults.engine import PrivateEngine
 from tests.helpers import (
     REPO,

@@ -32,7 +32,7 @@ import pytest
 import yaml
 from docker.models.containers import Container
 
-from runtime.providers.base import CONVERSATION_LABEL
+from runtime.seams.providers import CONVERSATION_LABEL
 from tests.faults.engine import PrivateEngine
 from tests.helpers import (
     REPO,

@@ -22,11 +22,11 @@ from runtime.core import metrics
 from runtime.core.context import CallContext
 from runtime.core.errors import SandboxUnavailable
 from runtime.images.catalog import ImageCatalog
-from runtime.providers.base import ExecRequest, SandboxProvider, SandboxSpec
 from runtime.providers.docker.engine_exec import EngineExec
 from runtime.providers.docker.inside import DockerInside
 from runtime.providers.docker.lifecycle import DockerLifecycle
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import ExecRequest, SandboxProvider, SandboxSpec
 from runtime.services import assemble_sessions
 from runtime.sessions.lifecycle import Lifecycle
 from runtime.sessions.reconcile import Reconciler

@@ -18,9 +18,9 @@ import yaml
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.kubernetes.objects import COMPONENT_LABELS
 from runtime.providers.kubernetes.provider import RBAC_RULES
-from runtime.providers.settings import KubernetesProviderSettings
+from runtime.seams.provider_settings import KubernetesProviderSettings
+from runtime.seams.store_settings import RedisStoreSettings
 from runtime.settings import Settings
-from runtime.store.settings import RedisStoreSettings
 from tests.helpers import REPO
 
 K8S = REPO / "k8s"

@@ -23,9 +23,9 @@ from runtime.core.errors import (
     ProviderUnavailable,
     SandboxUnavailable,
 )
-from runtime.providers.base import ExecRequest, SandboxSpec, SandboxState
 from runtime.providers.kubernetes.provider import RBAC_RULES, KubernetesProvider
-from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
+from runtime.seams.provider_settings import KubernetesProviderSettings, SandboxSettings
+from runtime.seams.providers import ExecRequest, SandboxSpec, SandboxState
 from tests.helpers import (
     TEST_DEPLOYMENT,
     TEST_RUN_ID,

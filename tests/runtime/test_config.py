@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from runtime.agents.settings import HttpGatewaySettings, NoGatewaySettings, OpenAIGatewaySettings
-from runtime.providers.settings import FakeProviderSettings
+from runtime.seams.provider_settings import FakeProviderSettings
+from runtime.seams.store_settings import RedisStoreSettings, SqliteStoreSettings
 from runtime.settings import Settings, describe_invalid_settings
-from runtime.store.settings import RedisStoreSettings, SqliteStoreSettings
 
 
 @pytest.fixture(autouse=True)
@@ -140,6 +140,6 @@ def test_proxy_credentials_outlive_the_longest_command(monkeypatch: pytest.Monke
 def test_the_egress_proxy_reads_the_services_own_store(
     monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str
 ) -> None:
-    from runtime.services import egress_setup
+    from runtime.wiring import egress_setup
 
     assert egress_setup(settings_from(monkeypatch, **env)).store_url == url

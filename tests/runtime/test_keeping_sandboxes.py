@@ -13,9 +13,10 @@ import pytest
 from runtime.core.context import CallContext
 from runtime.core.records import SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import SandboxProvider, SandboxState
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
+from runtime.seams.providers import SandboxProvider, SandboxState
+from runtime.seams.stores import Stores
 from runtime.services import assemble_sessions
 from runtime.sessions.active import ActiveSession, ResetReason
 from runtime.sessions.leases import Leases
@@ -24,7 +25,6 @@ from runtime.sessions.manager import SessionManager
 from runtime.sessions.reconcile import Reconciler
 from runtime.sessions.settings import LifecycleSettings, ReconcileSettings
 from runtime.settings import Settings
-from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 from tests.runtime.providers.test_contract import kubernetes_provider

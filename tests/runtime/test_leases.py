@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runtime.core.errors import SessionBusy, StateUnavailable
+from runtime.seams.stores import Stores
 from runtime.sessions.leases import Leases
 from runtime.sessions.settings import LeaseSettings
-from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.store.sqlite.leases import SqliteLeases
 from tests.manual_clock import ManualClock

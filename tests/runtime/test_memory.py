@@ -20,7 +20,7 @@ from runtime.memory.embedding import Embedder, Model, load_wordllama
 from runtime.memory.lexical import bm25, terms
 from runtime.memory.settings import MemorySettings
 from runtime.memory.wordllama import NAME, WordLlamaModel
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.store.sqlite import open_sqlite
 
 GENERAL = MemoryBankCreate(name="facts", type="general")

@@ -10,9 +10,9 @@ import pytest
 from runtime.core.context import CallContext
 from runtime.core.errors import SandboxUnavailable
 from runtime.core.records import SessionRecord, SessionStatus
-from runtime.providers.base import SandboxState, SandboxUsage
 from runtime.sandbox.metrics import NoSandbox, SandboxMeter
 from runtime.sandbox.settings import MetricsSettings
+from runtime.seams.providers import SandboxState, SandboxUsage
 
 CTX = CallContext(org="org-a", user="u", conversation="conv-1")
 RECORD = SessionRecord(

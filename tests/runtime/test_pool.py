@@ -12,10 +12,10 @@ import pytest
 
 from runtime.images.catalog import CatalogContents, CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
+from runtime.seams.stores import Stores
 from runtime.sessions.gate import MakeGate
 from runtime.sessions.pool import WarmPool
 from runtime.sessions.settings import CapacitySettings, PoolSettings
-from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.manual_clock import ManualClock
 

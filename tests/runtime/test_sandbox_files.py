@@ -18,13 +18,13 @@ from runtime.files.conversation import ConversationFiles, LocalBlobStore
 from runtime.files.settings import FileSettings
 from runtime.images.catalog import CatalogImage, ImageCatalog
 from runtime.providers.fake import FakeProvider
-from runtime.providers.settings import SandboxSettings
 from runtime.sandbox.operations import Sandbox
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.stores import Stores
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
 from runtime.sessions.manager import SessionManager
 from runtime.settings import Settings
-from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.adapters.system import sandbox_adapters
 from runtime.tools.call import ToolCall

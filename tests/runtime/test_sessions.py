@@ -21,14 +21,15 @@ from runtime.core.errors import (
 )
 from runtime.core.records import SessionRecord, SessionStatus
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import (
+from runtime.providers.fake import FakeLifecycle, FakeProvider
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import (
     CONVERSATION_LABEL,
     SandboxProvider,
     SandboxSpec,
     SandboxState,
 )
-from runtime.providers.fake import FakeLifecycle, FakeProvider
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.stores import Stores
 from runtime.services import assemble_sessions
 from runtime.sessions.leases import Leases
 from runtime.sessions.manager import SessionManager
@@ -39,7 +40,6 @@ from runtime.sessions.settings import (
     ProvisionSettings,
 )
 from runtime.settings import Settings
-from runtime.store.base import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.providers.test_contract import kubernetes_provider
 

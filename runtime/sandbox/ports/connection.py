@@ -25,7 +25,6 @@ from anyio import to_thread
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.core.records import SessionRecord
-from runtime.providers.base import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sandbox.ports.errors import (
     PortConnectionLost,
     PortNotListening,
@@ -34,6 +33,7 @@ from runtime.sandbox.ports.errors import (
 )
 from runtime.sandbox.ports.settings import PortsSettings
 from runtime.sandbox.processes import Dropped, Ended, Output, Reader
+from runtime.seams.providers import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)

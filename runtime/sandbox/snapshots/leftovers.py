@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from runtime.providers.base import SandboxLifecycle
-from runtime.store.base import SnapshotStore
+from runtime.seams.providers import SandboxLifecycle
+from runtime.seams.stores import SnapshotStore
 
 
 class SnapshotLeftovers:

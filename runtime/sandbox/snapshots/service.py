@@ -35,7 +35,6 @@ from runtime.core.errors import SiestaError
 from runtime.core.network_rules import NetworkRules
 from runtime.core.records import SessionRecord, SnapshotRecord
 from runtime.images.catalog import CatalogImage, ImageCatalog
-from runtime.providers.base import SandboxProvider, SandboxSpec, SnapshotArtifacts
 from runtime.sandbox.snapshots.errors import (
     ConversationExists,
     NoSandboxToSnapshot,
@@ -43,8 +42,9 @@ from runtime.sandbox.snapshots.errors import (
     SnapshotNotFound,
 )
 from runtime.sandbox.snapshots.settings import SnapshotSettings
+from runtime.seams.providers import SandboxProvider, SandboxSpec, SnapshotArtifacts
+from runtime.seams.stores import NetworkRuleStore, SnapshotStore
 from runtime.sessions.manager import SessionManager
-from runtime.store.base import NetworkRuleStore, SnapshotStore
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import EgressProxy, ProxyConfig
 from runtime.egress.revocations import RevocationsUnavailable
 from runtime.egress.server import config_from_json, config_to_json, serve
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.store.redis import open_redis
 from runtime.store.sqlite import open_sqlite
 from tests.helpers import free_port, wait_until

@@ -22,7 +22,7 @@ from runtime.core.network_rules import (
 from runtime.e2b.network import e2b_network_rules
 from runtime.egress.sandbox_rules import SandboxRules
 from runtime.sandbox.network import NetworkRuleOutsideAllowlist, SandboxNetwork
-from runtime.store.base import NetworkRuleStore
+from runtime.seams.stores import NetworkRuleStore
 
 DEPLOYMENT = Allowlist.parse(["*.pypi.org", "files.pythonhosted.org", "git.example.com:8443"])
 

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from runtime.core.context import CallContext
+from runtime.egress.build import build_egress
 from runtime.egress.credentials import verify
-from runtime.egress.service import ProxiedEgress, build_egress, revoke_credentials
-from runtime.services import egress_setup
+from runtime.egress.service import ProxiedEgress, revoke_credentials
 from runtime.settings import Settings
 from runtime.store import open_stores
+from runtime.wiring import egress_setup
 from tests.helpers import REPO, free_port, wait_until
 
 KEY = "standalone-key-0123456789abcdef-xyz"

@@ -31,8 +31,8 @@ from runtime.providers.agent.channels import AgentChannels, pinged_channel
 from runtime.providers.agent.inbox import INBOX_BYTES
 from runtime.providers.agent.inside import AgentInside
 from runtime.providers.agent.protocol import MAX_PAYLOAD, FrameType, encode
-from runtime.providers.base import ExecRequest
 from runtime.providers.docker.channels import DockerStreamFrames
+from runtime.seams.providers import ExecRequest
 from tests.runtime.providers.fake_agent import (
     HANG_UP,
     Answer,

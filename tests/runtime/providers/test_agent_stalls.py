@@ -16,7 +16,7 @@ from runtime.providers.agent.channel import AgentChannel
 from runtime.providers.agent.channels import AgentChannels, pinged_channel
 from runtime.providers.agent.inside import AgentInside
 from runtime.providers.agent.protocol import Frame, FrameType
-from runtime.providers.base import ExecRequest
+from runtime.seams.providers import ExecRequest
 from tests.runtime.providers.fake_agent import FakeAgent, exit_frame, pong, well_behaved
 
 STALL = 0.5

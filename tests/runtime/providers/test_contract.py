@@ -15,18 +15,18 @@ import docker
 import pytest
 
 from runtime.core.errors import MetricsNotSupported, SandboxUnavailable
-from runtime.providers.base import (
+from runtime.providers.docker.lifecycle import DockerLifecycle
+from runtime.providers.docker.provider import DockerProvider, docker_inside
+from runtime.providers.fake import FakeProvider
+from runtime.providers.kubernetes.provider import KubernetesProvider
+from runtime.seams.provider_settings import KubernetesProviderSettings, SandboxSettings
+from runtime.seams.providers import (
     ExecRequest,
     ExecResult,
     SandboxProvider,
     SandboxSpec,
     SandboxState,
 )
-from runtime.providers.docker.lifecycle import DockerLifecycle
-from runtime.providers.docker.provider import DockerProvider, docker_inside
-from runtime.providers.fake import FakeProvider
-from runtime.providers.kubernetes.provider import KubernetesProvider
-from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
 from tests.helpers import TEST_DEPLOYMENT, TEST_DISKS, TEST_RUN_ID, TEST_RUN_LABEL
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble
 

@@ -6,7 +6,7 @@ import docker
 
 from runtime.providers.docker.containers import container_config
 from runtime.providers.kubernetes.objects import SandboxObjects
-from runtime.providers.settings import KubernetesProviderSettings, SandboxSettings
+from runtime.seams.provider_settings import KubernetesProviderSettings, SandboxSettings
 
 
 def security_opt(allow_setuid: bool) -> object:

@@ -11,11 +11,11 @@ import docker
 import pytest
 
 from runtime.core.errors import SnapshotsNotSupported
-from runtime.providers.base import SandboxProvider, SandboxSpec
 from runtime.providers.docker.provider import DockerProvider
 from runtime.providers.fake import FakeProvider
 from runtime.providers.kubernetes.provider import KubernetesProvider
-from runtime.providers.settings import SandboxSettings
+from runtime.seams.provider_settings import SandboxSettings
+from runtime.seams.providers import SandboxProvider, SandboxSpec
 from tests.helpers import TEST_DEPLOYMENT, TEST_DISKS, TEST_RUN_ID, TEST_RUN_LABEL
 from tests.runtime.providers.test_contract import provider, run
 

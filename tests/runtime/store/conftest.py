@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.store.redis import open_redis
 from runtime.store.sqlite import open_sqlite
 from tests.redis_server import RedisServer

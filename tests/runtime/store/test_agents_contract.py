@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runtime.core.records import AgentRecord
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 AGENT = AgentRecord(
     org="org-a",

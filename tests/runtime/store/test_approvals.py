@@ -17,7 +17,7 @@ from runtime.core.errors import (
     SelfApprovalNotAllowed,
 )
 from runtime.core.records import ExecutionFilter
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.tools.call import ToolCall
 from runtime.tools.catalog import Catalog, CatalogFunction
 from runtime.tools.executions import DAY_SECONDS, ExecutionsSweep

@@ -7,7 +7,7 @@ import time
 from dataclasses import replace
 
 from runtime.core.operator_records import ConsoleSession
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 NOW = time.time()  # Redis expires the key on its own clock: near real time
 SESSION = ConsoleSession(

@@ -15,7 +15,7 @@ from runtime.core.records import (
     SessionRecord,
     SessionStatus,
 )
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.store.sqlite import open_sqlite
 from tests.runtime.store.conftest import Subject
 

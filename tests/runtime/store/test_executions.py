@@ -11,7 +11,7 @@ import pytest
 from siesta_contract.tools import ExecutionStatus
 
 from runtime.core.records import ExecutionFilter, ToolExecution
-from runtime.store.base import ExecutionStore, Stores
+from runtime.seams.stores import ExecutionStore, Stores
 from runtime.store.sqlite import open_sqlite
 from runtime.tools.executions import redact
 

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from runtime.core.records import ExecutionFilter
+from runtime.seams.stores import Stores
 from runtime.store import keys
-from runtime.store.base import Stores
 from runtime.store.redis import open_redis
 from tests.redis_server import RedisServer
 from tests.runtime.store.test_executions import execution, pending

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from runtime.core.records import FileKind, FileRecord
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 from runtime.store.sqlite import open_sqlite
 
 

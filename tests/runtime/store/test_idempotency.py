@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 
 from runtime.core.records import IdempotencyClaim, IdempotencyEntry, KeptResponse
-from runtime.store.base import IdempotencyStore, Stores
+from runtime.seams.stores import IdempotencyStore, Stores
 from tests.runtime.store.conftest import Subject
 
 ANSWER = KeptResponse(200, "application/json", b'{"exitCode": 0}')

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from runtime.core.records import MemoryBank, MemoryEntry
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 BANK = MemoryBank("org-a", "mem1", "Facts", "what users told us", "general", "read_write", 10.0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from runtime.core.network_rules import EgressRefusals, NetworkRules
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 
 def test_rules_are_replaced_whole_and_kept_per_org(store: Stores) -> None:

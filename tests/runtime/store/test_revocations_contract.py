@@ -7,7 +7,7 @@ import random
 import threading
 
 from runtime.core.records import EgressRevocation
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 DAY = 86400.0
 

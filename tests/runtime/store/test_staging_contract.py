@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.core.records import StagingCount
-from runtime.store.base import Stores
+from runtime.seams.stores import Stores
 
 
 def count(
