@@ -83,8 +83,5 @@ def test_credentials_copied_out_of_a_deleted_conversation_are_refused(
     assert "status=200" in output(service, other, fetch(upstream))
     assert "status=200" in output(service, deleted, fetch(upstream))
 
-    sample = (
-        f'siesta_egress_refusals_total{{conversation="{deleted}",host="upstream.test",'
-        f'org="org-a",reason="credentials_revoked"}}'
-    )
+    sample = 'siesta_egress_refusals_total{org="org-a",reason="credentials_revoked"}'
     assert wait_until(lambda: sample in service.client.get("/metrics").text), sample
