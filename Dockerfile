@@ -14,7 +14,7 @@
 FROM debian:bookworm-slim AS python
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      python3 python3-venv ca-certificates \
+      python3 python3-venv ca-certificates libseccomp2 \
  && rm -rf /var/lib/apt/lists/*
 
 # Dependencies first: a change to the service's own code does not reinstall them.
@@ -32,6 +32,9 @@ RUN /opt/siesta/bin/pip install --no-cache-dir --no-index --no-deps /wheels/*.wh
 COPY images/catalog.yaml /etc/siesta/catalog.yaml
 
 # Configuration only through SIESTA_* variables (see the README's Configuration).
+# The JavaScript workers' jail is the unprivileged one here (seccomp, rlimits, an
+# empty environment): a non-root service cannot make namespaces or change uid, and
+# the container is itself the outer boundary.
 # The sandboxes' disk limits are loop-mounted file systems, which a non-root service
 # in a container cannot make: on Docker, run the service on the host to have them
 # (on Kubernetes the workspace is a sized volume claim instead).
@@ -42,6 +45,7 @@ ENV PATH=/opt/siesta/bin:$PATH \
     SIESTA_HTTP__PORT=8080 \
     SIESTA_DATA_DIR=/var/lib/siesta \
     SIESTA_IMAGES__CATALOG_PATH=/etc/siesta/catalog.yaml \
+    SIESTA_JS__JAIL=unprivileged \
     PYTHONDONTWRITEBYTECODE=1
 USER 10001
 WORKDIR /var/lib/siesta

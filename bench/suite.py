@@ -30,7 +30,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, door, e2b, forks, measures, memory_recall, ports
+from bench import arrivals, door, e2b, forks, jail, measures, memory_recall, ports
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -101,6 +101,8 @@ def main() -> int:
     print("measuring: memory search recall ...", flush=True)
     figures += memory_recall.measure()  # in this process, no service: the bank code itself
     figures += door.measure()  # in this process: what the one door adds to a call
+    print("measuring: the JS jail ...", flush=True)
+    figures += jail.measure(20 if args.quick else 100)  # in this process: jailed vs not
     table = render(figures)
     print(table)
     RESULTS.write_text(report(table, quick=args.quick))

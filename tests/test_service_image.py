@@ -32,6 +32,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TAG = f"test-{TEST_RUN_ID}"
 IMAGE = f"siesta/runtime:{TAG}"
 SOCKET = "/var/run/docker.sock"
+ESCAPE_PROBE = (
+    "var mw = siestaHost.__getattribute__; var ga = mw.__reduce__()[0]; "
+    "ga('{0.__class__.__init__.__globals__[sys].modules[os].environ}', 'format')(siestaHost)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +103,14 @@ def test_the_service_image_serves_sandboxes(
             json={"command": "echo from the image; cat /proc/1/comm"},
             headers=headers(),
         )
+        script = client.post(
+            f"/v1/conversations/{conversation}/js",
+            json={"code": "[1 + 1, typeof process]"},
+            headers=headers(),
+        )
+        probe = client.post(
+            f"/v1/conversations/{conversation}/js", json={"code": ESCAPE_PROBE}, headers=headers()
+        )
         healthy = wait_until(lambda: _health(docker_client, container.name or "") == "healthy", 60)
         user = docker_client.api.inspect_container(container.name or "")["Config"]["User"]
         reconcile = docker_client.containers.run(
@@ -121,6 +133,11 @@ def test_the_service_image_serves_sandboxes(
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["exitCode"], body["stdout"]) == (0, "from the image\nsiesta-agent\n")
+    # JavaScript runs in the image's (unprivileged) jail, and reaches no Python
+    assert script.status_code == 200, script.text
+    assert script.json()["result"] == '[2,"undefined"]'
+    assert probe.json()["error"]["message"] == "ReferenceError: siestaHost is not defined"
+    assert TOKEN not in probe.text
     assert healthy  # the image's HEALTHCHECK, on /healthz
     assert user == "10001"  # not root
     summary = json.loads(reconcile)

@@ -20,7 +20,7 @@ from runtime.core.records import FileKind, FileRecord
 from runtime.files.conversation import ConversationFiles
 from runtime.functions.files import file_public
 from runtime.jsexec import excel
-from runtime.jsexec.pool import HelperError
+from runtime.jsexec.session import HelperError
 from runtime.jsexec.settings import JsSettings
 
 

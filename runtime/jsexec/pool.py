@@ -1,59 +1,35 @@
 """A pool of pre-started JS worker processes, and running one script on one.
 
 Each worker is its own process group, talks over two dedicated pipes, and runs
-exactly one script. The parent enforces the wall-clock deadline (helper calls
-included) and the memory limit (resident memory, checked every few
-milliseconds), kills the whole group on a breach or when the worker crashes,
-and starts a replacement in the background.
+exactly one script (``session.py``). The parent enforces the wall-clock deadline
+(helper calls included) and the memory limit (resident memory, checked every few
+milliseconds), kills the whole group on a breach, when the worker crashes or
+says something it should not, and starts a replacement in the background.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import queue
-import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from runtime.core.errors import JS_CRASHED, JS_MEMORY_LIMIT, JS_TIMEOUT, JsUnavailable, SiestaError
-from runtime.jsexec.protocol import ProtocolError, receive, send
+from runtime.core.errors import JsUnavailable
+from runtime.jsexec.jail import JailSpec, problem
+from runtime.jsexec.protocol import ProtocolError, receive_by
+from runtime.jsexec.session import Dispatch, HelperError, ScriptOutcome, Session
 from runtime.jsexec.settings import JsSettings
 from runtime.jsexec.zygote import Template
 
 log = logging.getLogger(__name__)
-
-POLL_SECONDS = 0.02
-
-Dispatch = Callable[[str, list[Any], float], Any]
-"""(helper name, arguments, seconds left until the deadline) → value; raises HelperError."""
-
-
-class HelperError(Exception):
-    """A helper refused its arguments or failed: becomes a catchable JS Error
-    (with ``code`` as the Error's ``code`` property when given)."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class ScriptOutcome:
-    result: str | None = None
-    error: dict[str, Any] | None = None
-    logs: list[str] = field(default_factory=list)
-    statuses: list[str] = field(default_factory=list)
-    truncated: dict[str, Any] = field(default_factory=dict)
-    duration_ms: int = 0
 
 
 class Worker:
@@ -71,6 +47,9 @@ class Worker:
         self.from_worker = from_worker
         self.process = process
         """Set when this service started it (an exec); a fork is the template's to reap."""
+        # the service never waits on a worker without a deadline (protocol.py)
+        os.set_blocking(to_worker, False)
+        os.set_blocking(from_worker, False)
 
     @classmethod
     def forked(cls, template: Template) -> Worker:
@@ -93,8 +72,11 @@ class Worker:
         return cls(process.pid, to_worker, from_worker, process)
 
     def wait_ready(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.from_worker], [], [], timeout)
-        return bool(ready) and receive(self.from_worker) == {"type": "ready"}
+        try:
+            message = receive_by(self.from_worker, time.monotonic() + timeout, 64)
+        except (OSError, ProtocolError):
+            return False
+        return message == {"type": "ready"}
 
     def rss_bytes(self) -> int:
         try:
@@ -124,7 +106,12 @@ class WorkerPool:
         self._settings = settings
         self._ready: queue.Queue[Worker] = queue.Queue()
         self._closed = False
-        self._template = Template() if settings.worker_start == "fork" else None
+        self.jail_problem = problem(settings.jail)
+        """Why no worker can be started here (the jail cannot be built), or None."""
+        self._template = Template(jail_spec(settings)) if settings.worker_start == "fork" else None
+        if self.jail_problem is not None:
+            log.error("the JavaScript executor is unavailable: %s", self.jail_problem)
+            return
         for _ in range(settings.pool_size):
             self._replace()
 
@@ -164,6 +151,9 @@ class WorkerPool:
         self, code: str, dispatch: Dispatch, on_status: Callable[[str], None], timeout: float
     ) -> ScriptOutcome:
         """Run one script; errors of the script are in the outcome, not raised."""
+        if self.jail_problem is not None:
+            msg = f"the JavaScript executor is unavailable: {self.jail_problem}"
+            raise JsUnavailable(msg)
         started = time.monotonic()
         try:
             worker = self._ready.get(timeout=self._settings.acquire_timeout_seconds)
@@ -175,7 +165,7 @@ class WorkerPool:
             raise JsUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
         outcome = ScriptOutcome()
         try:
-            _Session(worker, self._settings, dispatch, on_status, outcome).run(
+            Session(worker, self._settings, dispatch, on_status, outcome).run(
                 code, started + timeout, timeout
             )
         finally:
@@ -188,137 +178,17 @@ class WorkerPool:
         return outcome
 
 
-class _Session:
-    """One script on one worker: the message loop, the deadline, the memory watch."""
+def jail_spec(settings: JsSettings) -> JailSpec:
+    return JailSpec(
+        mode=settings.jail,
+        uid=settings.jail_uid,
+        # the CPU a worker may use in its whole life: its longest script and a margin
+        # (the wall-clock deadline normally ends it first)
+        cpu_seconds=math.ceil(settings.timeout_seconds) + 5,
+        # the address space it may add: beyond the resident limit the service polls
+        # (which answers js_memory_limit), so this only catches what the poll misses
+        memory_margin_bytes=2 * settings.memory_limit_mb * 1024 * 1024,
+    )
 
-    def __init__(
-        self,
-        worker: Worker,
-        settings: JsSettings,
-        dispatch: Dispatch,
-        on_status: Callable[[str], None],
-        outcome: ScriptOutcome,
-    ) -> None:
-        self.worker = worker
-        self.settings = settings
-        self.dispatch = dispatch
-        self.on_status = on_status
-        self.outcome = outcome
-        self.log_bytes = 0
-        self.status_bytes = 0
-        self.dropped_statuses = 0
 
-    def run(self, code: str, deadline: float, timeout: float) -> None:
-        s = self.settings
-        limits = {
-            "maxLogs": s.max_log_entries,
-            "maxLogBytes": s.max_log_entry_bytes,
-            "maxResultBytes": s.max_result_bytes,
-        }
-        try:
-            send(self.worker.to_worker, {"type": "run", "code": code, "limits": limits})
-        except OSError:
-            self._fail(JS_CRASHED, "the JavaScript worker died before the script started")
-            return
-        memory_limit = s.memory_limit_mb * 1024 * 1024
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._fail(
-                    JS_TIMEOUT,
-                    f"the script ran past the limit of {timeout:g} seconds",
-                    limit=timeout,
-                    unit="seconds",
-                )
-                return
-            readable, _, _ = select.select(
-                [self.worker.from_worker], [], [], min(remaining, POLL_SECONDS)
-            )
-            if self.worker.rss_bytes() > memory_limit:
-                self._fail(
-                    JS_MEMORY_LIMIT,
-                    f"the script used more than the limit of {s.memory_limit_mb} MB",
-                    limit=s.memory_limit_mb,
-                    unit="MB",
-                )
-                return
-            if not readable:
-                continue
-            try:
-                message = receive(self.worker.from_worker)
-            except (OSError, ProtocolError, ValueError):
-                message = None
-            if message is None:
-                self._fail(JS_CRASHED, "the JavaScript worker stopped unexpectedly")
-                return
-            if self._handle(message, deadline):
-                return
-
-    def _handle(self, message: dict[str, Any], deadline: float) -> bool:
-        kind = message.get("type")
-        if kind == "log":
-            self._log(str(message["message"]))
-        elif kind == "status":
-            self._status(str(message["message"]))
-        elif kind == "call":
-            send(self.worker.to_worker, self._call(message, deadline))
-        elif kind == "done":
-            self.outcome.result = message.get("result")
-            self.outcome.error = message.get("error")
-            dropped = int(message.get("droppedLogs") or 0)
-            if dropped:
-                self.outcome.truncated["logs"] = True
-                self.outcome.truncated["droppedLogs"] = dropped
-            if message.get("truncated"):
-                self.outcome.truncated["result"] = True
-                self.outcome.truncated["resultChars"] = message.get("resultChars")
-                self.outcome.truncated["limitBytes"] = self.settings.max_result_bytes
-            return True
-        return False
-
-    def _log(self, text: str) -> None:
-        size = len(text.encode("utf-8", errors="surrogatepass"))
-        if self.log_bytes + size > self.settings.max_log_total_bytes:
-            self.outcome.truncated["logs"] = True
-            return
-        self.log_bytes += size
-        self.outcome.logs.append(text)
-
-    def _status(self, text: str) -> None:
-        """Keep and pass on a status within the count and byte limits; past them
-        only count it (a script calling ``logStatus`` in a loop costs no memory)."""
-        s = self.settings
-        size = len(text.encode("utf-8", errors="surrogatepass"))
-        if (
-            len(self.outcome.statuses) >= s.max_status_entries
-            or self.status_bytes + size > s.max_status_total_bytes
-        ):
-            self.dropped_statuses += 1
-            self.outcome.truncated.update(
-                statuses=True,
-                droppedStatuses=self.dropped_statuses,
-                limitStatuses=s.max_status_entries,
-                limitStatusBytes=s.max_status_total_bytes,
-            )
-            return
-        self.status_bytes += size
-        self.outcome.statuses.append(text)
-        self.on_status(text)
-
-    def _call(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
-        helper = str(message.get("helper"))
-        args = message.get("args")
-        try:
-            if not isinstance(args, list):
-                msg = f"{helper}: arguments must be a list"
-                raise HelperError(msg)
-            value = self.dispatch(helper, args, max(0.0, deadline - time.monotonic()))
-        except HelperError as error:
-            return {"type": "reply", "ok": False, "error": str(error), "code": error.code}
-        except SiestaError as error:
-            failure = f"{helper}: {error.message}"
-            return {"type": "reply", "ok": False, "error": failure, "code": error.code}
-        return {"type": "reply", "ok": True, "value": value}
-
-    def _fail(self, code: str, message: str, **fields: Any) -> None:
-        self.outcome.error = {"code": code, "message": message, **fields}
+__all__ = ["Dispatch", "HelperError", "ScriptOutcome", "Worker", "WorkerPool", "jail_spec"]

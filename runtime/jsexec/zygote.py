@@ -10,12 +10,15 @@ threads and locks would be copied half-way.
                          the worker's pid, with the service's two pipe ends
                          attached (SCM_RIGHTS)
 
-Each worker is its own session and process group, as before; the template
-reaps them (SIGCHLD ignored). When the service goes away, the template does.
+The template starts with an empty environment (no secret of the service is in
+its memory to be copied into a worker), builds the jail once (``jail.py``) and
+locks each worker into it before the worker reports ready. It reaps its workers
+(SIGCHLD ignored) and dies with the service.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,13 +26,17 @@ import subprocess
 import sys
 import threading
 
+from runtime.jsexec.jail import JailSpec
+
 FORK = b"F"
 
 
 def main(argv: list[str]) -> int:
     from runtime.jsexec import worker  # V8 is loaded here, once
+    from runtime.jsexec.jail import Jail
 
     control = socket.socket(fileno=int(argv[1]))
+    jail = Jail(JailSpec(**json.loads(argv[2])))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     while True:
         try:
@@ -40,14 +47,13 @@ def main(argv: list[str]) -> int:
             return 0
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        pid = os.fork()
+        pid = jail.spawn()
         if pid == 0:
             control.close()
             os.close(to_worker_w)
             os.close(from_worker_r)
-            os.setsid()  # its own process group: killed as a whole
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os._exit(worker.serve(to_worker_r, from_worker_w))
+            request_fd, reply_fd = jail.enter(to_worker_r, from_worker_w)
+            os._exit(worker.serve(request_fd, reply_fd, jail.lock))
         os.close(to_worker_r)
         os.close(from_worker_w)
         socket.send_fds(control, [str(pid).encode()], [to_worker_w, from_worker_r])
@@ -55,10 +61,18 @@ def main(argv: list[str]) -> int:
         os.close(from_worker_r)
 
 
+def template_environment() -> dict[str, str]:
+    """What the template inherits of the service's environment: where Python finds
+    our modules and STPyV8 its ICU data (under ``HOME``), nothing else: no token, no
+    store URL, no key."""
+    return {name: os.environ[name] for name in ("PYTHONPATH", "HOME") if name in os.environ}
+
+
 class Template:
     """The service's side: starts the template and asks it for workers."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: JailSpec) -> None:
+        self._spec = spec
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -92,8 +106,15 @@ class Template:
             self._stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "runtime.jsexec.zygote", str(theirs.fileno())],
+            [
+                sys.executable,
+                "-m",
+                "runtime.jsexec.zygote",
+                str(theirs.fileno()),
+                json.dumps(self._spec.as_argument()),
+            ],
             pass_fds=(theirs.fileno(),),
+            env=template_environment(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

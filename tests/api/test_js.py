@@ -243,6 +243,24 @@ def _stream_kinds(service: ServiceProcess, code: str) -> list[str]:
     return kinds
 
 
+def test_the_probe_of_issue_37_reaches_no_python_and_no_secret(service: ServiceProcess) -> None:
+    """A script reaching for the bridge's Python attributes, over real HTTP, on the
+    service's jailed workers: a JS error, never the service's environment."""
+    code = (
+        "var mw = siestaHost.__getattribute__; var ga = mw.__reduce__()[0]; "
+        "ga('{0.__class__.__init__.__globals__[sys].modules[os].environ}', 'format')(siestaHost)"
+    )
+    body = js(service, code)
+    assert "result" not in body
+    assert body["error"]["message"] == "ReferenceError: siestaHost is not defined"
+    environment = service.environment
+    for name in ("SIESTA_API_TOKEN", "SIESTA_AGENTS__BACKEND_TOKEN"):
+        if environment.get(name):
+            assert environment[name] not in json.dumps(body)
+    assert "backend-secret" not in json.dumps(body)
+    assert_pool_healthy(service)
+
+
 def test_helpers_refuse_hostile_arguments_with_catchable_errors(service: ServiceProcess) -> None:
     code = """
     var out = [];
@@ -264,7 +282,9 @@ def test_helpers_refuse_hostile_arguments_with_catchable_errors(service: Service
     assert messages[3] == "callAgent: name must be a non-empty string (got NoneType)"
     assert messages[4].startswith("editArtifactFile: conversation")
     assert messages[5].startswith("createExcelDocument: sheet name 'bad/sheet' is not allowed")
-    assert messages[6] == "unknown helper '__proto__'"
+    # the raw call path is the prelude's own, out of a script's reach (unknown
+    # helpers asked for by a rogue worker: tests/runtime/test_js_rogue_worker.py)
+    assert messages[6] == "__call is not defined"
     assert "no error" not in messages
     assert_pool_healthy(service)
 
