@@ -261,6 +261,27 @@ def test_the_probe_of_issue_37_reaches_no_python_and_no_secret(service: ServiceP
     assert_pool_healthy(service)
 
 
+def test_a_script_reaches_only_its_own_conversations_files(service: ServiceProcess) -> None:
+    """Helpers are bound to the conversation of the route, like the /files routes: a
+    file of another conversation (by name or by id) is not there for the script."""
+    owner, intruder = new_conversation(), new_conversation()
+    uploaded = upload(service.client, owner, "deals.xlsx", workbook_bytes([["a"], [1]]))
+    code = f"""
+    var out = [];
+    [function () {{ return listExcelSheets('deals.xlsx') }},
+     function () {{ return listExcelSheets({json.dumps(uploaded["id"])}) }},
+     function () {{ return copyFileAsArtifact('deals.xlsx', 'stolen.xlsx') }},
+     function () {{ return editArtifactFile({json.dumps(uploaded["id"])}, 'x') }}
+    ].forEach(function (f) {{
+      try {{ out.push('reached ' + JSON.stringify(f())) }} catch (e) {{ out.push(e.message) }}
+    }});
+    out
+    """
+    messages = json.loads(js(service, code, conversation=intruder)["result"])
+    assert not [m for m in messages if m.startswith("reached")], messages
+    assert js(service, "listExcelSheets('deals.xlsx')", conversation=owner)["result"] == '["Deals"]'
+
+
 def test_helpers_refuse_hostile_arguments_with_catchable_errors(service: ServiceProcess) -> None:
     code = """
     var out = [];
