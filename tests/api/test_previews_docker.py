@@ -13,8 +13,17 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+import websocket
 
-from tests.api.test_ports_docker import APP_SERVER, FILE_SERVER, call, sandbox_headers, until
+from tests.api.test_ports_docker import (
+    APP_SERVER,
+    ECHO,
+    ECHO_SERVER,
+    FILE_SERVER,
+    call,
+    sandbox_headers,
+    until,
+)
 from tests.helpers import ServiceProcess, StartService, new_conversation
 
 pytestmark = [pytest.mark.docker]
@@ -46,6 +55,8 @@ def conversation(service: ServiceProcess) -> str:
     call(service, conversation, "processes", {"command": "python3 app.py"})
     command = f"python3 -m http.server {FILE_SERVER} --bind 127.0.0.1"
     call(service, conversation, "processes", {"command": command})
+    call(service, conversation, "writeFile", {"path": "echo.py", "content": ECHO})
+    call(service, conversation, "processes", {"command": "python3 echo.py"})
     return conversation
 
 
@@ -132,3 +143,25 @@ def test_a_conversation_without_a_sandbox_has_no_preview(service: ServiceProcess
         f"/v1/conversations/{new_conversation()}/sandbox/ports/8000", headers=sandbox_headers()
     )
     assert answer.status_code == 404
+
+
+def test_a_websocket_opens_on_the_preview_host_with_its_cookie(
+    service: ServiceProcess, conversation: str
+) -> None:
+    opened = access(service, conversation, ECHO_SERVER)
+    host = urlsplit(opened["previewUrl"]).netloc
+    token = opened["previewUrl"].split("?token=")[1]
+    address = service.base_url.replace("http", "ws") + "/chat"
+    until(lambda: access(service, conversation, ECHO_SERVER)["listening"])
+    socket = websocket.create_connection(
+        address, host=host, cookie=f"siesta_port_token={token}", timeout=30
+    )
+    try:
+        assert socket.recv() == "path /chat"
+        socket.send("hello")
+        assert socket.recv() == "echo: hello"
+    finally:
+        socket.close()
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        websocket.create_connection(address, host=host, timeout=30)
+    assert refused.value.status_code == 401
