@@ -21,6 +21,8 @@ from api.e2b.hosts import PortHosts
 from api.idempotency import Idempotency
 from api.limits import BodySizeLimit
 from api.mcp import McpEndpoint
+from api.path_form import InertPathForm
+from api.previews import PreviewHosts
 from api.routes import (
     admin,
     admin_images,
@@ -119,9 +121,11 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
         upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
         e2b_upload_max_bytes=settings.e2b.max_upload_bytes + 1024 * 1024,
     )
+    app.add_middleware(InertPathForm)  # inside the host forms: their answers are their own
     app.add_middleware(
         PortHosts, domain=settings.e2b.ports_domain if settings.e2b.enabled else None
     )
+    app.add_middleware(PreviewHosts, domain=settings.ports.preview_domain)
     app.add_middleware(RequestContext)
     app.add_middleware(TraceContext)
     errors.install(app)

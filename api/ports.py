@@ -1,8 +1,9 @@
 """Requests to a sandbox's port, forwarded: the ASGI side of ``runtime.sandbox.ports``,
-shared by the path form (``api/routes/ports.py``) and E2B's host form
-(``api/e2b/hosts.py``). What only the service reads (its tokens, the ``X-Siesta-*``
-context) never reaches the sandbox; the server there sees ``Host: localhost:PORT`` and
-the client's host, scheme, address and path prefix as ``X-Forwarded-*``."""
+shared by the path form (``api/routes/ports.py``, made inert by ``api/path_form.py``),
+the previews' host form (``api/previews.py``) and E2B's (``api/e2b/hosts.py``). What
+only the service reads (its tokens, the ``X-Siesta-*`` context) never reaches the
+sandbox; the server there sees ``Host: localhost:PORT`` and the client's host, scheme,
+address and path prefix as ``X-Forwarded-*``."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class PortTarget:
     prefix: str = ""
     """The path before ``target`` on this service (``X-Forwarded-Prefix``)."""
     set_cookie: str | None = None
-    """A ``Set-Cookie`` value for the answer (a token that came as ``?token=``)."""
+    """A ``Set-Cookie`` value for the answer (a preview token that came as ``?token=``)."""
     cookie_name: str | None = None
     """The service's cookie, taken out of the ``Cookie`` header sent on."""
 

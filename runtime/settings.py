@@ -49,6 +49,12 @@ from runtime.sessions.settings import (
 from runtime.tools.settings import ToolSettings
 
 
+def under(host: str, domain: str) -> bool:
+    """Whether ``host`` is ``domain`` or a name under it (DNS names: any case)."""
+    host, domain = host.lower().rstrip("."), domain.lower().rstrip(".")
+    return host == domain or host.endswith("." + domain)
+
+
 class Settings(BaseSettings):
     """Everything configurable."""
 
@@ -133,6 +139,22 @@ class Settings(BaseSettings):
             if repeated:
                 msg = f"each token needs its own {what}; repeated: {', '.join(repeated)}"
                 raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _previews_apart(self) -> Settings:
+        preview, console = self.ports.preview_domain, self.console.host
+        if preview is None:
+            return self
+        if preview.lower() == (self.e2b.ports_domain or "").lower():
+            msg = "SIESTA_PORTS__PREVIEW_DOMAIN must differ from SIESTA_E2B__PORTS_DOMAIN"
+            raise ValueError(msg)
+        if console is not None and under(console, preview):
+            msg = (
+                f"SIESTA_CONSOLE__HOST ({console}) must not be the preview domain or a name "
+                f"under it ({preview}): a preview would share the console's site"
+            )
+            raise ValueError(msg)
         return self
 
     @property

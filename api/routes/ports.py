@@ -4,8 +4,9 @@
 scope) answers where the port is reached and a port token for it.
 ``/v1/conversations/{id}/ports/{port}/{path}`` (every method, and WebSocket) forwards
 the request to the port inside the sandbox, over its agent; it takes the port token
-alone (as ``X-Siesta-Port-Token``, a ``?token=`` that sets an HttpOnly cookie scoped
-to the port's path, or that cookie), never the bearer token. A paused or stopped sandbox is resumed
+alone (as ``X-Siesta-Port-Token`` or ``?token=``), never the bearer token, and is for
+API clients: its answers are inert in a browser (``api/path_form.py``); a browser's
+preview is the host form (``api/previews.py``). A paused or stopped sandbox is resumed
 by the request; traffic never makes a sandbox, nor replaces a retired or lost one (404
 ``port_sandbox_not_found``). The server sees the query as sent, less ``token``.
 """
@@ -23,7 +24,7 @@ from siesta_contract.ports import PORT_TOKEN_HEADER, PortAccessPublic
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.errors import refuse_websocket
-from api.ports import PortTarget, cookie_for, http_response, websocket_session
+from api.ports import PortTarget, http_response, websocket_session
 from api.responses import COMMON, error_responses
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, SiestaError
@@ -67,12 +68,29 @@ async def port_access(
         listening = False
     # Made after the probe: the token is for the session the sandbox has now.
     record = with_sandbox(await anyio.to_thread.run_sync(services.sessions.describe, ctx), port)
-    token = services.port_tokens.issue(PortGrant(ctx.org, ctx.conversation, record.session_id))
+    grant = PortGrant(ctx.org, ctx.conversation, record.session_id)
+    token = services.port_tokens.issue(grant)
     path = prefix_of(ctx.conversation, port) + "/"
     base = str(request.base_url).rstrip("/")
     return PortAccessPublic(
-        port=port, path=path, url=f"{base}{path}?token={token}", token=token, listening=listening
+        port=port,
+        path=path,
+        url=f"{base}{path}?token={token}",
+        token=token,
+        listening=listening,
+        previewUrl=_preview_url(services, request, grant, port),
     )
+
+
+def _preview_url(services: Services, request: Request, grant: PortGrant, port: int) -> str | None:
+    """The host form's address, on the scheme and port this request came by."""
+    domain = services.settings.ports.preview_domain
+    if domain is None:
+        return None
+    tokens = services.port_tokens
+    host = f"{port}-{tokens.label(grant.org, grant.conversation)}.{domain}"
+    listening = f":{request.url.port}" if request.url.port else ""
+    return f"{request.url.scheme}://{host}{listening}/?token={tokens.issue_preview(grant)}"
 
 
 def _at_door(
@@ -87,7 +105,7 @@ def _documented_headers(
         str | None,
         Header(
             description="The port token (GET .../sandbox/ports/{port} gives it); or "
-            "`?token=`, or the cookie that sets. Without one: 401"
+            "`?token=`. Without one: 401"
         ),
     ] = None,
 ) -> None:
@@ -144,25 +162,23 @@ async def _target(
     raw_path: bytes = connection.scope.get("raw_path") or connection.scope["path"].encode()
     tail = raw_path[len(prefix.encode()) :] or b"/"
     query: bytes = connection.scope.get("query_string", b"")
-    cookie_name = services.settings.ports.token_cookie
-    set_cookie = None
     token = connection.headers.get(PORT_TOKEN_HEADER)
     parameters = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     from_query = next((value for name, value in parameters if name == "token"), None)
-    token = token or from_query or connection.cookies.get(cookie_name)
+    token = token or from_query
     if token is None:
         msg = (
-            f"a port token is required ({PORT_TOKEN_HEADER}, ?token= or its cookie): "
+            f"a port token is required ({PORT_TOKEN_HEADER} or ?token=): "
             "GET .../sandbox/ports/{port} with the bearer token gives one"
         )
         raise PortTokenRefused(msg)
     ctx = await anyio.to_thread.run_sync(_token_context, services, token, conversation_id)
     if from_query is not None:
         query = without_token(query)
-        secure = connection.url.scheme in ("https", "wss")
-        set_cookie = cookie_for(cookie_name, from_query, prefix + "/", secure)
     target = tail + (b"?" + query if query else b"")
-    return PortTarget(ctx, port, target, prefix, set_cookie, cookie_name)
+    # No cookie on this origin (the console's): a browser's preview is the host form's.
+    # One an older version set is still kept from the server.
+    return PortTarget(ctx, port, target, prefix, cookie_name=services.settings.ports.token_cookie)
 
 
 def without_token(query: bytes) -> bytes:

@@ -128,6 +128,10 @@ class HttpSettings(BaseModel):
     while a command is silent."""
 
 
+DOMAIN_PATTERN = r"^[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*$"
+"""A DNS name: labels of letters, digits and hyphens."""
+
+
 class ConsoleSettings(BaseModel):
     """The operators' web console at ``/console`` (tokens with the ``admin`` scope)."""
 
@@ -138,6 +142,11 @@ class ConsoleSettings(BaseModel):
     session_hours: float = Field(8.0, gt=0, le=24 * 30)
     """How long a console sign-in lasts; signing out, or the token leaving the
     configuration, ends it sooner."""
+    host: str | None = Field(None, pattern=DOMAIN_PATTERN)
+    """The console's own host name (``console.example.com``): ``/console`` then
+    answers only requests whose ``Host`` names it (any port), 421
+    ``console_wrong_host`` elsewhere, so no other page on the API's origin shares its
+    origin. ``None``: any host but a preview's."""
 
 
 class TracingSettings(BaseModel):

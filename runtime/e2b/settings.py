@@ -6,8 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from siesta_contract.text import ID_PATTERN
 
-DOMAIN_PATTERN = r"^[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*$"
-"""A DNS name (``ports_domain``): labels of letters, digits and hyphens."""
+from runtime.core.settings import DOMAIN_PATTERN
 
 
 class E2bSettings(BaseModel):

@@ -256,7 +256,17 @@ def test_a_post_body_goes_in_and_service_credentials_stay_out(servers: Servers) 
     assert f"'X-Forwarded-Prefix': '/v1/conversations/{servers.conversation}/ports/8000'" in seen
     assert "'Host': 'localhost:8000'" in seen
     assert "'Authorization': None" in seen and "'X-Siesta-Org': None" in seen
-    assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    # The path form is the service's origin: the server's cookies would be its cookies.
+    assert "set-cookie" not in response.headers
+    assert_inert(response)
+
+
+def assert_inert(response: httpx.Response) -> None:
+    """A path-form answer as a browser must get it: a page with no origin of ours."""
+    assert response.headers["content-security-policy"] == "sandbox"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["cross-origin-resource-policy"] == "same-origin"
+    assert response.headers["cross-origin-opener-policy"] == "same-origin"
 
 
 def test_twenty_requests_at_once(servers: Servers) -> None:
@@ -318,16 +328,17 @@ def test_a_port_token_opens_the_port_and_nothing_else(servers: Servers) -> None:
     page = servers.url(FILE_SERVER, "app.py")
     wrong = {"X-Siesta-Port-Token": access["token"] + "x"}
     with httpx.Client(base_url=servers.service.base_url, timeout=60) as browser:
-        assert browser.get(page).status_code == 401
+        assert_inert(refused := browser.get(page))
+        assert refused.status_code == 401
         assert browser.get(page, headers=wrong).status_code == 401
         right = browser.get(page, headers={"X-Siesta-Port-Token": access["token"]})
         assert right.status_code == 200
-        # ?token= once, then the cookie it set (HttpOnly, for this port's path).
+        assert_inert(right)
+        # ?token= opens it, and sets no cookie on the service's origin.
         opened = browser.get(access["url"])
         assert opened.status_code == 200
-        cookie = opened.headers["set-cookie"]
-        assert "HttpOnly" in cookie and f"Path={access['path']}" in cookie
-        assert browser.get(page).status_code == 200
+        assert "set-cookie" not in opened.headers
+        assert browser.get(page).status_code == 401
     # Another conversation's path, even of the same org: refused.
     other = new_conversation()
     call(servers.service, other, "runCommand", {"command": "true"})

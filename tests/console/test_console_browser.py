@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from runtime.images.build import SANDBOX_IMAGE_LABEL
 from tests.console.helpers import ADMIN, ADMIN_TOKEN, CONSOLE_TOKENS
@@ -63,19 +62,6 @@ def _remove_the_built_image(docker_client: docker.DockerClient) -> Iterator[None
     for image in docker_client.images.list(filters={"label": label}):
         with contextlib.suppress(docker.errors.APIError):
             docker_client.images.remove(str(image.id), force=True)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    executable = shutil.which("chromium")
-    assert executable, "no chromium on the PATH (scripts/setup.sh installs Debian's)"
-    with sync_playwright() as playwright:
-        # As root, chromium's own sandbox cannot start; the test is its only user.
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=["--no-sandbox", "--disable-dev-shm-usage"]
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -87,6 +87,7 @@ def test_the_cookie_is_http_only_strict_and_secure_over_https(service: InProcess
         cookie = response.headers["set-cookie"]
         assert cookie.startswith("siesta_console=")
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
+        assert "domain" not in cookie.lower()  # this host's only, never its siblings'
     assert "Secure" not in plain.headers["set-cookie"]
     assert "Secure" in tls.headers["set-cookie"]
 

@@ -209,7 +209,8 @@ class Conversation:
 
     def port(self, port: int) -> PortAccessPublic:
         """Where the sandbox's ``port`` answers through the service, with a port token
-        (``url`` opens it in a browser) and whether anything listens on it now."""
+        (``preview_url`` opens it in a browser, on an origin of its own, when the
+        deployment has a preview domain) and whether anything listens on it now."""
         return self.client.call(_calls.port_access(self.context, self.id, port))
 
     def start_process(

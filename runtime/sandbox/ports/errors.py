@@ -4,7 +4,9 @@ SiestaError
 ├── PortNotListening           port_not_listening (port): 502
 ├── PortConnectionLost         port_connection_lost (port): 502
 ├── NotFound
-│   └── PortSandboxMissing     port_sandbox_not_found: the conversation has no sandbox
+│   ├── PortSandboxMissing     port_sandbox_not_found: the conversation has no sandbox
+│   └── PreviewHostUnknown     preview_host_unknown: a name under the preview domain
+│                              that is no port's
 ├── CapacityUnavailable
 │   └── TooManyPortConnections too_many_port_connections (limit): 503
 └── Unauthorized
@@ -26,6 +28,10 @@ class PortConnectionLost(SiestaError):
 
 class PortSandboxMissing(NotFound):
     code = "port_sandbox_not_found"
+
+
+class PreviewHostUnknown(NotFound):
+    code = "preview_host_unknown"
 
 
 class TooManyPortConnections(CapacityUnavailable):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from runtime.core.settings import DOMAIN_PATTERN
+
 
 class PortsSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -20,4 +22,11 @@ class PortsSettings(BaseModel):
     idle_timeout_seconds: float = Field(300.0, gt=0)
     """A connection through which nothing passed this long is closed."""
     token_cookie: str = Field("siesta_port_token", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    """The cookie a ``?token=`` sets (HttpOnly, scoped to the port's path)."""
+    """The cookie a preview's ``?token=`` sets (HttpOnly, on the preview's host only)."""
+    preview_domain: str | None = Field(None, pattern=DOMAIN_PATTERN)
+    """The domain of previews in a browser: port P of a conversation answers at
+    ``P-LABEL.DOMAIN``, an origin of its own (LABEL: 24 letters derived from org and
+    conversation with the deployment's secret). Point a wildcard DNS name (``*.DOMAIN``)
+    at the service; it must not be the API's or the console's host nor hold them (no
+    host under it reaches the API or the console). ``None``: no host form, and the path
+    form (inert in a browser) is the only way to a port."""
