@@ -24,12 +24,30 @@ TARGET = 1.5
 
 
 def measure(n: int = SAMPLES) -> list[Figure]:
-    unjailed = _figures("off", n)
+    """Pools of every mode side by side, sampled in turn: a machine that gets busier
+    during the run weighs on every mode alike."""
+    modes = ("off", "full", "unprivileged")
+    pools = {mode: WorkerPool(JsSettings.model_validate({"jail": mode})) for mode in modes}
+    samples: dict[str, dict[str, list[float]]] = {m: {"ready": [], "back": []} for m in modes}
+    try:
+        for pool in pools.values():
+            for _ in range(5):  # the template started, the pool full
+                _script(pool)
+        time.sleep(0.5)
+        for _ in range(n):
+            for mode, pool in pools.items():
+                time.sleep(0.1)  # the pool is full again, its replacements started
+                samples[mode]["ready"].append(_script(pool))
+        for mode, pool in pools.items():
+            samples[mode]["back"] = [_script(pool) for _ in range(n)]
+    finally:
+        for pool in pools.values():
+            pool.close()
     figures: list[Figure] = []
     for mode in ("full", "unprivileged"):
-        jailed = _figures(mode, n)
-        for what in ("worker ready", "back to back"):
-            ours, base = jailed[what], unjailed[what]
+        for what, key in (("worker ready", "ready"), ("back to back", "back")):
+            ours = statistics.median(samples[mode][key])
+            base = statistics.median(samples["off"][key])
             figures.append(
                 Figure(
                     f"JS 1+1 in-process, {what}, jail={mode}, p50",
@@ -43,25 +61,6 @@ def measure(n: int = SAMPLES) -> list[Figure]:
                 )
             )
     return figures
-
-
-def _figures(mode: str, n: int) -> dict[str, float]:
-    pool = WorkerPool(JsSettings.model_validate({"jail": mode}))
-    try:
-        for _ in range(5):  # the template started, the pool full
-            _script(pool)
-        time.sleep(0.5)
-        ready = []
-        for _ in range(n):
-            time.sleep(0.05)  # the pool is full again
-            ready.append(_script(pool))
-        back_to_back = [_script(pool) for _ in range(n)]
-    finally:
-        pool.close()
-    return {
-        "worker ready": statistics.median(ready),
-        "back to back": statistics.median(back_to_back),
-    }
 
 
 def _script(pool: WorkerPool) -> float:
