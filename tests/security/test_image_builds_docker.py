@@ -103,16 +103,13 @@ def runtime_image(docker_client: docker.DockerClient) -> Iterator[str]:
         return
     except docker.errors.ImageNotFound:
         pass
-    docker_client.images.build(
-        fileobj=io.BytesIO(b"FROM debian:bookworm-slim\nLABEL stand-in=1\n"),
-        tag=reference,
-        labels={TEST_RUN_LABEL: TEST_RUN_ID},
-        network_mode="none",
-        rm=True,
+    dockerfile = f"FROM debian:bookworm-slim\nLABEL {TEST_RUN_LABEL}={TEST_RUN_ID}\n"
+    stand_in, _ = docker_client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=reference, network_mode="none", rm=True
     )
     yield reference
     with contextlib.suppress(docker.errors.APIError):
-        docker_client.images.remove(reference, noprune=False)
+        docker_client.images.remove(str(stand_in.id), force=True)
 
 
 @pytest.mark.parametrize("name", ["debian:bookworm-slim", "runtime"])
