@@ -207,3 +207,23 @@ def test_build_steps_reach_the_allowlist_through_the_proxy_and_nothing_else(
     built = docker_client.images.get(image["image"])
     assert built.id == build["digest"]
     assert "s1." not in json.dumps(built.history())  # the build's proxy credentials stay out
+
+
+def test_without_an_allowlist_build_steps_have_no_network(
+    start_service: StartService, image_id: str
+) -> None:
+    closed = start_service("docker")  # no SIESTA_EGRESS__ALLOW: sandboxes have no network
+    dockerfile = (
+        f"FROM siesta/debian-base:1\nRUN echo {uuid.uuid4().hex}\n"
+        "RUN curl -sS -m 5 -o /dev/null http://deb.debian.org/debian/ ; echo direct=$?\n"
+        "RUN cat /proc/net/route | wc -l | sed 's/^/routes=/'\n"
+    )
+    answer = add(closed, image_id, dockerfile)
+    assert answer.status_code == 201, answer.text
+    build = finished(closed, answer.json()["build"]["buildId"])
+    log = "\n".join(
+        closed.client.get(f"/v1/admin/image-builds/{build['buildId']}", headers=ADMIN).json()["log"]
+    )
+    assert build["state"] == "succeeded", log
+    assert re.search(r"direct=[1-9]", log), log
+    assert "routes=1" in log  # the header line alone: no interface but loopback
