@@ -59,6 +59,10 @@ STATUS_BY_CODE: dict[str, int] = {
     "catalog_image_exists": 409,
     "catalog_image_state_conflict": 409,  # e.g. building or enabling a retired image
     "image_build_running": 409,
+    # A build writes only siesta-catalog/<id>:<tag>: the name given conflicts with that
+    # (not 422: the request is schema-valid, and the document cannot say the rule).
+    "image_name_outside_catalog": 409,
+    "dockerfile_not_allowed": 422,  # an inline Dockerfile's ADD
     "image_unavailable": 503,
     "provisioning_failed": 503,
     "provisioning_timeout": 504,

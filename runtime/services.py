@@ -30,6 +30,7 @@ from runtime.core.context import CallContext
 from runtime.core.errors import SessionBusy
 from runtime.core.network_rules import Allowlist
 from runtime.core.records import IdempotencyClaim, SessionRecord, SessionStatus, conversation_key
+from runtime.core.secrets import secret_values
 from runtime.core.tracing_export import Shutdown, start_tracing
 from runtime.core.upstreams import Upstreams
 from runtime.e2b.sandboxes import E2bSandboxes
@@ -199,7 +200,12 @@ class Services:
             stores.leases,
             audit,
             settings.images,
-            DockerImageBuilder() if isinstance(settings.provider, DockerProviderSettings) else None,
+            (
+                DockerImageBuilder(network=egress.build_network())
+                if isinstance(settings.provider, DockerProviderSettings)
+                else None
+            ),
+            secrets=[*secret_values(settings), *egress.secrets()],
         )
         images.seed()  # the YAML file's versions the store lacks (a first start: all)
         catalog = images.catalog

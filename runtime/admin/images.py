@@ -22,12 +22,11 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 from runtime.admin.audit import AuditLog
+from runtime.admin.builder import ImageBuilder
 from runtime.core.errors import (
     CatalogImageExists,
     CatalogImageNotFound,
@@ -37,6 +36,7 @@ from runtime.core.errors import (
 )
 from runtime.core.operator_records import ImageBuild
 from runtime.core.records import SessionRecord
+from runtime.images.build_log import LAST_LINE_BYTES, BuildLog, cut
 from runtime.images.catalog import (
     CatalogContents,
     CatalogImage,
@@ -44,23 +44,11 @@ from runtime.images.catalog import (
     ImageState,
     read_catalog_file,
 )
+from runtime.images.inline import check_new_version
 from runtime.images.settings import ImageSettings
 from runtime.seams.stores import CatalogStore, LeaseStore, SessionStore
 
 log = logging.getLogger(__name__)
-
-Progress = Callable[[str], None]
-
-
-class ImageBuilder(Protocol):
-    """Builds one catalog version in the deployment's engine; returns its digest."""
-
-    def build(
-        self, image: CatalogImage, root: Path, progress: Progress, *, no_cache: bool = False
-    ) -> str: ...
-
-    def digest_of(self, reference: str) -> tuple[str, float] | None:
-        """The engine's image for ``reference``: (digest, creation time), if present."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +77,9 @@ class CatalogAdmin:
         settings: ImageSettings,
         builder: ImageBuilder | None,
         clock: Callable[[], float] = time.time,
+        secrets: Sequence[str] = (),
     ) -> None:
+        """``secrets``: the deployment's secret values, masked in every build's log."""
         self._store = store
         self._sessions = sessions
         self._leases = leases
@@ -97,6 +87,7 @@ class CatalogAdmin:
         self._settings = settings
         self._builder = builder
         self._clock = clock
+        self._secrets = tuple(secrets)
         self.root = settings.catalog_path.parent
         self._order = self._file_order()
         self.catalog = ImageCatalog.live(self.contents, self.root)
@@ -238,6 +229,7 @@ class CatalogAdmin:
 
     def add(self, image: CatalogImage, *, default: bool, actor: Actor) -> CatalogImage:
         """A new version, disabled until an operator enables it (build it first)."""
+        check_new_version(image)
         stamped = image.model_copy(
             update={"updated_at": self._clock(), "updated_by": actor.name, "retired": False}
         )
@@ -349,9 +341,11 @@ class CatalogAdmin:
         self, image: CatalogImage, build: ImageBuild, lease_key: str, no_cache: bool
     ) -> None:
         keep = self._settings.build_log_lines
-
-        def progress(line: str) -> None:
-            self._store.append_build_log(build.build_id, [line], keep)
+        output = BuildLog(
+            lambda line: self._store.append_build_log(build.build_id, [line], keep),
+            self._settings.build_log_bytes,
+            self._secrets,
+        )
 
         try:
             if self._builder is None:
@@ -360,17 +354,21 @@ class CatalogAdmin:
                     "with your registry's tooling, then add or re-import them"
                 )
                 raise CatalogImageStateConflict(msg)
-            digest = self._builder.build(image, self.root, progress, no_cache=no_cache)
+            digest = self._builder.build(image, self.root, output.line, no_cache=no_cache)
         except Exception as exc:  # the build's failure is its record's, not the thread's
             error = exc.message if isinstance(exc, SiestaError) else f"{type(exc).__name__}: {exc}"
+            error = cut(output.masked(error), LAST_LINE_BYTES)
             log.warning("image build %s of %s failed: %s", build.build_id, image.ref, error)
-            progress(f"build failed: {error}")
+            output.last(f"build failed: {error}")
             self._finish(build, "failed", error=error)
         else:
             now = self._clock()
 
             def built(old: CatalogImage) -> CatalogImage:
-                return old.model_copy(update={"digest": digest, "built_at": now})
+                # The build wrote its version's own name: an entry of the catalog file
+                # that named another (to run) now runs what was built.
+                update = {"digest": digest, "built_at": now, "image": image.built_as}
+                return old.model_copy(update=update)
 
             with contextlib.suppress(CatalogImageNotFound):
                 self._change(image.ref, built, Actor(build.requested_by, "", "build"))

@@ -38,7 +38,9 @@ each a few lines; split by area, the tree below would no longer be in one place.
     │   ├── ImageNotInCatalog          image_not_in_catalog (imageId)
     │   ├── ImageUnavailable           image_unavailable (imageId, imageRef)
     │   ├── CatalogInvalid             catalog_invalid
-    │   └── ImageBuildFailed           image_build_failed
+    │   ├── ImageBuildFailed           image_build_failed
+    │   ├── ImageNameOutsideCatalog    image_name_outside_catalog (image, expected)
+    │   └── DockerfileNotAllowed       dockerfile_not_allowed (instruction)
     ├── ProvisioningFailed             provisioning_failed
     │   └── ProvisioningTimeout        provisioning_timeout (limit)
     ├── ProviderUnavailable            provider_unavailable
@@ -255,6 +257,20 @@ class ImageBuildRunning(ImageError):
 
 class ImageBuildFailed(ImageError):
     code = "image_build_failed"
+
+
+class ImageNameOutsideCatalog(ImageError):
+    """A version to build names an image outside ``siesta-catalog/<id>:<tag>``: a build
+    could then replace an image the deployment runs itself."""
+
+    code = "image_name_outside_catalog"
+
+
+class DockerfileNotAllowed(ImageError):
+    """An inline Dockerfile uses an instruction the engine would carry out outside the
+    build's confinement (``ADD`` fetches URLs from the engine's own network)."""
+
+    code = "dockerfile_not_allowed"
 
 
 class ProvisioningFailed(SiestaError):

@@ -20,11 +20,15 @@ from runtime.core.network_rules import Allowlist
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.settings import EgressSettings
+from runtime.images.build_network import BuildNetwork
 from runtime.seams.provider_settings import ProviderSettings
 from runtime.seams.stores import DeploymentStore, RevocationStore
 
 NO_PROXY = "localhost,127.0.0.1,::1"
 """Servers a command starts inside its own sandbox are reached directly."""
+BUILD_ORG = "siesta:image-builds"
+"""Whom an image build's proxy credentials name (no org id has a colon), with the
+version built as the conversation: the proxy logs and counts builds apart."""
 
 
 class Egress:
@@ -35,6 +39,14 @@ class Egress:
 
     def environment(self, ctx: CallContext) -> dict[str, str]:
         return {}
+
+    def build_network(self) -> BuildNetwork:
+        """Where image builds' steps may reach: as sandboxes, here nowhere."""
+        return BuildNetwork()
+
+    def secrets(self) -> list[str]:
+        """The key in the forms it is kept in, to mask in what the service shows."""
+        return []
 
     def close(self) -> None:
         pass
@@ -50,7 +62,26 @@ class ProxiedEgress(Egress):
         """``HTTP(S)_PROXY`` (both spellings: curl and apt read the lower case, pip and
         npm either) with this conversation's signed credentials, issued now: ask for
         them under the conversation's lease, so a deletion revokes every earlier one."""
-        user, password = sign(self._key, EgressClaims(ctx.org, ctx.conversation, ctx.egress_allow))
+        return self._proxy_environment(EgressClaims(ctx.org, ctx.conversation, ctx.egress_allow))
+
+    def build_network(self) -> BuildNetwork:
+        """The sandboxes' network and the proxy, with credentials for the version built
+        (the deployment's allowlist, never narrowed nor widened). A proxy run apart with
+        no Docker network of ours (``proxy_url``): builds get no network."""
+        if self.network is None:
+            return BuildNetwork()
+        return BuildNetwork(
+            self.network, lambda ref: self._proxy_environment(EgressClaims(BUILD_ORG, ref))
+        )
+
+    def secrets(self) -> list[str]:
+        try:
+            return [self._key.hex(), self._key.decode()]
+        except UnicodeDecodeError:
+            return [self._key.hex()]
+
+    def _proxy_environment(self, claims: EgressClaims) -> dict[str, str]:
+        user, password = sign(self._key, claims)
         url = f"http://{user}:{password}@{self._proxy_address}"
         env = {"HTTP_PROXY": url, "HTTPS_PROXY": url, "NO_PROXY": NO_PROXY}
         return {**env, **{name.lower(): value for name, value in env.items()}}

@@ -8,23 +8,24 @@ built as normal, so an unchanged image rebuilds from the layer cache.
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from urllib.parse import urlsplit
 
 import docker
 import docker.errors
 import requests.exceptions
 
 from runtime.core.errors import ImageBuildFailed
+from runtime.images.build_network import BuildNetwork
 from runtime.images.catalog import CatalogImage, ImageCatalog
+from runtime.images.inline import INLINE_DOCKERFILE, check_inline_dockerfile, inline_context
 
 BASE_IMAGE = "debian:bookworm-slim"
 DEBIAN_SUITE = "bookworm"
@@ -35,8 +36,6 @@ DEBIAN_MIRROR = "http://deb.debian.org/debian"
 SANDBOX_IMAGE_LABEL = "siesta.sandbox-image"
 """On catalog images: the catalog id the image was built for."""
 BASE_ORIGIN_LABEL = "siesta.base-origin"
-INLINE_DOCKERFILE = "Dockerfile.siesta-inline"
-"""Where an inline Dockerfile goes in its build context (beside the catalog's files)."""
 """On a base this project created itself (``debootstrap``)."""
 
 Progress = Callable[[str], None]
@@ -183,68 +182,69 @@ def build_image(
     progress: Progress,
     *,
     no_cache: bool = False,
+    tag: str | None = None,
+    network: BuildNetwork | None = None,
 ) -> str:
-    """Build one catalog version (its ``build`` folder's Dockerfile, or its inline
-    ``dockerfile``), with the catalog folder as the context so images can share sources
-    (``siesta-fs/``). Returns the new image's id (its digest)."""
+    """Build one catalog version (its ``build`` folder's Dockerfile, with the catalog
+    folder as the context, or its inline ``dockerfile``, with the shared sources alone:
+    ``runtime.images.inline``) and tag it ``tag`` (default: the version's ``image``).
+    ``network``: where its steps may reach (default: the engine's, for the command line).
+    Returns the new image's id (its digest)."""
+    tag = tag or image.image
+    common: dict[str, Any] = {
+        "tag": tag,
+        "labels": {SANDBOX_IMAGE_LABEL: image.ref},
+        "rm": True,
+        "forcerm": True,
+        "nocache": no_cache,
+        "decode": True,
+    }
+    hidden: list[str] = []
+    if network is not None:
+        args = network.build_args(image.ref)
+        urls = {value for value in args.values() if "@" in value}  # not NO_PROXY's names
+        passwords = {urlsplit(url).password or "" for url in urls}
+        hidden = sorted({*urls, *passwords} - {""}, key=len, reverse=True)
+        common |= {"network_mode": network.mode, "buildargs": args}
     if image.dockerfile is not None:
-        progress(f"[{image.ref}] building {image.image} from its inline Dockerfile")
+        check_inline_dockerfile(image.dockerfile)
+        progress(f"[{image.ref}] building {tag} from its inline Dockerfile")
         stream = client.api.build(
-            fileobj=_context_with(root, INLINE_DOCKERFILE, image.dockerfile),
+            fileobj=inline_context(root, image.dockerfile),
             custom_context=True,
             dockerfile=INLINE_DOCKERFILE,
-            tag=image.image,
-            labels={SANDBOX_IMAGE_LABEL: image.ref},
-            rm=True,
-            forcerm=True,
-            nocache=no_cache,
-            decode=True,
+            **common,
         )
     elif image.build is not None:
         dockerfile = f"{image.build}/Dockerfile"
-        progress(f"[{image.ref}] building {image.image} from {root / dockerfile}")
-        stream = client.api.build(
-            path=str(root),
-            dockerfile=dockerfile,
-            tag=image.image,
-            labels={SANDBOX_IMAGE_LABEL: image.ref},
-            rm=True,
-            forcerm=True,
-            nocache=no_cache,
-            decode=True,
-        )
+        progress(f"[{image.ref}] building {tag} from {root / dockerfile}")
+        stream = client.api.build(path=str(root), dockerfile=dockerfile, **common)
     else:
         msg = f"{image.ref} has no build context nor Dockerfile: it cannot be built here"
         raise ImageBuildFailed(msg)
     for chunk in stream:
         if "error" in chunk:
-            msg = f"[{image.ref}] build failed: {chunk['error'].strip()}"
+            msg = f"[{image.ref}] build failed: {_masked(chunk['error'].strip(), hidden)}"
             raise ImageBuildFailed(msg)
-        text = str(chunk.get("stream", "")).rstrip()
+        text = _masked(str(chunk.get("stream", "")).rstrip(), hidden)
         if text:
             progress(f"[{image.ref}] {text}")
-    digest = str(client.images.get(image.image).id)
-    progress(f"[{image.ref}] built {image.image} ({digest[:19]})")
+    digest = str(client.images.get(tag).id)
+    progress(f"[{image.ref}] built {tag} ({digest[:19]})")
     return digest
+
+
+def _masked(text: str, hidden: list[str]) -> str:
+    """The build's proxy credentials never reach its log (``RUN env`` would show them)."""
+    for value in hidden:
+        text = text.replace(value, "•" * 6)
+    return text
 
 
 def remove_replaced(client: docker.DockerClient, image_id: str, progress: Progress) -> None:
     """Delete a build a rebuild replaced, with the layers only it used; a container
     still on it keeps it (its sandbox keeps the image it started with)."""
     _remove_unused(client, [image_id], progress)
-
-
-def _context_with(root: Path, name: str, dockerfile: str) -> io.BytesIO:
-    """The catalog folder as a tar build context, with ``dockerfile`` added as ``name``."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(str(root), arcname=".")
-        data = dockerfile.encode()
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    buffer.seek(0)
-    return buffer
 
 
 def _run(argv: list[str], stdin: IO[bytes] | None = None) -> None:
@@ -275,11 +275,19 @@ def image_summary(client: docker.DockerClient, catalog: ImageCatalog) -> str:
 
 
 class DockerImageBuilder:
-    """Builds catalog versions in the Docker engine the sandboxes run on."""
+    """Builds catalog versions in the Docker engine the sandboxes run on, confined: each
+    writes only its version's ``siesta-catalog/<id>:<tag>`` (never an image the
+    deployment runs, nor another version's), and its steps reach only what ``network``
+    allows (default: nothing)."""
 
-    def __init__(self, client: Callable[[], docker.DockerClient] = docker.from_env) -> None:
+    def __init__(
+        self,
+        client: Callable[[], docker.DockerClient] = docker.from_env,
+        network: BuildNetwork | None = None,
+    ) -> None:
         self._make_client = client
         self._client: docker.DockerClient | None = None
+        self._network = network or BuildNetwork()
 
     def _connect(self) -> docker.DockerClient:
         if self._client is None:  # at first use: a service that never builds never connects
@@ -291,8 +299,11 @@ class DockerImageBuilder:
     ) -> str:
         client = self._connect()
         ensure_base_image(client, progress)
-        previous = self.digest_of(image.image)
-        digest = build_image(client, root, image, progress, no_cache=no_cache)
+        target = image.built_as
+        previous = self.digest_of(target)  # only ever one of ours is replaced, and removed
+        digest = build_image(
+            client, root, image, progress, no_cache=no_cache, tag=target, network=self._network
+        )
         if previous is not None and previous[0] != digest:
             remove_replaced(client, previous[0], progress)
         return digest

@@ -31,6 +31,9 @@ SELECTION_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}(:[A-Za-z0-9][A-Za-z0-9._-]{0,63
 """What an agent's ``baseImage`` may be: ``id`` or ``id:tag``."""
 DEFAULT_TAG = "latest"
 """The tag of a YAML entry that names none."""
+CATALOG_NAMESPACE = "siesta-catalog"
+"""Where the service's builds write, and nowhere else: every image the deployment runs
+itself (its own, the Debian base, the proxy's) is outside it."""
 
 
 class ImageState(enum.StrEnum):
@@ -87,6 +90,12 @@ class CatalogImage(BaseModel):
     @property
     def ref(self) -> str:
         return f"{self.id}:{self.tag}"
+
+    @property
+    def built_as(self) -> str:
+        """The one reference a build by the service may tag: one per version, inside the
+        catalog's namespace (an operator's file may name any image to *run*)."""
+        return f"{CATALOG_NAMESPACE}/{self.id}:{self.tag}"
 
     @property
     def state(self) -> ImageState:

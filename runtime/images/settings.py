@@ -19,3 +19,6 @@ class ImageSettings(BaseModel):
     after that, should the first have died mid-build)."""
     build_log_lines: int = Field(5000, ge=10)
     """Lines of a build's log kept (later lines are dropped; the error is kept)."""
+    build_log_bytes: int = Field(1_048_576, ge=1024)
+    """Bytes of a build's log kept (later lines are dropped, a note says where; the
+    error is kept)."""

@@ -101,8 +101,9 @@ class DockerfileSource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     dockerfile: str = Field(min_length=1, max_length=MAX_DOCKERFILE_CHARS)
-    """The Dockerfile's text; the catalog folder is its build context (``COPY
-    siesta-fs/...`` works as in the shipped images)."""
+    """The Dockerfile's text; its build context is the catalog's shared sources
+    (``COPY siesta-fs/...`` works as in the shipped images). ``ADD`` is refused (422
+    ``dockerfile_not_allowed``)."""
 
 
 class ContextSource(BaseModel):
@@ -124,8 +125,9 @@ class NewCatalogImage(BaseModel):
     image: str | None = Field(
         None, pattern=r"^[a-z0-9][a-z0-9._/-]{0,200}(:[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$"
     )
-    """The Docker reference to build to, or of an image the engine has; default
-    ``siesta-catalog/{id}:{tag}``."""
+    """Without a ``source``: the reference of an image the engine has (to run). With
+    one, leave it out: a build writes only ``siesta-catalog/{id}:{tag}`` (the default),
+    and another name is refused (409 ``image_name_outside_catalog``)."""
     source: DockerfileSource | ContextSource | None = None
     """How to build it; ``null``: an image the engine has already (``image``)."""
     runtime: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
