@@ -55,11 +55,9 @@ from typing import Literal
 from runtime.jsexec.seccomp import (
     Filter,
     SeccompUnavailable,
+    check_available,
     compile_filter,
     set_no_new_privs,
-)
-from runtime.jsexec.seccomp import (
-    _libseccomp as libseccomp,
 )
 
 JailMode = Literal["full", "unprivileged", "off"]
@@ -109,7 +107,7 @@ def problem(mode: JailMode) -> str | None:
     if mode == "off":
         return None
     try:
-        libseccomp()
+        check_available()
     except SeccompUnavailable as error:
         return str(error)
     if mode == "unprivileged":

@@ -139,6 +139,11 @@ def compile_filter(read_fd: int, write_fd: int) -> Filter:
         lib.seccomp_release(ctx)
 
 
+def check_available() -> None:
+    """Raise ``SeccompUnavailable`` (saying what to install) when libseccomp is missing."""
+    _libseccomp()
+
+
 def set_no_new_privs() -> None:
     if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         error = ctypes.get_errno()
