@@ -282,7 +282,9 @@ class Services:
             sessions, provider.inside, settings.command.kill_grace_seconds
         )
         services.filesystem = SandboxFilesystem(
-            services.user_files, settings.processes.max_watchers_per_sandbox
+            services.user_files,
+            settings.processes.max_watchers_per_sandbox,
+            settings.processes.max_watcher_bytes,
         )
         services.network = SandboxNetwork(stores.network, Allowlist.parse(settings.egress.allow))
         services.agents = AgentRegistry(stores.agents, settings.tools.max_registered_agents)

@@ -54,7 +54,10 @@ WATCH_START_SECONDS = 30.0
 WATCHER_IDLE_SECONDS = 300.0
 """A watcher whose events nobody asked for this long is stopped."""
 MAX_KEPT_CHANGES = 100_000
-"""Events kept for a watcher nobody reads (the rest are dropped)."""
+"""Events kept for a watcher nobody reads (the rest are dropped), whatever their bytes."""
+CHANGE_OVERHEAD_BYTES = 64
+"""What one kept change counts for besides its name's bytes, so that many short names
+are bounded by the byte limit as well as long ones."""
 PENDING_LIMIT = 8192
 """The most of one event record kept until its end comes (``siesta-fs`` caps at PATH_MAX)."""
 EVENT_KINDS = frozenset({"create", "write", "remove", "rename", "chmod"})
@@ -94,6 +97,18 @@ class Change:
     name: str
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What a watcher kept since the last read, and how many it could not keep."""
+
+    changes: list[Change]
+    dropped: int
+    """Changes lost since the last read: more came than ``limit_bytes`` keeps unread (or
+    the kernel's inotify queue overflowed: counted as one, it says not how many)."""
+    limit_bytes: int
+    """The watcher's limit (``SIESTA_PROCESSES__MAX_WATCHER_BYTES``)."""
+
+
 def parse_entries(data: bytes) -> list[Entry]:
     entries = []
     for record in data.split(b"\0"):
@@ -126,9 +141,10 @@ class TooManyWatchers(InvalidRequest):
 
 
 class SandboxFilesystem:
-    def __init__(self, files: UserFiles, max_watchers: int) -> None:
+    def __init__(self, files: UserFiles, max_watchers: int, max_watcher_bytes: int) -> None:
         self._files = files
         self._max_watchers = max_watchers
+        self._max_watcher_bytes = max_watcher_bytes
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
 
@@ -180,7 +196,7 @@ class SandboxFilesystem:
             )
             raise TooManyWatchers(msg, limit=limit)
         process = self._files.start_program(who, WATCH, path, "1" if recursive else "0")
-        watcher = Watcher(process, who.ctx.key, path)
+        watcher = Watcher(process, who.ctx.key, path, self._max_watcher_bytes)
         watcher.start()
         with self._lock:
             self._watchers[watcher.id] = watcher
@@ -211,15 +227,20 @@ class SandboxFilesystem:
 
 
 class Watcher:
-    """``siesta-fs watch`` running in the sandbox; its events kept until taken."""
+    """``siesta-fs watch`` running in the sandbox; its events kept until taken, up to
+    ``max_bytes`` (names a sandbox makes up: up to 4 KiB each): the newer ones past it
+    are dropped and counted, never kept."""
 
-    def __init__(self, process: RunningProcess, owner: str, path: str) -> None:
+    def __init__(self, process: RunningProcess, owner: str, path: str, max_bytes: int) -> None:
         self.id = uuid.uuid4().hex
         self.owner = owner
         """The key of the conversation whose sandbox it watches."""
         self._path = path
         self._process = process
         self._changes: list[Change] = []
+        self._kept_bytes = 0
+        self._dropped = 0
+        self._max_bytes = max_bytes
         self._pending = b""
         self._stderr = HeadTailBuffer(2048)
         self._ready = threading.Event()
@@ -268,26 +289,37 @@ class Watcher:
             return
         records = (self._pending + data).split(b"\0")
         self._pending = records.pop()[-PENDING_LIMIT:]  # a name is at most PATH_MAX
-        found = []
         for line in records:
             kind, _, name = line.decode("utf-8", errors="surrogateescape").partition("\t")
             if kind == "ready":
                 self._ready.set()
+            elif kind == "overflow":
+                with self._lock:
+                    self._dropped += 1
             elif kind in EVENT_KINDS:
-                found.append(Change(kind, name))
-        if found:
-            with self._lock:
-                self._changes.extend(found[: max(0, MAX_KEPT_CHANGES - len(self._changes))])
+                self._keep(Change(kind, name), len(line))
+
+    def _keep(self, change: Change, size: int) -> None:
+        cost = size + CHANGE_OVERHEAD_BYTES
+        with self._lock:
+            full = len(self._changes) >= MAX_KEPT_CHANGES
+            if full or self._kept_bytes + cost > self._max_bytes:
+                self._dropped += 1
+                return
+            self._changes.append(change)
+            self._kept_bytes += cost
 
     def stop(self) -> None:
         if not self._ended.is_set():
             self._process.kill()  # its wait thread then ends and lets go of it
 
-    def take(self) -> list[Change]:
+    def take(self) -> Changes:
         with self._lock:
             changes, self._changes = self._changes, []
+            dropped, self._dropped = self._dropped, 0
+            self._kept_bytes = 0
             self._taken_at = time.monotonic()
-        return changes
+        return Changes(changes, dropped, self._max_bytes)
 
     @property
     def ended(self) -> bool:

@@ -33,6 +33,9 @@ class ProcessSettings(BaseModel):
     max_watchers_per_sandbox: int = Field(8, ge=1, le=16)
     """Folders watched at once in one sandbox (each is one of the agent's 64 requests,
     beside the processes and a few calls)."""
+    max_watcher_bytes: int = Field(1024 * 1024, ge=64 * 1024)
+    """What one watcher keeps unread (each change counts its name's bytes and 64 more);
+    changes past it are dropped and the next read says how many (``dropped``)."""
     upkeep_interval_seconds: float = Field(1.0, gt=0, le=60)
     """How often watchers nobody reads are stopped and busy sandboxes kept awake."""
     reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
