@@ -89,6 +89,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "capacity_unavailable": 503,
     "port_not_listening": 502,  # nothing in the sandbox listens on the port
     "port_connection_lost": 502,  # the server in the sandbox broke off or spoke no HTTP
+    "port_message_too_large": 502,  # limit: a WebSocket message (or refusal) from the sandbox
     "port_sandbox_not_found": 404,
     "too_many_port_connections": 503,
     "state_unavailable": 503,
