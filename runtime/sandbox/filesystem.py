@@ -18,7 +18,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from runtime.core.errors import FileMissing, InvalidRequest, NotADirectory, NotFound, SiestaError
+from runtime.core.errors import (
+    FileMissing,
+    InvalidRequest,
+    NotADirectory,
+    NotFound,
+    SiestaError,
+    TransferTooLarge,
+)
 from runtime.core.output import HeadTailBuffer
 from runtime.sandbox.user_files import (
     AsUser,
@@ -46,7 +53,8 @@ MOVE = (
     '{ test "$s" = "$d" || mv -T -- "$s" "$d"; } && exec find "$d" -maxdepth 0 -printf "$2"'
 )
 REMOVE = RESOLVE + '; exec rm -rf -- "$p"'
-LISTING_LIMIT = 64 * 1024 * 1024
+SINGLE_ENTRY_LIMIT = 64 * 1024
+"""What one entry's line (stat, make, move) may take: its path is at most 4 KiB."""
 MAX_DEPTH = 64
 WATCH = 'p=$(realpath -s -m -- "$1"); exec /usr/local/lib/siesta/siesta-fs watch "$p" "$2"'
 """inotify in the sandbox (``siesta-fs watch``), as the user: what it may read it may watch."""
@@ -140,17 +148,50 @@ class TooManyWatchers(InvalidRequest):
     code = "too_many_watchers"
 
 
+@dataclass(frozen=True)
+class FsLimits:
+    max_watchers: int
+    """Folders watched at once per sandbox (``SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX``)."""
+    max_watcher_bytes: int
+    """Changes one watcher keeps unread (``SIESTA_PROCESSES__MAX_WATCHER_BYTES``)."""
+    max_listing_bytes: int
+    """Bytes a listing may take from the sandbox (``SIESTA_FILES__MAX_LISTING_BYTES``)."""
+    max_listing_entries: int
+    """Entries a listing may have (``SIESTA_FILES__MAX_LISTING_ENTRIES``)."""
+
+
+def _too_large(exc: TransferTooLarge, path: str) -> TransferTooLarge:
+    """The refusal of a listing past one of its limits, naming the setting: a sandbox
+    decides what its ``find`` prints, the service how much of it it takes."""
+    limit, unit = exc.fields.get("limit"), exc.fields.get("unit")
+    setting = "MAX_LISTING_ENTRIES" if unit == "entries" else "MAX_LISTING_BYTES"
+    msg = (
+        f"the listing of {path!r} is over {limit} {unit}, the limit (SIESTA_FILES__{setting}); "
+        "list a folder further down, or with a smaller depth"
+    )
+    return TransferTooLarge(msg, limit=limit, unit=unit, path=path)
+
+
 class SandboxFilesystem:
-    def __init__(self, files: UserFiles, max_watchers: int, max_watcher_bytes: int) -> None:
+    def __init__(self, files: UserFiles, limits: FsLimits) -> None:
         self._files = files
-        self._max_watchers = max_watchers
-        self._max_watcher_bytes = max_watcher_bytes
+        self._limits = limits
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
 
-    def _entries(self, who: AsUser, script: str, *args: str) -> list[Entry]:
-        code, stdout, stderr = self._files.run_script(who, script, *args, limit=LISTING_LIMIT)
+    def _entries(self, who: AsUser, script: str, *args: str, listing: bool = False) -> list[Entry]:
         path = args[0]
+        limits = self._limits
+        try:
+            code, stdout, stderr = self._files.run_script(
+                who,
+                script,
+                *args,
+                limit=limits.max_listing_bytes if listing else SINGLE_ENTRY_LIMIT,
+                max_records=limits.max_listing_entries if listing else 1,
+            )
+        except TransferTooLarge as exc:
+            raise _too_large(exc, path) from exc
         if code == 7:
             msg = f"{path!r} already exists"
             raise AlreadyExists(msg, path=path)
@@ -170,7 +211,8 @@ class SandboxFilesystem:
         if depth < 1:
             msg = "depth must be at least 1"
             raise InvalidRequest(msg)
-        found = self._entries(who, LIST, path, ENTRY_FORMAT, str(min(depth, MAX_DEPTH)))
+        depth_text = str(min(depth, MAX_DEPTH))
+        found = self._entries(who, LIST, path, ENTRY_FORMAT, depth_text, listing=True)
         return sorted(found, key=lambda entry: entry.path)
 
     def make_dir(self, who: AsUser, path: str) -> Entry:
@@ -188,15 +230,15 @@ class SandboxFilesystem:
         """Watching ``path`` when this returns (events from then on are kept)."""
         with self._lock:
             watching = sum(1 for w in self._watchers.values() if w.owner == who.ctx.key)
-        if watching >= self._max_watchers:
-            limit = self._max_watchers
+        if watching >= self._limits.max_watchers:
+            limit = self._limits.max_watchers
             msg = (
                 f"{limit} folders are watched in this sandbox already, the limit "
                 "(SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX); remove a watcher first"
             )
             raise TooManyWatchers(msg, limit=limit)
         process = self._files.start_program(who, WATCH, path, "1" if recursive else "0")
-        watcher = Watcher(process, who.ctx.key, path, self._max_watcher_bytes)
+        watcher = Watcher(process, who.ctx.key, path, self._limits.max_watcher_bytes)
         watcher.start()
         with self._lock:
             self._watchers[watcher.id] = watcher
