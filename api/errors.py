@@ -80,6 +80,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "session_busy": 409,
     "offset_past_end": 409,  # the file as it is now is shorter
     "invalid_idempotency_key": 400,
+    "invalid_header": 400,  # bytes a header cannot hold (a token that is not ASCII)
     "idempotency_key_reused": 409,  # a conflict with what an earlier request left
     "idempotency_result_not_kept": 409,
     "outcome_unknown": 409,
