@@ -1,10 +1,12 @@
-"""Liveness, readiness and metrics: no auth, for probes and scrapers."""
+"""Liveness, readiness and metrics: no auth, for probes and scrapers (``/metrics``
+takes ``SIESTA_METRICS__TOKEN`` when one is set)."""
 
 from __future__ import annotations
 
-from typing import Literal
+import hmac
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -13,7 +15,7 @@ from siesta_contract.health import Health, Readiness
 
 from api.deps import ServicesDep
 from runtime.core import metrics
-from runtime.core.errors import SiestaError
+from runtime.core.errors import SiestaError, Unauthorized
 
 router = APIRouter(tags=["health"])
 
@@ -53,6 +55,24 @@ def readyz(services: ServicesDep) -> JSONResponse:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-def prometheus_metrics() -> Response:
-    """Prometheus text exposition."""
+def prometheus_metrics(
+    services: ServicesDep,
+    authorization: Annotated[
+        str | None,
+        Header(description="`Bearer SIESTA_METRICS__TOKEN`, when the deployment sets one"),
+    ] = None,
+) -> Response:
+    """Prometheus text exposition (401 without ``SIESTA_METRICS__TOKEN`` when it is set)."""
+    required = services.settings.metrics.token
+    if required is not None and not _bearer_is(authorization, required.get_secret_value()):
+        msg = "/metrics needs the metrics token (SIESTA_METRICS__TOKEN) as a bearer token"
+        raise Unauthorized(msg)
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def _bearer_is(authorization: str | None, token: str) -> bool:
+    scheme, _, given = (authorization or "").partition(" ")
+    # Bytes as they came (latin-1): any value compares, none raises.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("latin-1", errors="replace"), token.encode()
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class CommandSettings(BaseModel):
@@ -44,9 +44,16 @@ class ProcessSettings(BaseModel):
 
 
 class MetricsSettings(BaseModel):
-    """Live metrics of a sandbox (``.../sandbox/metrics``, E2B's ``get_metrics``)."""
+    """Live metrics of a sandbox (``.../sandbox/metrics``, E2B's ``get_metrics``), and
+    who may read the service's own (``GET /metrics``)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr | None = Field(None, min_length=16)
+    """A bearer token ``GET /metrics`` requires (``Authorization: Bearer ...``, as a
+    Prometheus scrape's ``authorization`` sends it). Unset: ``/metrics`` needs none, as
+    before (it shows org ids and counts, never a conversation, a host or any other
+    string a sandbox chose); set it wherever the port is reachable beyond the scraper."""
 
     cpu_window_seconds: float = Field(0.2, gt=0, le=5)
     """CPU use is the CPU time used between two samples over the time between them:
