@@ -17,6 +17,7 @@ from starlette.types import Message
 
 from api.e2b import files
 from api.e2b.envd import CALL, EnvdCall
+from api.limits import BodySizeLimit
 from runtime.core.context import CallContext
 from runtime.sandbox.user_files import AsUser, Written
 
@@ -151,3 +152,41 @@ def test_a_bad_multipart_body_is_a_400(body: bytes, says: str) -> None:
 
 def test_envd_call_is_what_the_stub_stands_for() -> None:
     assert {"user", "who", "at_door"} <= {f.name for f in fields(EnvdCall)} | set(dir(EnvdCall))
+
+
+def test_a_body_over_the_services_limit_is_its_413_not_a_500() -> None:
+    """The body limit (``SIESTA_E2B__MAX_UPLOAD_BYTES`` + 1 MiB) cuts a chunked upload
+    that declared no length: its refusal comes through the streaming upload whole."""
+    body = Body(multipart([("file", "a.bin", b"a" * 3 * MIB)]))
+    sandbox = Sandbox(body)
+    services = SimpleNamespace(
+        settings=SimpleNamespace(e2b=SimpleNamespace(max_upload_bytes=64 * MIB)),
+        user_files=sandbox,
+    )
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/e2b/envd/files",
+        "query_string": b"",
+        "headers": [(b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode())],
+        "app": SimpleNamespace(state=SimpleNamespace(services=services)),
+    }
+    sent: list[Message] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        call = SimpleNamespace(
+            user="user",
+            who=SimpleNamespace(ctx=CallContext(org="o", user="u", conversation="sbx1")),
+            at_door=lambda services, function, arguments, run, content=b"": run(),
+        )
+        CALL.set(call)  # type: ignore[arg-type]
+        response = await files.upload(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    limited = BodySizeLimit(app, max_bytes=1024, upload_max_bytes=1024, e2b_upload_max_bytes=MIB)
+    asyncio.run(limited(scope, body.receive, send))
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["error"]["limit"] == MIB
