@@ -4,9 +4,9 @@ takes ``SIESTA_METRICS__TOKEN`` when one is set)."""
 from __future__ import annotations
 
 import hmac
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -14,6 +14,7 @@ from siesta_contract.errors import ErrorBody
 from siesta_contract.health import Health, Readiness
 
 from api.deps import ServicesDep
+from api.responses import error_responses
 from runtime.core import metrics
 from runtime.core.errors import SiestaError, Unauthorized
 
@@ -53,18 +54,17 @@ def readyz(services: ServicesDep) -> JSONResponse:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **error_responses(401),
+    },
 )
-def prometheus_metrics(
-    services: ServicesDep,
-    authorization: Annotated[
-        str | None,
-        Header(description="`Bearer SIESTA_METRICS__TOKEN`, when the deployment sets one"),
-    ] = None,
-) -> Response:
-    """Prometheus text exposition (401 without ``SIESTA_METRICS__TOKEN`` when it is set)."""
+def prometheus_metrics(request: Request, services: ServicesDep) -> Response:
+    """Prometheus text exposition. With ``SIESTA_METRICS__TOKEN`` set, it needs
+    ``Authorization: Bearer <that token>`` (401 without it)."""
     required = services.settings.metrics.token
-    if required is not None and not _bearer_is(authorization, required.get_secret_value()):
+    given = request.headers.get("authorization")
+    if required is not None and not _bearer_is(given, required.get_secret_value()):
         msg = "/metrics needs the metrics token (SIESTA_METRICS__TOKEN) as a bearer token"
         raise Unauthorized(msg)
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
