@@ -60,6 +60,7 @@ WRITTEN_ONLY = {
     "x-next-token",
     "siesta-watcher-dropped",
     "siesta-watcher-limit-bytes",
+    "x-content-type-options",
 }
 """Header names in the faces' code that they only send."""
 BEARER = {
