@@ -6,6 +6,7 @@ stream copy per request, and holds back streamed responses).
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -13,6 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from runtime.core import logs
 
 HEADER = b"x-request-id"
+GIVEN_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
+"""A caller's request id is kept only in this form: it goes into every log line and
+back as a header, so other bytes (control characters, a 10 KB value) are replaced."""
 
 
 class RequestContext:
@@ -23,8 +27,8 @@ class RequestContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = dict(scope.get("headers") or []).get(HEADER, b"").decode("latin-1")
-        request_id = (given or uuid.uuid4().hex)[:64]
+        given = dict(scope.get("headers") or []).get(HEADER, b"")
+        request_id = given.decode() if GIVEN_ID.fullmatch(given) else uuid.uuid4().hex
         logs.REQUEST_ID.set(request_id)
         logs.CALLER.set(None)  # set by authentication
         parts = str(scope.get("path", "")).split("/")

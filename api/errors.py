@@ -84,6 +84,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "session_busy": 409,
     "offset_past_end": 409,  # the file as it is now is shorter
     "invalid_idempotency_key": 400,
+    "invalid_header": 400,  # bytes a header cannot hold (a token that is not ASCII)
     "idempotency_key_reused": 409,  # a conflict with what an earlier request left
     "idempotency_result_not_kept": 409,
     "outcome_unknown": 409,
@@ -93,6 +94,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "capacity_unavailable": 503,
     "port_not_listening": 502,  # nothing in the sandbox listens on the port
     "port_connection_lost": 502,  # the server in the sandbox broke off or spoke no HTTP
+    "port_message_too_large": 502,  # limit: a WebSocket message (or refusal) from the sandbox
     "port_sandbox_not_found": 404,
     "too_many_port_connections": 503,
     "state_unavailable": 503,

@@ -23,6 +23,7 @@ from api.errors import REFUSED_UPGRADE_HEADERS, refuse_websocket
 from runtime.core.context import CallContext
 from runtime.core.errors import SiestaError
 from runtime.sandbox.ports.connection import PortConnection
+from runtime.sandbox.ports.errors import PortMessageTooLarge
 from runtime.sandbox.ports.http1 import ForwardedRequest, end_to_end, forward
 from runtime.sandbox.ports.websocket import Closed, ServerSocket
 from runtime.services import Services
@@ -189,7 +190,7 @@ async def websocket_session(services: Services, target: PortTarget, websocket: W
     except SiestaError as error:
         await refuse_websocket(websocket, error)
         return
-    server = ServerSocket(connection)
+    server = ServerSocket(connection, services.settings.ports.max_websocket_message_bytes)
     try:
         refused = await server.upgrade(
             f"localhost:{target.port}", target.target.decode("latin-1"), subprotocols, headers
@@ -208,7 +209,10 @@ async def websocket_session(services: Services, target: PortTarget, websocket: W
         if websocket.client_state is WebSocketState.CONNECTING:
             await refuse_websocket(websocket, error)
         elif websocket.client_state is WebSocketState.CONNECTED:
-            await websocket.close(code=1011, reason=str(error)[:120])
+            # 1009: "message too big"; the reason names the limit (a close frame's
+            # reason is at most 123 bytes).
+            code = 1009 if isinstance(error, PortMessageTooLarge) else 1011
+            await websocket.close(code=code, reason=str(error)[:120])
     finally:
         with anyio.CancelScope(shield=True):
             await connection.aclose()

@@ -43,7 +43,7 @@ from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
 from runtime.memory.banks import MemoryBanks
 from runtime.memory.embedding import Embedder
-from runtime.sandbox.filesystem import SandboxFilesystem
+from runtime.sandbox.filesystem import FsLimits, SandboxFilesystem
 from runtime.sandbox.metrics import SandboxMeter
 from runtime.sandbox.network import SandboxNetwork
 from runtime.sandbox.operations import Sandbox
@@ -288,7 +288,13 @@ class Services:
             sessions, provider.inside, settings.command.kill_grace_seconds
         )
         services.filesystem = SandboxFilesystem(
-            services.user_files, settings.processes.max_watchers_per_sandbox
+            services.user_files,
+            FsLimits(
+                max_watchers=settings.processes.max_watchers_per_sandbox,
+                max_watcher_bytes=settings.processes.max_watcher_bytes,
+                max_listing_bytes=settings.files.max_listing_bytes,
+                max_listing_entries=settings.files.max_listing_entries,
+            ),
         )
         services.network = SandboxNetwork(stores.network, Allowlist.parse(settings.egress.allow))
         services.agents = AgentRegistry(stores.agents, settings.tools.max_registered_agents)

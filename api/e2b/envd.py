@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+
 from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
 from runtime.core.records import E2bSandbox
@@ -61,6 +63,8 @@ class EnvdCall:
 
 T = TypeVar("T")
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+SANDBOX_ID = re.compile(ID_PATTERN)
+"""What a sandbox id can be (a conversation id, at most ``ID_MAX_CHARS``)."""
 CALL: ContextVar[EnvdCall] = ContextVar("e2b_envd_call")
 """Set by the dispatcher for the services and routes it calls (same task)."""
 
@@ -93,6 +97,9 @@ class EnvdDispatcher:
 
 def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
     sandbox_id = headers.get("e2b-sandbox-id", "")
+    if sandbox_id and not (len(sandbox_id) <= ID_MAX_CHARS and SANDBOX_ID.fullmatch(sandbox_id)):
+        # No sandbox has such an id: a bad request, not "not running" (502).
+        raise refuse(400, "the E2b-Sandbox-Id header is not a sandbox id")
     sandbox = services.e2b.find(sandbox_id) if sandbox_id else None
     if sandbox is None or sandbox.state != "running":
         raise refuse(502, f"The sandbox {sandbox_id or '(no E2b-Sandbox-Id header)'} was not found")

@@ -2,9 +2,9 @@
 
 Files move through ``runtime.sandbox.user_files`` (``cat`` as the user, in the sandbox) in
 chunks: a download is streamed to the client as the sandbox reads it (a few
-chunks ahead of a slow client at most), an octet-stream upload into the sandbox as
-it arrives; a multipart upload is spooled to a temporary file first (the form
-parser's way), then streamed in. Errors are envd's
+chunks ahead of a slow client at most), an upload into the sandbox as it arrives,
+octet-stream and multipart alike (``api/e2b/multipart.py``: nothing is spooled on the
+service's disk). Errors are envd's
 ``{"code", "message"}`` with the statuses its SDKs map (404 missing, 400 a folder,
 401 no such user, 507 a full disk).
 """
@@ -16,21 +16,25 @@ import queue
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from anyio import from_thread, to_thread
-from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from api.e2b.envd import CALL, EnvdCall, checked_user
 from api.e2b.errors import e2b_error, refuse
+from api.e2b.multipart import Event, PartData, PartEnd, PartStart, parts
+from api.limits import BodyTooLarge
 from runtime.core.errors import Cancelled
 from runtime.sandbox.user_files import AsUser, Written
 from runtime.services import Services
 
 CHUNK = 256 * 1024
+MAX_FILES = 1000
+MAX_FIELDS = 1000
+MAX_FIELD_BYTES = 1024 * 1024
+"""A multipart upload's other fields: read and dropped, each at most this."""
 PENDING_CHUNKS = 16
 """Chunks a download may have read ahead of a slow client (then the sandbox waits)."""
 
@@ -130,6 +134,8 @@ async def download(request: Request) -> Response:
 async def upload(request: Request) -> Response:
     try:
         written = await _upload(request)
+    except BodyTooLarge:
+        raise  # the body limit's own 413, answered by its middleware
     except Exception as exc:
         return e2b_error(exc)
     return JSONResponse([{"name": w.name, "type": "file", "path": w.path} for w in written])
@@ -141,14 +147,7 @@ async def _upload(request: Request) -> list[Written]:
     services = _services(request)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        # File parts are spooled to disk whole (their size is the body's, which the
-        # service's body limit caps); other fields are held in memory: 1 MiB at most.
-        form = await request.form(max_files=1000, max_part_size=1024 * 1024)
-        try:
-            files = [part for name, part in form.multi_items() if name == "file"]
-            return await _write_parts(request, files, who)
-        finally:
-            await form.close()
+        return await _write_parts(request, content_type, who)
     if content_type.startswith("application/octet-stream"):
         path = request.query_params.get("path")
         if not path:
@@ -196,42 +195,95 @@ async def _upload(request: Request) -> list[Written]:
     )
 
 
-async def _write_parts(request: Request, parts: list[Any], who: AsUser) -> list[Written]:
+async def _write_parts(request: Request, content_type: str, who: AsUser) -> list[Written]:
+    """Each part named ``file`` streamed into the sandbox as it arrives, nothing spooled
+    here: the first to ``?path=`` when given (the SDKs give it with one file), every
+    other to its file name. Other fields are read and dropped (at most
+    ``MAX_FIELD_BYTES`` each); a part that fails leaves the earlier ones written."""
     services = _services(request)
     call = CALL.get()
     single_path = request.query_params.get("path")
-    uploads = [part for part in parts if isinstance(part, UploadFile)]
-    if not uploads:
+    events = parts(content_type, request.stream())
+    written: list[Written] = []
+    named: set[str] = set()
+    fields = 0
+    async for event in events:
+        if not isinstance(event, PartStart):
+            continue  # a part's bytes and end come after its start: none are stray
+        if event.name != "file" or event.filename is None:
+            fields += 1
+            await _skip_field(events, fields)
+            continue
+        path = single_path if single_path and not written else event.filename
+        if not path:
+            raise refuse(400, "each part's filename must be the file's path")
+        if path in named:
+            raise refuse(400, "two parts name the same path")
+        if len(written) >= MAX_FILES:
+            raise refuse(400, f"more than {MAX_FILES} files in one upload")
+        named.add(path)
+        chunks = _PartChunks(events, services.settings.e2b.max_upload_bytes)
+        written.append(
+            await to_thread.run_sync(_write_at_door, services, call, who, path, chunks.next_sync)
+        )
+    if not written:
         raise refuse(400, "no multipart part named 'file'")
-    paths = [
-        single_path if single_path and len(uploads) == 1 else part.filename for part in uploads
-    ]
-    if any(not path for path in paths):
-        raise refuse(400, "each part's filename must be the file's path")
-    if len(set(paths)) != len(paths):
-        raise refuse(400, "two parts name the same path")
-    written = []
-    for part, path in zip(uploads, paths, strict=True):
-        assert path is not None
-        written.append(await to_thread.run_sync(_write_at_door, services, call, who, path, part))
     return written
 
 
+class _PartChunks:
+    """One file part's bytes, for a worker thread: ``None`` at the part's end."""
+
+    def __init__(self, events: AsyncIterator[Event], limit: int) -> None:
+        self._events = events
+        self._limit = limit
+        self._total = 0
+        self._done = False
+
+    async def next(self) -> bytes | None:
+        if self._done:
+            return None
+        event = await anext(self._events, None)
+        if event is None:
+            raise refuse(400, "the multipart body ended inside a file part")
+        if isinstance(event, PartEnd):
+            self._done = True
+            return None
+        assert isinstance(event, PartData)  # a part does not start inside another
+        self._total += len(event.data)
+        if self._total > self._limit:
+            msg = f"the file is over the upload limit of {self._limit} bytes"
+            raise refuse(413, msg + " (SIESTA_E2B__MAX_UPLOAD_BYTES)")
+        return event.data
+
+    def next_sync(self) -> bytes | None:
+        return from_thread.run(self.next)
+
+
 def _write_at_door(
-    services: Services, call: EnvdCall, who: AsUser, path: str, part: UploadFile
+    services: Services,
+    call: EnvdCall,
+    who: AsUser,
+    path: str,
+    chunks: Callable[[], bytes | None],
 ) -> Written:
     """One part's file written as ``uploadFile`` at the door."""
     return call.at_door(
-        services, "uploadFile", {"path": path}, lambda: _write_part(services, who, path, part.file)
+        services, "uploadFile", {"path": path}, lambda: services.user_files.write(who, path, chunks)
     )
 
 
-def _write_part(services: Services, who: AsUser, path: str, source: Any) -> Written:
-    def chunks() -> bytes | None:
-        data: bytes = source.read(CHUNK)
-        return data or None
-
-    return services.user_files.write(who, path, chunks)
+async def _skip_field(events: AsyncIterator[Event], fields: int) -> None:
+    if fields > MAX_FIELDS:
+        raise refuse(400, f"more than {MAX_FIELDS} form fields in one upload")
+    size = 0
+    async for event in events:
+        if isinstance(event, PartEnd):
+            return
+        if isinstance(event, PartData):
+            size += len(event.data)
+            if size > MAX_FIELD_BYTES:
+                raise refuse(400, f"a form field over {MAX_FIELD_BYTES} bytes")
 
 
 def _once_none(chunks: Callable[[], bytes | None]) -> Callable[[], bytes | None]:

@@ -9,7 +9,8 @@ through the ``WatchDir`` stream, the sync one through the watcher trio.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
+from dataclasses import replace
 from typing import Literal
 
 from anyio import to_thread
@@ -57,6 +58,8 @@ EVENT_TYPES = {
     "rename": EventType.RENAME,
     "chmod": EventType.CHMOD,
 }
+DROPPED_HEADER = "siesta-watcher-dropped"
+LIMIT_HEADER = "siesta-watcher-limit-bytes"
 WATCH_KEEPALIVE_SECONDS = 50.0
 WATCH_POLL_SECONDS = 0.1
 """How often a WatchDir stream hands on what its watcher collected."""
@@ -80,6 +83,13 @@ def entry_info(entry: filesystem.Entry) -> EntryInfo:
 
 def change_event(change: filesystem.Change) -> FilesystemEvent:
     return FilesystemEvent(name=change.name, type=EVENT_TYPES[change.kind])
+
+
+def _say_dropped(headers: MutableMapping[str, str], taken: filesystem.Changes) -> None:
+    """envd's messages have no place for lost changes: headers (trailers of a stream)
+    say how many were lost past the watcher's limit, for a client that looks."""
+    headers[DROPPED_HEADER] = str(taken.dropped)
+    headers[LIMIT_HEADER] = str(taken.limit_bytes)
 
 
 class FilesystemService(Filesystem):
@@ -187,10 +197,12 @@ class FilesystemService(Filesystem):
     ) -> GetWatcherEventsResponse:
         call = CALL.get()
         watcher = await in_thread(lambda: self._fs.watcher(call.who, request.watcher_id))
-        changes = watcher.take()
-        if not changes and watcher.failure:
+        taken = watcher.take()
+        if not taken.changes and watcher.failure:
             raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
-        return GetWatcherEventsResponse(events=[change_event(c) for c in changes])
+        if taken.dropped:
+            _say_dropped(ctx.response_headers, taken)
+        return GetWatcherEventsResponse(events=[change_event(c) for c in taken.changes])
 
     async def remove_watcher(
         self,
@@ -219,9 +231,14 @@ class FilesystemService(Filesystem):
             )
             yield WatchDirResponse(event=start)
             quiet = 0.0
+            dropped = 0
             while True:
                 await asyncio.sleep(WATCH_POLL_SECONDS)
-                changes = watcher.take()
+                taken = watcher.take()
+                changes = taken.changes
+                if taken.dropped:
+                    dropped += taken.dropped
+                    _say_dropped(ctx.response_trailers, replace(taken, dropped=dropped))
                 for change in changes:
                     event: Oneof[Literal["filesystem"], FilesystemEvent] = Oneof(
                         "filesystem", change_event(change)

@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket
 from api.errors import error_response, refuse_websocket, status_for
 from api.ports import PortTarget, http_response, websocket_session
 from runtime.core.context import CallContext
-from runtime.core.errors import Forbidden, InvalidRequest, SiestaError
+from runtime.core.errors import Forbidden, InvalidHeader, InvalidRequest, SiestaError
 from runtime.core.records import E2bSandbox
 from runtime.sandbox.ports.errors import PortSandboxMissing
 from runtime.sandbox.ports.tokens import PortGrant, PortTokens
@@ -90,28 +90,35 @@ class PortHosts:
 
 
 async def _target(services: Services, scope: Scope, port: int, sandbox_id: str) -> PortTarget:
+    """Where the request goes. Every check comes before any effect: a private sandbox's
+    token is checked before its traffic may wake it or move its timeout."""
     if not 1 <= port <= 65535:
         msg = f"port must be 1 to 65535, not {port}"
         raise InvalidRequest(msg, port=port)
+    given = dict(scope["headers"]).get(TRAFFIC_HEADER.encode(), b"")
+    if not given.isascii():  # a token is URL-safe ASCII: other bytes are a bad request
+        msg = f"the {TRAFFIC_HEADER} header must be ASCII"
+        raise InvalidHeader(msg, header=TRAFFIC_HEADER)
     sandbox = await to_thread.run_sync(services.e2b.find, sandbox_id)
-    if sandbox is not None and sandbox.state == "paused" and sandbox.auto_resume:
-        # Created with auto-resume: traffic wakes it (as connect would), then is served.
-        found = sandbox
-        sandbox, _ = await to_thread.run_sync(
-            lambda: services.e2b.connect(found.org, found.sandbox_id, None)
-        )
-    if sandbox is None or sandbox.state != "running":
+    wakes = sandbox is not None and sandbox.state == "paused" and sandbox.auto_resume
+    if sandbox is None or (sandbox.state != "running" and not wakes):
         # E2B's answer for a paused sandbox without auto-resume: traffic does not wake it.
         msg = f"the sandbox {sandbox_id} was not found or is not running"
         raise PortSandboxMissing(msg, port=port)
     if not sandbox.public_traffic:
-        given = dict(scope["headers"]).get(TRAFFIC_HEADER.encode(), b"").decode("latin-1")
-        if not hmac.compare_digest(given, traffic_token(services.port_tokens, sandbox)):
+        expected = traffic_token(services.port_tokens, sandbox).encode()
+        if not hmac.compare_digest(given, expected):
             msg = (
                 f"this sandbox's ports are private: send its trafficAccessToken as {TRAFFIC_HEADER}"
             )
             raise TrafficTokenRefused(msg)
-    ctx = CallContext(org=sandbox.org, user=sandbox.owner, conversation=sandbox.sandbox_id)
+    found, running = sandbox, sandbox
+    if wakes:
+        # Created with auto-resume: traffic wakes it (as connect would), then is served.
+        running, _ = await to_thread.run_sync(
+            lambda: services.e2b.connect(found.org, found.sandbox_id, None)
+        )
+    ctx = CallContext(org=running.org, user=running.owner, conversation=running.sandbox_id)
     raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
     query: bytes = scope.get("query_string", b"")
     return PortTarget(ctx, port, raw_path + (b"?" + query if query else b""))

@@ -41,7 +41,7 @@ from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
 from runtime.core.records import ToolExecution
-from runtime.sandbox.filesystem import Change, Entry, Watcher
+from runtime.sandbox.filesystem import Change, Changes, Entry, Watcher
 from runtime.sandbox.user_files import AsUser
 from runtime.services import Services
 
@@ -154,7 +154,9 @@ def _door(
         200: {
             "description": "The changes since the last read. With `Accept: "
             "text/event-stream`: one `change` event per change from now on "
-            '(`{"type", "name"}`), `end` (`{"code", "message"}`) if the watch stops; '
+            '(`{"type", "name"}`), `dropped` (`{"dropped", "limitBytes"}`) when changes '
+            'were lost past the watcher\'s limit, `end` (`{"code", "message"}`) if the '
+            "watch stops; "
             "closing the stream leaves the watcher (delete it to stop watching).",
             "content": SSE_CONTENT,
         }
@@ -173,14 +175,22 @@ async def read_watcher(
     if "text/event-stream" in request.headers.get("accept", ""):
         return StreamingResponse(_events(services, watcher), media_type="text/event-stream")
     deadline = time.monotonic() + wait_seconds
-    changes = watcher.take()
-    while not changes and not watcher.failure and time.monotonic() < deadline:
+    taken = watcher.take()
+    while not _any(taken) and not watcher.failure and time.monotonic() < deadline:
         await asyncio.sleep(WATCH_POLL_SECONDS)
-        changes = watcher.take()
-    if not changes and watcher.failure:
+        taken = watcher.take()
+    if not _any(taken) and watcher.failure:
         msg = f"the watch ended: {watcher.failure}"
         raise WatchEnded(msg, watcher=watcher_id)
-    return FsChanges(changes=[_change(change) for change in changes])
+    return FsChanges(
+        changes=[_change(change) for change in taken.changes],
+        dropped=taken.dropped,
+        limitBytes=taken.limit_bytes,
+    )
+
+
+def _any(taken: Changes) -> bool:
+    return bool(taken.changes or taken.dropped)
 
 
 @router.delete("/watchers/{watcher_id}", status_code=204, response_class=Response)
@@ -198,9 +208,13 @@ async def _events(services: Services, watcher: Watcher) -> AsyncIterator[str]:
     keepalive = services.settings.http.sse_keepalive_seconds
     quiet = 0.0
     while True:
-        changes = watcher.take()
-        for change in changes:
+        taken = watcher.take()
+        for change in taken.changes:
             yield f"event: change\ndata: {_change(change).model_dump_json()}\n\n"
+        if taken.dropped:
+            dropped = {"dropped": taken.dropped, "limitBytes": taken.limit_bytes}
+            yield f"event: dropped\ndata: {json.dumps(dropped)}\n\n"
+        changes = _any(taken)
         if watcher.failure and not changes:
             ended = {"code": "watch_ended", "message": f"the watch ended: {watcher.failure}"}
             yield f"event: end\ndata: {json.dumps(ended)}\n\n"

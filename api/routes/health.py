@@ -1,10 +1,12 @@
-"""Liveness, readiness and metrics: no auth, for probes and scrapers."""
+"""Liveness, readiness and metrics: no auth, for probes and scrapers (``/metrics``
+takes ``SIESTA_METRICS__TOKEN`` when one is set)."""
 
 from __future__ import annotations
 
+import hmac
 from typing import Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -12,8 +14,9 @@ from siesta_contract.errors import ErrorBody
 from siesta_contract.health import Health, Readiness
 
 from api.deps import ServicesDep
+from api.responses import error_responses
 from runtime.core import metrics
-from runtime.core.errors import SiestaError
+from runtime.core.errors import SiestaError, Unauthorized
 
 router = APIRouter(tags=["health"])
 
@@ -51,8 +54,25 @@ def readyz(services: ServicesDep) -> JSONResponse:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **error_responses(401),
+    },
 )
-def prometheus_metrics() -> Response:
-    """Prometheus text exposition."""
+def prometheus_metrics(request: Request, services: ServicesDep) -> Response:
+    """Prometheus text exposition. With ``SIESTA_METRICS__TOKEN`` set, it needs
+    ``Authorization: Bearer <that token>`` (401 without it)."""
+    required = services.settings.metrics.token
+    given = request.headers.get("authorization")
+    if required is not None and not _bearer_is(given, required.get_secret_value()):
+        msg = "/metrics needs the metrics token (SIESTA_METRICS__TOKEN) as a bearer token"
+        raise Unauthorized(msg)
     return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+
+def _bearer_is(authorization: str | None, token: str) -> bool:
+    scheme, _, given = (authorization or "").partition(" ")
+    # Bytes as they came (latin-1): any value compares, none raises.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("latin-1", errors="replace"), token.encode()
+    )

@@ -21,7 +21,8 @@ each a few lines; split by area, the tree below would no longer be in one place.
     │   ├── InvalidFileName            invalid_file_name (limit)
     │   ├── FileNotEditable            file_not_editable
     │   ├── InvalidArguments           invalid_arguments (a tool call's arguments)
-    │   └── InvalidIdempotencyKey      invalid_idempotency_key (limit)
+    │   ├── InvalidIdempotencyKey      invalid_idempotency_key (limit)
+    │   └── InvalidHeader              invalid_header (header)
     ├── RequestTooLarge                request_too_large (limit)
     ├── Unauthorized                   unauthorized
     ├── Forbidden                      forbidden
@@ -323,6 +324,12 @@ class SessionBusy(SiestaError):
 
 class InvalidIdempotencyKey(InvalidRequest):
     code = "invalid_idempotency_key"
+
+
+class InvalidHeader(InvalidRequest):
+    """A header whose bytes cannot be what it names (a token that is not ASCII)."""
+
+    code = "invalid_header"
 
 
 class OffsetPastEnd(SiestaError):

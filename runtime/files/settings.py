@@ -44,6 +44,12 @@ class FileSettings(BaseModel):
     """Most bytes ``readFile`` returns (a caller's ``maxBytes`` is capped by it)."""
     max_list_entries: int = Field(1000, ge=1)
     """Most entries ``listFiles`` returns."""
+    max_listing_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)
+    """Most bytes a file system listing (``.../fs/list``, E2B's ``ListDir``) may take from
+    the sandbox (about 100 per entry plus its path); past it the call is refused
+    (``transfer_too_large`` with ``limit``): list a folder further down, or less deep."""
+    max_listing_entries: int = Field(20_000, ge=1)
+    """Most entries such a listing may have; past it the call is refused the same way."""
     max_publish_bytes: int = Field(100 * 1024 * 1024, ge=1)
     """Largest file ``publishFiles`` turns into an artifact."""
     max_publish_paths: int = Field(50, ge=1)

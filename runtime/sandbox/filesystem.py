@@ -18,7 +18,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from runtime.core.errors import FileMissing, InvalidRequest, NotADirectory, NotFound, SiestaError
+from runtime.core.errors import (
+    FileMissing,
+    InvalidRequest,
+    NotADirectory,
+    NotFound,
+    SiestaError,
+    TransferTooLarge,
+)
 from runtime.core.output import HeadTailBuffer
 from runtime.sandbox.user_files import (
     AsUser,
@@ -46,7 +53,8 @@ MOVE = (
     '{ test "$s" = "$d" || mv -T -- "$s" "$d"; } && exec find "$d" -maxdepth 0 -printf "$2"'
 )
 REMOVE = RESOLVE + '; exec rm -rf -- "$p"'
-LISTING_LIMIT = 64 * 1024 * 1024
+SINGLE_ENTRY_LIMIT = 64 * 1024
+"""What one entry's line (stat, make, move) may take: its path is at most 4 KiB."""
 MAX_DEPTH = 64
 WATCH = 'p=$(realpath -s -m -- "$1"); exec /usr/local/lib/siesta/siesta-fs watch "$p" "$2"'
 """inotify in the sandbox (``siesta-fs watch``), as the user: what it may read it may watch."""
@@ -54,7 +62,10 @@ WATCH_START_SECONDS = 30.0
 WATCHER_IDLE_SECONDS = 300.0
 """A watcher whose events nobody asked for this long is stopped."""
 MAX_KEPT_CHANGES = 100_000
-"""Events kept for a watcher nobody reads (the rest are dropped)."""
+"""Events kept for a watcher nobody reads (the rest are dropped), whatever their bytes."""
+CHANGE_OVERHEAD_BYTES = 64
+"""What one kept change counts for besides its name's bytes, so that many short names
+are bounded by the byte limit as well as long ones."""
 PENDING_LIMIT = 8192
 """The most of one event record kept until its end comes (``siesta-fs`` caps at PATH_MAX)."""
 EVENT_KINDS = frozenset({"create", "write", "remove", "rename", "chmod"})
@@ -94,6 +105,18 @@ class Change:
     name: str
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What a watcher kept since the last read, and how many it could not keep."""
+
+    changes: list[Change]
+    dropped: int
+    """Changes lost since the last read: more came than ``limit_bytes`` keeps unread (or
+    the kernel's inotify queue overflowed: counted as one, it says not how many)."""
+    limit_bytes: int
+    """The watcher's limit (``SIESTA_PROCESSES__MAX_WATCHER_BYTES``)."""
+
+
 def parse_entries(data: bytes) -> list[Entry]:
     entries = []
     for record in data.split(b"\0"):
@@ -125,16 +148,50 @@ class TooManyWatchers(InvalidRequest):
     code = "too_many_watchers"
 
 
+@dataclass(frozen=True)
+class FsLimits:
+    max_watchers: int
+    """Folders watched at once per sandbox (``SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX``)."""
+    max_watcher_bytes: int
+    """Changes one watcher keeps unread (``SIESTA_PROCESSES__MAX_WATCHER_BYTES``)."""
+    max_listing_bytes: int
+    """Bytes a listing may take from the sandbox (``SIESTA_FILES__MAX_LISTING_BYTES``)."""
+    max_listing_entries: int
+    """Entries a listing may have (``SIESTA_FILES__MAX_LISTING_ENTRIES``)."""
+
+
+def _too_large(exc: TransferTooLarge, path: str) -> TransferTooLarge:
+    """The refusal of a listing past one of its limits, naming the setting: a sandbox
+    decides what its ``find`` prints, the service how much of it it takes."""
+    limit, unit = exc.fields.get("limit"), exc.fields.get("unit")
+    setting = "MAX_LISTING_ENTRIES" if unit == "entries" else "MAX_LISTING_BYTES"
+    msg = (
+        f"the listing of {path!r} is over {limit} {unit}, the limit (SIESTA_FILES__{setting}); "
+        "list a folder further down, or with a smaller depth"
+    )
+    return TransferTooLarge(msg, limit=limit, unit=unit, path=path)
+
+
 class SandboxFilesystem:
-    def __init__(self, files: UserFiles, max_watchers: int) -> None:
+    def __init__(self, files: UserFiles, limits: FsLimits) -> None:
         self._files = files
-        self._max_watchers = max_watchers
+        self._limits = limits
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
 
-    def _entries(self, who: AsUser, script: str, *args: str) -> list[Entry]:
-        code, stdout, stderr = self._files.run_script(who, script, *args, limit=LISTING_LIMIT)
+    def _entries(self, who: AsUser, script: str, *args: str, listing: bool = False) -> list[Entry]:
         path = args[0]
+        limits = self._limits
+        try:
+            code, stdout, stderr = self._files.run_script(
+                who,
+                script,
+                *args,
+                limit=limits.max_listing_bytes if listing else SINGLE_ENTRY_LIMIT,
+                max_records=limits.max_listing_entries if listing else 1,
+            )
+        except TransferTooLarge as exc:
+            raise _too_large(exc, path) from exc
         if code == 7:
             msg = f"{path!r} already exists"
             raise AlreadyExists(msg, path=path)
@@ -154,7 +211,8 @@ class SandboxFilesystem:
         if depth < 1:
             msg = "depth must be at least 1"
             raise InvalidRequest(msg)
-        found = self._entries(who, LIST, path, ENTRY_FORMAT, str(min(depth, MAX_DEPTH)))
+        depth_text = str(min(depth, MAX_DEPTH))
+        found = self._entries(who, LIST, path, ENTRY_FORMAT, depth_text, listing=True)
         return sorted(found, key=lambda entry: entry.path)
 
     def make_dir(self, who: AsUser, path: str) -> Entry:
@@ -172,15 +230,15 @@ class SandboxFilesystem:
         """Watching ``path`` when this returns (events from then on are kept)."""
         with self._lock:
             watching = sum(1 for w in self._watchers.values() if w.owner == who.ctx.key)
-        if watching >= self._max_watchers:
-            limit = self._max_watchers
+        if watching >= self._limits.max_watchers:
+            limit = self._limits.max_watchers
             msg = (
                 f"{limit} folders are watched in this sandbox already, the limit "
                 "(SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX); remove a watcher first"
             )
             raise TooManyWatchers(msg, limit=limit)
         process = self._files.start_program(who, WATCH, path, "1" if recursive else "0")
-        watcher = Watcher(process, who.ctx.key, path)
+        watcher = Watcher(process, who.ctx.key, path, self._limits.max_watcher_bytes)
         watcher.start()
         with self._lock:
             self._watchers[watcher.id] = watcher
@@ -211,15 +269,20 @@ class SandboxFilesystem:
 
 
 class Watcher:
-    """``siesta-fs watch`` running in the sandbox; its events kept until taken."""
+    """``siesta-fs watch`` running in the sandbox; its events kept until taken, up to
+    ``max_bytes`` (names a sandbox makes up: up to 4 KiB each): the newer ones past it
+    are dropped and counted, never kept."""
 
-    def __init__(self, process: RunningProcess, owner: str, path: str) -> None:
+    def __init__(self, process: RunningProcess, owner: str, path: str, max_bytes: int) -> None:
         self.id = uuid.uuid4().hex
         self.owner = owner
         """The key of the conversation whose sandbox it watches."""
         self._path = path
         self._process = process
         self._changes: list[Change] = []
+        self._kept_bytes = 0
+        self._dropped = 0
+        self._max_bytes = max_bytes
         self._pending = b""
         self._stderr = HeadTailBuffer(2048)
         self._ready = threading.Event()
@@ -268,26 +331,37 @@ class Watcher:
             return
         records = (self._pending + data).split(b"\0")
         self._pending = records.pop()[-PENDING_LIMIT:]  # a name is at most PATH_MAX
-        found = []
         for line in records:
             kind, _, name = line.decode("utf-8", errors="surrogateescape").partition("\t")
             if kind == "ready":
                 self._ready.set()
+            elif kind == "overflow":
+                with self._lock:
+                    self._dropped += 1
             elif kind in EVENT_KINDS:
-                found.append(Change(kind, name))
-        if found:
-            with self._lock:
-                self._changes.extend(found[: max(0, MAX_KEPT_CHANGES - len(self._changes))])
+                self._keep(Change(kind, name), len(line))
+
+    def _keep(self, change: Change, size: int) -> None:
+        cost = size + CHANGE_OVERHEAD_BYTES
+        with self._lock:
+            full = len(self._changes) >= MAX_KEPT_CHANGES
+            if full or self._kept_bytes + cost > self._max_bytes:
+                self._dropped += 1
+                return
+            self._changes.append(change)
+            self._kept_bytes += cost
 
     def stop(self) -> None:
         if not self._ended.is_set():
             self._process.kill()  # its wait thread then ends and lets go of it
 
-    def take(self) -> list[Change]:
+    def take(self) -> Changes:
         with self._lock:
             changes, self._changes = self._changes, []
+            dropped, self._dropped = self._dropped, 0
+            self._kept_bytes = 0
             self._taken_at = time.monotonic()
-        return changes
+        return Changes(changes, dropped, self._max_bytes)
 
     @property
     def ended(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class CommandSettings(BaseModel):
@@ -33,6 +33,9 @@ class ProcessSettings(BaseModel):
     max_watchers_per_sandbox: int = Field(8, ge=1, le=16)
     """Folders watched at once in one sandbox (each is one of the agent's 64 requests,
     beside the processes and a few calls)."""
+    max_watcher_bytes: int = Field(1024 * 1024, ge=64 * 1024)
+    """What one watcher keeps unread (each change counts its name's bytes and 64 more);
+    changes past it are dropped and the next read says how many (``dropped``)."""
     upkeep_interval_seconds: float = Field(1.0, gt=0, le=60)
     """How often watchers nobody reads are stopped and busy sandboxes kept awake."""
     reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
@@ -41,9 +44,16 @@ class ProcessSettings(BaseModel):
 
 
 class MetricsSettings(BaseModel):
-    """Live metrics of a sandbox (``.../sandbox/metrics``, E2B's ``get_metrics``)."""
+    """Live metrics of a sandbox (``.../sandbox/metrics``, E2B's ``get_metrics``), and
+    who may read the service's own (``GET /metrics``)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    token: SecretStr | None = Field(None, min_length=16)
+    """A bearer token ``GET /metrics`` requires (``Authorization: Bearer ...``, as a
+    Prometheus scrape's ``authorization`` sends it). Unset: ``/metrics`` needs none, as
+    before (it shows org ids and counts, never a conversation, a host or any other
+    string a sandbox chose); set it wherever the port is reachable beyond the scraper."""
 
     cpu_window_seconds: float = Field(0.2, gt=0, le=5)
     """CPU use is the CPU time used between two samples over the time between them:

@@ -136,20 +136,28 @@ class UserFiles:
         return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
 
     def run_script(
-        self, who: AsUser, script: str, *args: str, limit: int
+        self, who: AsUser, script: str, *args: str, limit: int, max_records: int | None = None
     ) -> tuple[int, bytes, str]:
         """(exit code, stdout, stderr) of ``script`` with ``args`` as ``who``; more
-        than ``limit`` bytes of stdout is ``TransferTooLarge``."""
+        than ``limit`` bytes of stdout, or more than ``max_records`` NUL-ended records,
+        is ``TransferTooLarge`` (with ``limit`` and ``unit``), raised as soon as it comes:
+        what the sandbox prints is bounded before it is kept."""
         stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
+        records = 0
 
         def output(stream: str, data: bytes) -> None:
+            nonlocal records
             if stream != "stdout":
                 stderr.write(data)
                 return
             stdout.extend(data)
+            records += data.count(b"\0")
             if len(stdout) > limit:
                 msg = f"the listing is over {limit} bytes"
                 raise TransferTooLarge(msg, limit=limit, unit="bytes")
+            if max_records is not None and records > max_records:
+                msg = f"the listing has over {max_records} entries"
+                raise TransferTooLarge(msg, limit=max_records, unit="entries")
 
         with self._program(who, script, *args) as process:
             result = process.wait(output)

@@ -86,3 +86,9 @@ class FsChange(BaseModel):
 class FsChanges(BaseModel):
     changes: list[FsChange]
     """Since the last read, oldest first."""
+    dropped: int = 0
+    """Changes lost since the last read: more came than the watcher keeps unread
+    (``limitBytes``), or the kernel's queue overflowed (counted as one). Read again
+    soon, or list the folder to see where it stands."""
+    limitBytes: int | None = None
+    """What the watcher keeps unread (``SIESTA_PROCESSES__MAX_WATCHER_BYTES``)."""

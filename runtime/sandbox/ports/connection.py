@@ -71,6 +71,11 @@ _BUFFER = _Limit(
     "connection_buffer_bytes",
     "SIESTA_PORTS__CONNECTION_BUFFER_BYTES",
 )
+_EARLY = _Limit(
+    "port {port} sent more than {limit:.0f} bytes before its connection opened",
+    "early_buffer_bytes",
+    "SIESTA_PORTS__EARLY_BUFFER_BYTES",
+)
 
 
 class PortConnection:
@@ -102,12 +107,18 @@ class PortConnection:
         """Wait until the connection is made inside the sandbox (its server may not
         have spoken yet): ``PortNotListening`` when nothing listens on the port."""
         deadline = time.monotonic() + self._settings.connect_timeout_seconds
+        early = 0
         while True:
             event = await self._reader.next(max(0.0, deadline - time.monotonic()))
             if event is None:
                 raise self._over_limit(_CONNECT)
             if isinstance(event, Output) and event.stream == "stdout":
-                self._early.append(event.data)  # a server that speaks first
+                # A server that speaks first; nothing reads it yet, so it is bounded here
+                # (the reader's own limit counts only what is still queued).
+                early += len(event.data)
+                if early > self._settings.early_buffer_bytes:
+                    raise self._over_limit(_EARLY)
+                self._early.append(event.data)
             elif isinstance(event, Output) and CONNECTED in event.data:
                 self._last_traffic = time.monotonic()
                 return

@@ -3,6 +3,7 @@
 SiestaError
 ├── PortNotListening           port_not_listening (port): 502
 ├── PortConnectionLost         port_connection_lost (port): 502
+│   └── PortMessageTooLarge    port_message_too_large (port, limit): a WebSocket closed 1009
 ├── NotFound
 │   ├── PortSandboxMissing     port_sandbox_not_found: the conversation has no sandbox
 │   └── PreviewHostUnknown     preview_host_unknown: a name under the preview domain
@@ -24,6 +25,12 @@ class PortNotListening(SiestaError):
 
 class PortConnectionLost(SiestaError):
     code = "port_connection_lost"
+
+
+class PortMessageTooLarge(PortConnectionLost):
+    """A WebSocket message from the sandbox over its limit: the socket closes with 1009."""
+
+    code = "port_message_too_large"
 
 
 class PortSandboxMissing(NotFound):

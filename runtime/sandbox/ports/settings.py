@@ -17,6 +17,14 @@ class PortsSettings(BaseModel):
     connection_buffer_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
     """What a connection's server may send ahead of its client: a client that reads
     slower than that is cut off (the agent's channel is shared, it cannot wait)."""
+    early_buffer_bytes: int = Field(1024 * 1024, ge=4096)
+    """What a connection keeps of what comes from its port before the sandbox says the
+    connection opened (a server that speaks first says little): past it the connection
+    is cut, as nothing reads it yet."""
+    max_websocket_message_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024)
+    """Largest WebSocket message (or refusal body) taken from a server in a sandbox: the
+    service holds a message whole before relaying it; past it the socket is closed
+    (1009, naming the limit)."""
     connect_timeout_seconds: float = Field(10.0, gt=0)
     """How long a connection may take to open inside the sandbox."""
     idle_timeout_seconds: float = Field(300.0, gt=0)

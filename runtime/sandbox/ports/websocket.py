@@ -22,7 +22,7 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from runtime.sandbox.ports.connection import PortConnection
-from runtime.sandbox.ports.errors import PortConnectionLost
+from runtime.sandbox.ports.errors import PortConnectionLost, PortMessageTooLarge
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -45,8 +45,10 @@ class Closed:
 class ServerSocket:
     """The sandbox's end of a relayed WebSocket."""
 
-    def __init__(self, connection: PortConnection) -> None:
+    def __init__(self, connection: PortConnection, max_message_bytes: int) -> None:
         self.connection = connection
+        self._max_message_bytes = max_message_bytes
+        self._message_bytes = 0
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._events: list[Event] = []
         self._text: list[str] = []
@@ -73,6 +75,7 @@ class ServerSocket:
                     if not isinstance(data, RejectData):
                         break
                     body += data.data
+                    self._count(len(data.data), "refusal body")
                     if data.body_finished:
                         break
                 return Refused(event.status_code, list(event.headers), body)
@@ -92,13 +95,15 @@ class ServerSocket:
             event = await self._next()
             if isinstance(event, TextMessage):
                 self._text.append(event.data)
+                self._count(len(event.data.encode()), "message")
                 if event.message_finished:
-                    text, self._text = "".join(self._text), []
+                    text, self._text, self._message_bytes = "".join(self._text), [], 0
                     return text
             elif isinstance(event, BytesMessage):
                 self._bytes.append(bytes(event.data))
+                self._count(len(event.data), "message")
                 if event.message_finished:
-                    data, self._bytes = b"".join(self._bytes), []
+                    data, self._bytes, self._message_bytes = b"".join(self._bytes), [], 0
                     return data
             elif isinstance(event, Ping):
                 await self._send(self._ws.send(event.response()))
@@ -106,6 +111,19 @@ class ServerSocket:
                 with contextlib.suppress(LocalProtocolError):  # ended without a close frame
                     await self._send(self._ws.send(event.response()))
                 return Closed(event.code, event.reason or "")
+
+    def _count(self, size: int, what: str) -> None:
+        """A message is held whole before it is relayed: bounded, as the server in the
+        sandbox decides how long it is."""
+        self._message_bytes += size
+        limit = self._max_message_bytes
+        if self._message_bytes > limit:
+            port = self.connection.port
+            msg = (
+                f"port {port} sent a WebSocket {what} over {limit} bytes, the limit "
+                "(SIESTA_PORTS__MAX_WEBSOCKET_MESSAGE_BYTES)"
+            )
+            raise PortMessageTooLarge(msg, port=port, limit=limit)
 
     async def _next(self) -> Event:
         while not self._events:
