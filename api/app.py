@@ -47,6 +47,7 @@ from api.routes import (
 from api.routes import metrics as sandbox_metrics
 from api.tracing import TraceContext
 from runtime.core import metrics
+from runtime.core.version import version
 from runtime.services import Services
 from runtime.sessions.pool import PoolRefiller
 from runtime.sessions.reconcile import reconcile_forever
@@ -112,7 +113,7 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
             await to_thread.run_sync(openapi.finish_warming, warming)
             services.close()
 
-    app = FastAPI(title="Siesta Runtime", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Siesta Runtime", version=version(), lifespan=lifespan)
     app.add_middleware(Idempotency)  # inside the body limit: reads only bodies it allows
     app.add_middleware(
         BodySizeLimit,

@@ -18,6 +18,7 @@ from pydantic import SecretStr, ValidationError
 from runtime.core import logs
 from runtime.core.auth import MIN_TOKEN_CHARS, token_digest
 from runtime.core.errors import ConfigurationError, SiestaError
+from runtime.core.version import version
 from runtime.images.catalog import ImageCatalog
 from runtime.seams.provider_settings import DockerProviderSettings
 from runtime.settings import Settings, describe_invalid_settings
@@ -58,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="siesta-runtime", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the HTTP API")
@@ -103,9 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     importing.set_defaults(handler=_images_import)
 
-    reconcile = commands.add_parser(
-        "reconcile", help="one reconciliation pass; prints a JSON summary"
-    )
+    reconcile = commands.add_parser("reconcile", help="one reconciliation pass; a JSON summary")
     reconcile.add_argument("--dry-run", action="store_true", help="show the plan, change nothing")
     reconcile.set_defaults(handler=_reconcile)
 

@@ -64,6 +64,7 @@ each a few lines; split by area, the tree below would no longer be in one place.
     ├── LeaseExpired                   lease_expired (limit: lease TTL)
     ├── CapacityUnavailable            capacity_unavailable (scope, limit)
     ├── StateUnavailable               state_unavailable
+    │   └── StoreSchemaTooNew          state_unavailable (storeVersion, codeVersion)
     ├── ConfigurationError             configuration_error
     ├── SnapshotsNotSupported          snapshots_not_supported (the provider cannot)
     ├── MetricsNotSupported            metrics_not_supported (the provider cannot)
@@ -368,6 +369,11 @@ class CapacityUnavailable(SiestaError):
 
 class StateUnavailable(SiestaError, ConnectionError):
     code = "state_unavailable"
+
+
+class StoreSchemaTooNew(StateUnavailable):
+    """The store was migrated by a newer release than this code: refused at start,
+    since this code cannot know what the newer schema means (stores only go forward)."""
 
 
 class ConfigurationError(SiestaError, ValueError):

@@ -26,6 +26,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from runtime.core import logs
 from runtime.core.cancellation import Cancellation
 from runtime.core.errors import SiestaError, ToolFailed
+from runtime.core.version import version
 from runtime.functions.base import FunctionSpec, tool_schema
 from runtime.functions.js import JS_EXECUTOR
 from runtime.functions.processes import PROCESSES
@@ -119,7 +120,7 @@ def build_server(services: Services, resolve: Resolve) -> Server[Any]:
 
     return Server(
         "siesta-runtime",
-        version="0.1.0",
+        version=version(),
         instructions="A Linux workspace (/mnt/work) and a JavaScript executor for one "
         "conversation. Files and installed packages persist between calls; processes "
         "started with startProcess keep running.",

@@ -22,6 +22,11 @@ EGRESS_REVOCATIONS = PREFIX + "egress-revocations"
 trimmed by age; egress proxies read it on from the last id they saw."""
 FENCE_COUNTER = PREFIX + "fence"
 """One counter for every lease's fence: it only grows, across all conversations."""
+SCHEMA_VERSION = PREFIX + "schema-version"
+"""String: how many of the Redis store's migrations have run (``redis/migrations.py``);
+absent in a store of release 0.1.0, which recorded none."""
+SCHEMA_LOCK = PREFIX + "schema-lock"
+"""String: held (redis-py's lock, with a TTL) by the one instance migrating the store."""
 
 
 def session(key: str) -> str:

@@ -6,11 +6,13 @@
 
 Arguments and results are the public contract's models (``siesta_contract``); error
 answers raise ``SiestaError`` subclasses (``siesta_client.errors``).
+``__version__`` is the installed distribution's (``siesta-client``).
 """
 
 from __future__ import annotations
 
 from siesta_client._retry import Retries
+from siesta_client._version import version
 from siesta_client.aio import AsyncConversation, AsyncSiestaClient, AsyncTools
 from siesta_client.client import Conversation, SiestaClient, Tools
 from siesta_client.errors import (
@@ -28,6 +30,8 @@ from siesta_client.errors import (
     Unauthorized,
     Unavailable,
 )
+
+__version__ = version()
 
 __all__ = [
     "ApprovalRequired",

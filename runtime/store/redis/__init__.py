@@ -23,6 +23,7 @@ from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
 from runtime.store.redis.leases import RedisLeases
 from runtime.store.redis.memory import RedisMemory
+from runtime.store.redis.migrations import migrate
 from runtime.store.redis.network import RedisNetwork
 from runtime.store.redis.pool import RedisPool
 from runtime.store.redis.revocations import RedisRevocations
@@ -31,8 +32,14 @@ from runtime.store.redis.snapshots import RedisSnapshots
 
 
 def open_redis(url: str) -> Stores:
-    """Every concern over one connection pool to the Redis at ``url``."""
+    """Every concern over one connection pool to the Redis at ``url``, its schema
+    brought up to date first (``migrations.py``)."""
     client = connect(url)
+    try:
+        migrate(client)
+    except BaseException:
+        client.close()
+        raise
 
     def ping() -> None:
         with redis_errors():

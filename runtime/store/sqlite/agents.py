@@ -5,19 +5,10 @@ from __future__ import annotations
 from runtime.core.records import AgentRecord
 from runtime.store.sqlite.db import Database
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS agents (
-    org TEXT NOT NULL, agent_id TEXT NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (org, agent_id)
-);
-"""
-
 
 class SqliteAgents:
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.lock:  # the table is this module's alone: its schema is kept here
-            db.conn.executescript(SCHEMA)
 
     def put_agent(self, record: AgentRecord, limit: int) -> bool:
         with self._db.transaction() as conn:

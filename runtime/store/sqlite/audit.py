@@ -7,20 +7,10 @@ from typing import Any
 from runtime.core.operator_records import AuditEntry, AuditFilter
 from runtime.store.sqlite.db import Database
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS audit (
-    entry_id TEXT PRIMARY KEY, at REAL NOT NULL, actor TEXT NOT NULL, action TEXT NOT NULL,
-    target TEXT NOT NULL, body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_by_time ON audit (at);
-"""
-
 
 class SqliteAudit:
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.lock:  # the table is this module's alone: its schema is kept here
-            db.conn.executescript(SCHEMA)
 
     def add_audit(self, entry: AuditEntry) -> None:
         with self._db.transaction() as conn:

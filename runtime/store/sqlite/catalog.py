@@ -5,25 +5,10 @@ from __future__ import annotations
 from runtime.core.operator_records import ImageBuild
 from runtime.store.sqlite.db import Database
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS catalog_images (ref TEXT PRIMARY KEY, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS catalog_defaults (image_id TEXT PRIMARY KEY, tag TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS image_builds (
-    build_id TEXT PRIMARY KEY, ref TEXT NOT NULL, started_at REAL NOT NULL, body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS image_builds_by_ref ON image_builds (ref, started_at);
-CREATE TABLE IF NOT EXISTS image_build_log (
-    build_id TEXT NOT NULL, line_no INTEGER NOT NULL, line TEXT NOT NULL,
-    PRIMARY KEY (build_id, line_no)
-);
-"""
-
 
 class SqliteCatalog:
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.lock:  # the tables are this module's alone: their schema is kept here
-            db.conn.executescript(SCHEMA)
 
     def catalog(self) -> tuple[dict[str, str], dict[str, str]]:
         with self._db.lock:

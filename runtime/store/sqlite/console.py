@@ -6,18 +6,10 @@ from __future__ import annotations
 from runtime.core.operator_records import ConsoleSession
 from runtime.store.sqlite.db import Database
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS console_sessions (
-    id_digest TEXT PRIMARY KEY, expires_at REAL NOT NULL, body TEXT NOT NULL
-);
-"""
-
 
 class SqliteConsoleSessions:
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.lock:  # the table is this module's alone: its schema is kept here
-            db.conn.executescript(SCHEMA)
 
     def put_console_session(self, session: ConsoleSession) -> None:
         with self._db.transaction() as conn:

@@ -9,25 +9,10 @@ from __future__ import annotations
 from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.store.sqlite.db import Database
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS network_rules (
-    org TEXT NOT NULL, conversation TEXT NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (org, conversation)
-);
-CREATE TABLE IF NOT EXISTS egress_refusals (
-    org TEXT NOT NULL, conversation TEXT NOT NULL, count INTEGER NOT NULL,
-    last_host TEXT NOT NULL, last_reason TEXT NOT NULL, last_at REAL NOT NULL,
-    expires_at REAL NOT NULL, PRIMARY KEY (org, conversation)
-);
-"""
-
 
 class SqliteNetwork:
     def __init__(self, db: Database) -> None:
         self._db = db
-        # Kept beside the code that uses them (both tables are this module's alone).
-        with db.lock:
-            db.conn.executescript(SCHEMA)
 
     def set_network_rules(self, org: str, conversation: str, rules: NetworkRules) -> None:
         with self._db.transaction() as conn:
