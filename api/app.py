@@ -19,7 +19,7 @@ from api.context import RequestContext
 from api.e2b.app import create_e2b_app
 from api.e2b.hosts import PortHosts
 from api.idempotency import Idempotency
-from api.limits import BodySizeLimit
+from api.limits import FORM_FRAMING_BYTES, BodySizeLimit
 from api.mcp import McpEndpoint
 from api.path_form import InertPathForm
 from api.previews import PreviewHosts
@@ -119,8 +119,8 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
         BodySizeLimit,
         max_bytes=settings.http.max_request_bytes,
         # Uploads: the file limit plus room for the multipart framing.
-        upload_max_bytes=settings.files.max_upload_bytes + 1024 * 1024,
-        e2b_upload_max_bytes=settings.e2b.max_upload_bytes + 1024 * 1024,
+        upload_max_bytes=settings.files.max_upload_bytes + FORM_FRAMING_BYTES,
+        e2b_upload_max_bytes=settings.e2b.max_upload_bytes + FORM_FRAMING_BYTES,
     )
     app.add_middleware(InertPathForm)  # inside the host forms: their answers are their own
     app.add_middleware(

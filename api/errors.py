@@ -174,7 +174,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     """Starlette's own answers (no route, wrong method, body too large) in our shape."""
     assert isinstance(exc, StarletteHTTPException)
     if isinstance(exc, BodyTooLarge):
-        return error_response(413, too_large_body(exc.limit))
+        return error_response(413, too_large_body(exc.limit, exc.setting))
     if exc.status_code == 405:
         return method_not_allowed(request.method, _allowed_methods(request))
     if exc.status_code == 404:

@@ -24,20 +24,34 @@ _E2B_INPUT_STREAM = "/e2b/envd/process.Process/StreamInput"
 message is bounded by the Connect runtime's own read limit)."""
 
 
+BODY_SETTING = "SIESTA_HTTP__MAX_REQUEST_BYTES"
+UPLOAD_SETTING = "SIESTA_FILES__MAX_UPLOAD_BYTES"
+E2B_UPLOAD_SETTING = "SIESTA_E2B__MAX_UPLOAD_BYTES"
+FORM_FRAMING_BYTES = 1024 * 1024
+"""What an upload's body may carry past its file limit: the multipart form around it."""
+
+
 class BodyTooLarge(HTTPException):
     """Raised from ``receive``; FastAPI re-raises HTTPExceptions from body reading."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(status_code=413, detail=too_large_message(limit))
+    def __init__(self, limit: int, setting: str = BODY_SETTING) -> None:
+        super().__init__(status_code=413, detail=too_large_message(limit, setting))
         self.limit = limit
+        self.setting = setting
 
 
-def too_large_message(limit: int) -> str:
-    return f"request body is over the limit of {limit} bytes"
+def too_large_message(limit: int, setting: str = BODY_SETTING) -> str:
+    if setting == BODY_SETTING:
+        return f"request body is over the limit of {limit} bytes ({setting})"
+    return (
+        f"request body is over the limit of {limit} bytes ({setting}, "
+        f"{limit - FORM_FRAMING_BYTES} bytes, and 1 MiB for the form around the file)"
+    )
 
 
-def too_large_body(limit: int) -> dict[str, object]:
-    return RequestTooLarge(too_large_message(limit), limit=limit, unit="bytes").to_dict()
+def too_large_body(limit: int, setting: str = BODY_SETTING) -> dict[str, object]:
+    message = too_large_message(limit, setting)
+    return RequestTooLarge(message, limit=limit, unit="bytes").to_dict()
 
 
 class BodySizeLimit:
@@ -55,13 +69,14 @@ class BodySizeLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit_for(scope)
-        if limit is None:
+        limited = self.limit_for(scope)
+        if limited is None:
             await self.app(scope, receive, send)
             return
+        limit, setting = limited
         declared = dict(scope["headers"]).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
-            await self._refuse(send, limit)
+            await self._refuse(send, limit, setting)
             return
         received = 0
         started = False
@@ -72,7 +87,7 @@ class BodySizeLimit:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge(limit)
+                    raise BodyTooLarge(limit, setting)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -85,24 +100,25 @@ class BodySizeLimit:
         except BodyTooLarge:
             if started:
                 raise
-            await self._refuse(send, limit)
+            await self._refuse(send, limit, setting)
 
-    def limit_for(self, scope: Scope) -> int | None:
+    def limit_for(self, scope: Scope) -> tuple[int, str] | None:
+        """The body limit of this request and the setting it comes from."""
         path = str(scope.get("path", ""))
         if _PORT_ROUTE.match(path):
             return None
         if scope.get("method") != "POST":
-            return self.max_bytes
+            return self.max_bytes, BODY_SETTING
         if _UPLOAD_ROUTE.fullmatch(path):
-            return self.upload_max_bytes
+            return self.upload_max_bytes, UPLOAD_SETTING
         if self.e2b_upload_max_bytes and _E2B_UPLOAD_ROUTE.fullmatch(path):
-            return self.e2b_upload_max_bytes
+            return self.e2b_upload_max_bytes, E2B_UPLOAD_SETTING
         if path == _E2B_INPUT_STREAM:
             return None
-        return self.max_bytes
+        return self.max_bytes, BODY_SETTING
 
-    async def _refuse(self, send: Send, limit: int) -> None:
-        body = json.dumps({"error": too_large_body(limit)}).encode()
+    async def _refuse(self, send: Send, limit: int, setting: str) -> None:
+        body = json.dumps({"error": too_large_body(limit, setting)}).encode()
         await send(
             {
                 "type": "http.response.start",
