@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import httpx
 
@@ -129,8 +129,28 @@ class Answer(Generic[T]):
         self.done = False
         self.result: T | None = None
 
-    def body(self) -> T:
-        """The answer of a read body (raises its error)."""
+    def read(self) -> T:
+        """The call's result (an error answer raises)."""
+        if not self.streamed:
+            self.response.read()
+            return self._body()
+        for line in self.response.iter_lines():
+            self.line(line)
+            if self.done:
+                return cast(T, self.result)
+        raise ends_stream(self.response.request)
+
+    async def aread(self) -> T:
+        if not self.streamed:
+            await self.response.aread()
+            return self._body()
+        async for line in self.response.aiter_lines():
+            self.line(line)
+            if self.done:
+                return cast(T, self.result)
+        raise ends_stream(self.response.request)
+
+    def _body(self) -> T:
         raise_for_error(self.response)
         return self.op.read(self.response)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import httpx
 
@@ -42,7 +42,7 @@ from siesta_contract.tools import (
 from siesta_client import _calls
 from siesta_client._ops import Context, Op
 from siesta_client._retry import RETRYABLE_STATUSES, Retries
-from siesta_client._sending import Answer, build, configured, ends_stream, failure
+from siesta_client._sending import Answer, build, configured, failure
 from siesta_client.admin import Admin
 from siesta_client.agents import Agents
 from siesta_client.memory import MemoryBanks
@@ -121,7 +121,7 @@ class SiestaClient:
                     if response.status_code not in RETRYABLE_STATUSES or (
                         attempt >= self.retries.attempts
                     ):
-                        return self._read(Answer(op, response))
+                        return Answer(op, response).read()
                 finally:
                     response.close()
             except httpx.TransportError as error:
@@ -129,17 +129,6 @@ class SiestaClient:
                 if failed is not None:
                     raise failed from error
             time.sleep(self.retries.delay(attempt, response))
-
-    @staticmethod
-    def _read(answer: Answer[T]) -> T:
-        if not answer.streamed:
-            answer.response.read()
-            return answer.body()
-        for line in answer.response.iter_lines():
-            answer.line(line)
-            if answer.done:
-                return cast(T, answer.result)
-        raise ends_stream(answer.response.request)
 
 
 class Conversation:
@@ -160,13 +149,8 @@ class Conversation:
         on_stderr: Callable[[str], None] | None = None,
     ) -> RunCommandResult:
         """``bash -lc command`` in /mnt/work; a nonzero exit is a result, not an error.
-
-        The answer is awaited ``timeout_seconds`` longer than the client's read
-        timeout (without it the deployment's default applies, 60 s unless changed, and
-        the read timeout alone is awaited). ``on_stdout``/``on_stderr`` get its output
-        as it comes (the result still holds all of it, up to the output limit). A
-        ``ClientTimeout`` means the command was stopped: the service kills a command
-        whose caller goes away."""
+        Awaited ``timeout_seconds`` longer than the read timeout; ``on_stdout`` and
+        ``on_stderr`` get its output as it comes; ``ClientTimeout``: it was stopped."""
         op = _calls.run_command(
             self.context,
             self.id,
