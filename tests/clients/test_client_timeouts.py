@@ -18,6 +18,7 @@ from siesta_client import (
     NotFound,
     Retries,
     SiestaClient,
+    _calls,
 )
 from tests.helpers import TOKEN, ServiceProcess, StartService, new_conversation
 
@@ -95,9 +96,13 @@ def test_a_streamed_error_is_the_same_exception(service: ServiceProcess) -> None
     async def scenario() -> None:
         async with AsyncSiestaClient(service.base_url, TOKEN) as siesta:
             conv = siesta.conversation(new_conversation(), org="org-a", user="u1", base_image=IMAGE)
-            with pytest.raises(NotFound) as missing:
-                await conv.run_command("true", files=["nope.csv"], on_stdout=print)
-            assert missing.value.status == 404
+            op = _calls.run_command(
+                conv.context, conv.id, "true", ["nope.csv"], None, on_stdout=print
+            )
+            for _ in range(2):  # streamed, then the kept answer replayed as JSON
+                with pytest.raises(NotFound) as missing:
+                    await siesta.call(op, idempotency_key="streamed-error")
+                assert missing.value.status == 404 and missing.value.code == "missing_input"
 
     asyncio.run(scenario())
 
