@@ -151,3 +151,4 @@ def test_a_mutating_call_lost_after_every_try_says_its_outcome_is_unknown() -> N
         with pytest.raises(ConnectionFailed) as lost:
             conv.run_command("true")
     assert "whether the call ran is not known" in lost.value.message
+    assert lost.value.fields["idempotencyKey"].startswith("siesta-client-")

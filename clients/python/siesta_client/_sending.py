@@ -81,14 +81,14 @@ def failure(
     if retryable(error) and attempt < retries.attempts:
         return None
     msg = f"no answer from {request.url} after {attempt} tries: {error}"
+    fields: dict[str, Any] = {"limit": retries.attempts, "unit": "tries"}
     if request.method in MUTATING and not isinstance(error, NOT_SENT):
+        fields["idempotencyKey"] = key = request.headers["Idempotency-Key"]
         msg += (
             "; the last try may have reached the service, so whether the call ran is not "
-            "known (the same Idempotency-Key never runs it twice: "
-            f"{request.headers['Idempotency-Key']})"
+            f"known (calling again with its Idempotency-Key, {key}, never runs it twice)"
         )
-    limit = {"limit": retries.attempts, "unit": "tries"}
-    return ConnectionFailed(msg, code="connection_failed", status=0, fields=limit)
+    return ConnectionFailed(msg, code="connection_failed", status=0, fields=fields)
 
 
 def timed_out(op: Op[Any], request: httpx.Request) -> ClientTimeout:
