@@ -44,6 +44,7 @@ def pool_env(labels: dict[str, str], **extra: str) -> dict[str, str]:
         "SIESTA_POOL__MIN_PER_IMAGE": "2",
         "SIESTA_POOL__MAX_TOTAL": "3",
         "SIESTA_POOL__REFILL_INTERVAL_SECONDS": "0.2",
+        "SIESTA_METRICS__FLEET_REFRESH_SECONDS": "0.2",  # `ready` reads the gauge
         "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps(labels),
         **extra,
     }
