@@ -31,6 +31,13 @@ BUILD_INFO = Gauge(
     registry=REGISTRY,
 )
 BUILD_INFO.labels(version(), platform.python_version()).set(1)
+READINESS = Gauge(
+    "siesta_readiness",
+    "1 if the dependency answered this instance's last readiness check (GET /readyz, "
+    "as the kubelet's probe asks it), 0 if it did not",
+    ["check"],
+    registry=REGISTRY,
+)
 egress_log = logging.getLogger("runtime.egress")
 
 OPERATIONS = CounterMetric(

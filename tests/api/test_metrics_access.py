@@ -28,6 +28,7 @@ LABELS_ALLOWED = {
     "route",  # route templates, never a path (api/request_metrics.py)
     "version",  # siesta_build_info
     "python",
+    "check",  # the readiness checks' names
 }
 
 
