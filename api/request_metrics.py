@@ -9,7 +9,8 @@ A pure ASGI middleware, outermost, so its time includes every other middleware.
   ``unmatched``: a raw path is chosen by the caller and would be a series kept forever.
 - ``status`` is the class (``2xx`` … ``5xx``): a closed set whatever a handler sends.
   A request that raised before answering counts as ``5xx`` (the server's error page
-  answers it outside this middleware).
+  answers it outside this middleware); one cancelled because its caller left is not
+  counted.
 - The duration is the time to the response's start (its status and headers), not to
   its last byte: a streamed answer (a command's output, a port, a watch) lasts as long
   as its caller wants, and would say nothing about the service's latency.
@@ -76,7 +77,7 @@ class RequestMetrics:
 
         try:
             await self.app(scope, receive, timed_send)
-        except BaseException:
+        except Exception:  # not a cancellation: a caller who left gets no answer to count
             if not answered:
                 route = route_template(scope, root_path)
                 REQUEST_SECONDS.labels(method, route).observe(time.perf_counter() - started)
