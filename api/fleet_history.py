@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -42,31 +43,36 @@ class FleetSample:
 class FleetHistory:
     def __init__(self, size: int) -> None:
         self._samples: deque[FleetSample] = deque(maxlen=size)
+        # Pages read it on worker threads while the loop appends: copying a deque that
+        # changes underneath raises.
+        self._lock = threading.Lock()
         self._claims = _pool_claims()
         self._buckets = _latency_buckets()
 
     def samples(self) -> list[FleetSample]:
-        return list(self._samples)
+        with self._lock:
+            return list(self._samples)
 
     def record(self, counts: FleetCounts) -> None:
         claims, buckets = _pool_claims(), _latency_buckets()
         since = {le: count - self._buckets.get(le, 0) for le, count in buckets.items()}
-        self._samples.append(
-            FleetSample(
-                at=counts.at,
-                active=counts.sessions.get("active", 0),
-                paused=counts.sessions.get("paused", 0),
-                pool_hits=int(claims.get("hit", 0) - self._claims.get("hit", 0)),
-                pool_misses=int(claims.get("miss", 0) - self._claims.get("miss", 0)),
-                p95_seconds=quantile(0.95, since),
-            )
+        sample = FleetSample(
+            at=counts.at,
+            active=counts.sessions.get("active", 0),
+            paused=counts.sessions.get("paused", 0),
+            pool_hits=int(claims.get("hit", 0) - self._claims.get("hit", 0)),
+            pool_misses=int(claims.get("miss", 0) - self._claims.get("miss", 0)),
+            p95_seconds=quantile(0.95, since),
         )
+        with self._lock:
+            self._samples.append(sample)
         self._claims, self._buckets = claims, buckets
 
 
 async def sample_forever(gauges: FleetGauges, history: FleetHistory, interval: float) -> None:
-    """Count the fleet now and every ``interval`` seconds after; a failed count is
-    logged (``FleetGauges.refresh``) and the history skips it."""
+    """Count the fleet now and every ``interval`` seconds after. A count that cannot
+    read the store is logged (``FleetGauges.refresh``) and the chart repeats the last
+    one: its line stays drawn, ``siesta_store_readable`` says it is stale."""
     while True:
         try:
             counts = await to_thread.run_sync(gauges.refresh)
