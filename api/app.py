@@ -18,11 +18,13 @@ from api.console import console_router
 from api.context import RequestContext
 from api.e2b.app import create_e2b_app
 from api.e2b.hosts import PortHosts
+from api.fleet_history import FleetHistory, sample_forever
 from api.idempotency import Idempotency
 from api.limits import FORM_FRAMING_BYTES, BodySizeLimit
 from api.mcp import McpEndpoint
 from api.path_form import InertPathForm
 from api.previews import PreviewHosts
+from api.request_metrics import RequestMetrics
 from api.routes import (
     admin,
     admin_images,
@@ -49,6 +51,7 @@ from api.tracing import TraceContext
 from runtime.core import metrics
 from runtime.core.version import version
 from runtime.services import Services
+from runtime.sessions.fleet_gauges import FleetGauges
 from runtime.sessions.pool import PoolRefiller
 from runtime.sessions.reconcile import reconcile_forever
 from runtime.settings import Settings
@@ -68,13 +71,10 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
         services = build(settings)
         app.state.services = services
         warming = openapi.warm(app)
-        collectors = [
-            metrics.SessionsByStatus(services.fleet.records),
-            metrics.PoolMembers(services.fleet.pool_members),
-        ]
-        for collector in collectors:
-            metrics.REGISTRY.register(collector)
-        loops = []
+        gauges = FleetGauges(services.fleet)
+        metrics.REGISTRY.register(gauges)
+        app.state.fleet_history = history = FleetHistory(settings.metrics.history_samples)
+        loops = [sample_forever(gauges, history, settings.metrics.fleet_refresh_seconds)]
         if settings.background_reconcile:
             loops.append(
                 reconcile_forever(
@@ -108,8 +108,7 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            for collector in collectors:
-                metrics.REGISTRY.unregister(collector)
+            metrics.REGISTRY.unregister(gauges)
             await to_thread.run_sync(openapi.finish_warming, warming)
             services.close()
 
@@ -129,6 +128,7 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
     app.add_middleware(PreviewHosts, domain=settings.ports.preview_domain)
     app.add_middleware(RequestContext)
     app.add_middleware(TraceContext)
+    app.add_middleware(RequestMetrics)  # outermost: its time includes every other's
     errors.install(app)
     openapi.install(app)
     for module in (

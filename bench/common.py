@@ -51,6 +51,8 @@ class Bench:
             "SIESTA_DATA_DIR": str(data_dir),
             "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({BENCH_LABEL: self.run_id}),
             "SIESTA_SANDBOX__DISK_DIR": str(self.disk_root),
+            # The pool figures poll siesta_pool_members: counted often, not every 15 s.
+            "SIESTA_METRICS__FLEET_REFRESH_SECONDS": "0.2",
             **settings,
         }
         return spawn_service(data_dir, env)

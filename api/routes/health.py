@@ -45,6 +45,8 @@ def readyz(services: ServicesDep) -> JSONResponse:
             checks[name] = "ok"
         except SiestaError as error:
             checks[name] = ErrorBody(code=error.code, message=error.message)
+        # Kept for alerts: a pod that is not ready leaves the Service, not the scrape.
+        metrics.READINESS.labels(name).set(1 if checks[name] == "ok" else 0)
     readiness = Readiness(ready=all(value == "ok" for value in checks.values()), checks=checks)
     return JSONResponse(
         readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503

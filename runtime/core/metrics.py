@@ -1,27 +1,43 @@
 """Prometheus metrics of one service process (``GET /metrics``).
 
-Counters and histograms live in this module's registry; the number of sessions
-by status is read from the store when scraped.
+Counters and histograms live in this module's registry; the number of sessions by
+status and of warm-pool members are counted from the store every so often
+(``runtime/sessions/fleet_gauges.py``), requests by ``api/request_metrics.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import platform
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram, ProcessCollector
 from prometheus_client import Counter as CounterMetric
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 from runtime.core.errors import SiestaError
-from runtime.core.records import PoolMember, SessionRecord
+from runtime.core.version import version
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# A registry of our own has none of the default one's collectors: CPU, memory and
+# open files of this process (``process_*``, read from /proc; nothing elsewhere).
+ProcessCollector(registry=REGISTRY)
+BUILD_INFO = Gauge(
+    "siesta_build_info",
+    "Always 1: the service's version and the Python it runs on, as labels",
+    ["version", "python"],
+    registry=REGISTRY,
+)
+BUILD_INFO.labels(version(), platform.python_version()).set(1)
+READINESS = Gauge(
+    "siesta_readiness",
+    "1 if the dependency answered this instance's last readiness check (GET /readyz, "
+    "as the kubelet's probe asks it), 0 if it did not",
+    ["check"],
+    registry=REGISTRY,
+)
 egress_log = logging.getLogger("runtime.egress")
 
 OPERATIONS = CounterMetric(
@@ -268,42 +284,3 @@ def measured(function: str) -> Iterator[None]:
     finally:
         OPERATIONS.labels(function, outcome).inc()
         OPERATION_SECONDS.labels(function).observe(time.monotonic() - started)
-
-
-class PoolMembers(Collector):
-    """``siesta_pool_members{image}``: ready sandboxes in the warm pool, from the store."""
-
-    def __init__(self, pool_members: Callable[[], list[PoolMember]]) -> None:
-        self._pool_members = pool_members
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            "siesta_pool_members", "Ready sandboxes in the warm pool", labels=["image"]
-        )
-        try:
-            # By version (`id:tag`): a member's key also names its build.
-            counts = Counter(m.image_id.partition("@")[0] for m in self._pool_members())
-        except SiestaError:
-            counts = Counter()
-        for image, count in sorted(counts.items()):
-            family.add_metric([image], count)
-        yield family
-
-
-class SessionsByStatus(Collector):
-    """``siesta_sessions{status}``, counted from the store at scrape time."""
-
-    def __init__(self, list_sessions: Callable[[], list[SessionRecord]]) -> None:
-        self._list_sessions = list_sessions
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            "siesta_sessions", "Session records by status", labels=["status"]
-        )
-        try:
-            counts = Counter(record.status.value for record in self._list_sessions())
-        except SiestaError:
-            counts = Counter()
-        for status, count in sorted(counts.items()):
-            family.add_metric([status], count)
-        yield family

@@ -68,3 +68,10 @@ class MetricsSettings(BaseModel):
     """Sandboxes sampled at once by a call that measures several (E2B's
     ``/sandboxes/metrics``): each sample may wait for the engine (about a second when
     the cgroups cannot be read from here)."""
+    fleet_refresh_seconds: float = Field(15.0, gt=0, le=3600)
+    """How often each instance counts the deployment's sandboxes and warm-pool members
+    in the store (``siesta_sessions``, ``siesta_pool_members``, the console's fleet
+    chart): a scrape answers the last count instead of reading the whole store."""
+    history_samples: int = Field(240, ge=2, le=10_000)
+    """Counts the console's overview keeps for its fleet chart, one per refresh (240
+    at 15 s: the last hour), in this instance's memory."""

@@ -23,7 +23,12 @@ LABELS_ALLOWED = {
     "org",  # the token's or the credentials' org, never one a sandbox names
     "result",
     "phase",
-    "status",
+    "status",  # a session's state; an HTTP status class
+    "method",  # HTTP methods, anything else OTHER
+    "route",  # route templates, never a path (api/request_metrics.py)
+    "version",  # siesta_build_info
+    "python",
+    "check",  # the readiness checks' names
 }
 
 

@@ -1,17 +1,19 @@
-"""The fleet at a glance: sandboxes by state, capacity against the limits, the warm
-pool, recent failures, egress refusals, and which deployment and version this is."""
+"""The fleet at a glance: sandboxes by state and over time, capacity against the
+limits, the warm pool, recent failures, egress refusals, and which deployment and
+version this is."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
 from siesta_contract.tools import ExecutionStatus
 
 from api.console.auth import PageSession
+from api.console.chart import fleet_charts
 from api.console.render import package_version, render
 from api.console.routing import PREFIX, ConsoleRoute
 from api.deps import ServicesDep
@@ -26,8 +28,9 @@ router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 
 
 @router.get(PREFIX)
-def overview(services: ServicesDep, session: PageSession) -> HTMLResponse:
+def overview(request: Request, services: ServicesDep, session: PageSession) -> HTMLResponse:
     records = services.fleet.records()
+    samples = request.app.state.fleet_history.samples()
     by_state = Counter(record.status.value for record in records)
     return render(
         session,
@@ -35,6 +38,9 @@ def overview(services: ServicesDep, session: PageSession) -> HTMLResponse:
         page="overview",
         states=[(status.value, by_state.get(status.value, 0)) for status in SessionStatus],
         total=len(records),
+        charts=fleet_charts(samples),
+        sampled=len(samples),
+        refresh_seconds=services.settings.metrics.fleet_refresh_seconds,
         capacity=services.fleet.capacity_use(records),
         pool=pool_view(services),
         errors=services.tools.find(
