@@ -7,18 +7,21 @@ it: ``<!-- example: run -->``, or ``<!-- example: not-run (the reason) -->``. Th
 Python examples of one page run in order in one namespace (a later block uses what an
 earlier one made), which starts with ``siesta`` (a client of the service), ``token``,
 ``agent`` and ``user`` (the wire forms of the tool catalog's example). The shell
-examples run in bash with ``TOKEN`` set. Both run in a folder whose
+examples run in bash with ``TOKEN`` set. The E2B SDK's examples need processes in a
+sandbox, so they run against a service on Docker. Both run in a folder whose
 ``.siesta/api-token`` is the service's token, ``http://127.0.0.1:8080`` replaced by
 the service's address.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
 import subprocess
 import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +66,12 @@ class Example:
     @property
     def python(self) -> bool:
         return self.language in ("python", "py")
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """The stock e2b SDK runs processes, which the fake provider does not: these
+        run against a service on Docker, in a namespace of their own."""
+        return self.python and "from e2b import" in self.code
 
 
 def manual_pages() -> list[Path]:
@@ -230,6 +239,31 @@ def test_every_example_is_marked() -> None:
     assert len(RUNNABLE) >= 10
 
 
+def checked(code: str, name: str) -> types.CodeType:
+    """The example compiled, each ``expression  # value`` a check that the expression
+    equals the value (the comment's last ``: `` part, when it is a Python literal)."""
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    for index, statement in enumerate(tree.body):
+        if not isinstance(statement, ast.Expr) or statement.end_lineno != statement.lineno:
+            continue
+        comment = lines[statement.lineno - 1][statement.end_col_offset :].strip()
+        if not comment.startswith("#"):
+            continue
+        try:
+            expected = ast.literal_eval(comment[1:].rsplit(": ", 1)[-1].strip())
+        except (ValueError, SyntaxError):
+            continue
+        check = ast.parse(f"assert _ == {expected!r}, _").body[0]
+        assert isinstance(check, ast.Assert)
+        value = ast.NamedExpr(ast.Name("_", ast.Store()), statement.value)
+        compare = check.test
+        assert isinstance(compare, ast.Compare)
+        compare.left = value
+        tree.body[index] = ast.fix_missing_locations(ast.copy_location(check, statement))
+    return compile(tree, name, "exec")
+
+
 @pytest.fixture(scope="module")
 def service(start_service: StartService) -> ServiceProcess:
     """As ``make run`` serves: one token that may approve what it asked for, publishing
@@ -267,13 +301,24 @@ def namespaces(service: ServiceProcess) -> Iterator[dict[Path, dict[str, Any]]]:
 @pytest.mark.parametrize("example", RUNNABLE, ids=[example.id for example in RUNNABLE])
 def test_example_runs(
     example: Example,
+    request: pytest.FixtureRequest,
     service: ServiceProcess,
     workdir: Path,
     namespaces: dict[Path, dict[str, Any]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    code = example.code.replace(DEFAULT_URL, service.base_url)
     monkeypatch.chdir(workdir)
+    if example.needs_sandbox:
+        service = request.getfixturevalue("docker_service")
+    code = example.code.replace(DEFAULT_URL, service.base_url)
+    if example.needs_sandbox:
+        environ = dict(os.environ)
+        try:
+            exec(checked(code, example.id), {})
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+        return
     if example.python:
         namespace = namespaces.setdefault(
             example.page,
@@ -284,7 +329,7 @@ def test_example_runs(
                 "user": dict(USER),
             },
         )
-        exec(compile(code, example.id, "exec"), namespace)
+        exec(checked(code, example.id), namespace)
         return
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", code],
