@@ -143,8 +143,9 @@ def _plain(value: Any) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text for one Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text for one Markdown table cell: one line, reST's double backticks single,
+    pipes escaped."""
+    return " ".join(text.split()).replace("``", "`").replace("|", "\\|")
 
 
 def settings_page() -> str:
@@ -331,11 +332,13 @@ def http_page(document: dict[str, Any]) -> str:
             tag = (operation.get("tags") or ["other"])[0]
             by_tag.setdefault(tag, []).append((method.upper(), path, operation))
     for tag in sorted(by_tag):
-        rows.append(f"## {tag}\n\n| Method | Path | Summary | Statuses |\n|---|---|---|---|\n")
+        rows.append(f"## {tag}\n\n| Method | Path | What it does | Statuses |\n|---|---|---|---|\n")
         for method, path, operation in by_tag[tag]:
             statuses = ", ".join(sorted(operation.get("responses", {})))
             summary = operation.get("summary") or operation.get("operationId", "")
-            rows.append(f"| {method} | `{_cell(path)}` | {_cell(summary)} | {statuses} |\n")
+            said = operation.get("description", "").split("\n\n")[0]
+            what = f"**{_cell(summary)}**. {_cell(said)}"
+            rows.append(f"| {method} | `{_cell(path)}` | {what} | {statuses} |\n")
         rows.append("\n")
     return "".join(rows)
 
