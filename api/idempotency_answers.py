@@ -93,9 +93,12 @@ def last_event(stream: bytes) -> KeptResponse | None:
         kind, data = fields.get("event"), fields.get("data", "")
         if kind == "result":
             return KeptResponse(200, "application/json", data.encode())
-        if kind == "error":
-            code = str(json.loads(data).get("error", {}).get("code", ""))
-            return KeptResponse(STATUS_BY_CODE.get(code, 500), "application/json", data.encode())
+        if kind == "error":  # {"error": ..., "status": N} (api/streaming.py)
+            event = json.loads(data)
+            code = str(event.get("error", {}).get("code", ""))
+            status = event.get("status") or STATUS_BY_CODE.get(code, 500)
+            body = json.dumps({"error": event.get("error", {})}).encode()
+            return KeptResponse(int(status), "application/json", body)
     return None
 
 

@@ -19,6 +19,7 @@ from anyio import to_thread
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from api.errors import status_for
 from runtime.core.cancellation import Cancellation
 from runtime.core.errors import SiestaError
 from runtime.tools.call import CallEvents
@@ -125,11 +126,12 @@ def event_stream(work: Work, keepalive: float) -> StreamingResponse:
 
 
 def as_events(call: Callable[[], Any]) -> tuple[str, Any]:
-    """``("result", value)``, or ``("error", {"error": body})`` when it raised ours."""
+    """``("result", value)``, or ``("error", {"error": body, "status": N})`` when it
+    raised ours (``status``: what the answer's status would have been unstreamed)."""
     try:
         return "result", call()
     except SiestaError as error:
-        return "error", {"error": error.to_dict()}
+        return "error", {"error": error.to_dict(), "status": status_for(error)}
 
 
 def _event(kind: str, data: Any) -> str:

@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 
 from api.app import create_app
+from cli import config_check
 from runtime.settings import Settings
 from runtime.wiring import build_services
+
+log = logging.getLogger("cli.serve")
 
 
 def app_over(settings: Settings) -> FastAPI:
     """The app ``siesta-runtime serve`` runs; its lifespan builds the runtime."""
+    config_check.warn_unknown(log)
     return create_app(settings, build_services)
 
 

@@ -1,4 +1,4 @@
-"""``siesta-runtime serve | mcp | reconcile | images | sandboxes | tokens hash``."""
+"""``siesta-runtime serve | mcp | reconcile | images | sandboxes | config check | tokens hash``."""
 
 from __future__ import annotations
 
@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr, ValidationError
 
+from cli import config_check
 from runtime.core import logs
 from runtime.core.auth import MIN_TOKEN_CHARS, token_digest
 from runtime.core.errors import ConfigurationError, SiestaError
 from runtime.core.version import version
 from runtime.images.catalog import ImageCatalog
 from runtime.seams.provider_settings import DockerProviderSettings
-from runtime.settings import Settings, describe_invalid_settings
+from runtime.settings import Settings
 
 if TYPE_CHECKING:
     from runtime.admin.images import CatalogAdmin
@@ -34,16 +35,14 @@ log = logging.getLogger(__name__)
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 done; 1 a runtime failure (e.g. the store or the engine cannot
     be reached); 2 invalid settings or a missing required one."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.handler is _tokens_hash:  # needs no settings: it helps to write them
-        code: int = _tokens_hash(args)
-        return code
+    args = _parser().parse_args(argv)
+    if args.handler in (_tokens_hash, config_check.run):  # they need no valid settings
+        return int(args.handler(args))
     try:
         settings = Settings()
     except ValidationError as exc:
         logs.configure(logging.INFO)
-        print(f"error: invalid settings:\n{describe_invalid_settings(exc)}", file=sys.stderr)
+        print(f"error: invalid settings:\n{config_check.invalid(exc)}", file=sys.stderr)
         return 2
     logs.configure(logging.DEBUG if settings.debug else logging.INFO)
     try:
@@ -128,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     proxy.add_argument("--port", type=int, help="default: SIESTA_EGRESS__PROXY_PORT (3128)")
     proxy.set_defaults(handler=_egress_proxy)
 
+    config_check.add_parser(commands)
     tokens = commands.add_parser("tokens", help="API tokens")
     token_commands = tokens.add_subparsers(required=True, metavar="ACTION")
     hash_token = token_commands.add_parser(

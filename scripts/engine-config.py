@@ -7,7 +7,8 @@
   for catalog images that ask for it (``runtime: runsc``).
 
 Prints ``changed`` when the file was written (the engine must restart to use it),
-``unchanged`` otherwise. Standard library only: it runs before the virtualenv.
+``unchanged`` otherwise; with ``--dry-run`` it writes nothing and prints what it would
+do (``changed`` and the keys it would change). Standard library only: it runs before the virtualenv.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def main() -> int:
     config = wanted(current)
     if config == current:
         print("unchanged")
+        return 0
+    if "--dry-run" in sys.argv[1:]:  # what would change: "changed userns-remap runtimes"
+        print(" ".join(["changed", *(k for k in config if config[k] != current.get(k))]))
         return 0
     CONFIG.parent.mkdir(parents=True, exist_ok=True)
     CONFIG.write_text(json.dumps(config, indent=2) + "\n")

@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Sets up everything Siesta Runtime needs on a Debian/Ubuntu machine, and only
-# what is missing: system packages, a Docker engine configured for sandboxes
-# (user-namespace remapping; gVisor with SIESTA_GVISOR=1) and running, the Python
-# virtual environment with the project, and the sandbox base images.
-# Safe to run again: each step checks first. Used by `make run` and `make test`.
+# Sets up what Siesta Runtime needs on a Debian/Ubuntu machine, and only what is
+# missing. SIESTA_SETUP chooses how much:
+#   serve (default; `make run`): system packages, a Docker engine configured for
+#         sandboxes (user-namespace remapping; gVisor with SIESTA_GVISOR=1) and
+#         running, the Python virtual environment with the project, and the sandbox
+#         base images;
+#   test  (`make test`): that, plus the test toolchain: Redis, kubectl, npm and the
+#         npm packages of the E2B Node test, Chromium, and the project's dev extras.
+# Safe to run again: each step checks first.
+# Changing the Docker engine's configuration restarts it, which stops its running
+# containers: on an engine that has containers, setup names the running ones and
+# asks first; --yes (or SIESTA_SETUP_YES=1) says yes without asking (`make test`
+# does: the test machine is ours). An engine that does not run yet is configured
+# without asking.
 # FRESH_IMAGES=1 (what `make test` sets) builds the sandbox images from scratch:
 # the base and the catalog images are removed first, so the tests run on images
 # made exactly as a machine that never had them makes them.
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/siesta-dockerd.log}
+SETUP=${SIESTA_SETUP:-serve}
+YES=${SIESTA_SETUP_YES:-0}
 
 step() { printf '\n==> %s\n' "$*"; }
 die() { printf '\nsetup: %s\n' "$*" >&2; exit 1; }
@@ -40,20 +50,22 @@ apt_packages_missing() {
     command -v dockerd >/dev/null || missing+=(docker.io)
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
-    # The tests start private Redis servers; several service instances share one.
-    command -v redis-server >/dev/null || missing+=(redis-server)
-    # The manifest tests render k8s/ with `kubectl kustomize` (offline); Debian's
-    # client is 1.20, whose kustomize the manifests are written for.
-    command -v kubectl >/dev/null || missing+=(kubernetes-client)
     # Egress: the host firewall that fences sandboxes off the host's own services.
     command -v iptables >/dev/null || missing+=(iptables)
     # Fixed-size workspaces: one ext4 file system per sandbox on a loop device.
     command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
     command -v losetup >/dev/null || missing+=(mount)
-    # The Node test of the E2B API runs the stock npm `e2b` SDK (tests/e2b/node).
-    command -v npm >/dev/null || missing+=(npm)
-    # The console's tests drive a headless browser (Playwright over Debian's chromium).
-    command -v chromium >/dev/null || missing+=(chromium)
+    if [ "$SETUP" = test ]; then
+        # The tests start private Redis servers; several service instances share one.
+        command -v redis-server >/dev/null || missing+=(redis-server)
+        # The manifest tests render k8s/ with `kubectl kustomize` (offline); Debian's
+        # client is 1.20, whose kustomize the manifests are written for.
+        command -v kubectl >/dev/null || missing+=(kubernetes-client)
+        # The Node test of the E2B API runs the stock npm `e2b` SDK (tests/e2b/node).
+        command -v npm >/dev/null || missing+=(npm)
+        # The console's tests drive a headless browser (Playwright over Debian's chromium).
+        command -v chromium >/dev/null || missing+=(chromium)
+    fi
     if [ "${SIESTA_GVISOR:-0}" = 1 ]; then command -v runsc >/dev/null || missing+=(runsc); fi
     echo "${missing[@]:-}"
 }
@@ -72,11 +84,15 @@ install_system_packages() {
 configure_docker() {
     # daemon.json gains userns-remap (and runsc when asked); a running engine that
     # does not use it yet is restarted (its containers stop; images are built again
-    # for the remapped store).
+    # for the remapped store), after asking when it has containers.
     local result
-    result=$(as_root "$PYTHON" scripts/engine-config.py) || die "could not update the Docker configuration"
-    if [ "$result" = changed ] && docker info >/dev/null 2>&1; then
-        step "restarting the Docker engine to use its new configuration (/etc/docker/daemon.json)"
+    result=$(as_root "$PYTHON" scripts/engine-config.py --dry-run) \
+        || die "could not read the Docker configuration"
+    [ "$result" != unchanged ] || return 0
+    if engine_runs; then confirm_restart "${result#changed}"; fi
+    as_root "$PYTHON" scripts/engine-config.py >/dev/null || die "could not update the Docker configuration"
+    if docker info >/dev/null 2>&1; then
+        step "restarting the Docker engine to use its new configuration (${DOCKER_DAEMON_CONFIG:-/etc/docker/daemon.json})"
         if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
             as_root systemctl restart docker
         else
@@ -84,6 +100,38 @@ configure_docker() {
             for _ in $(seq 1 60); do grep -qsx dockerd /proc/[0-9]*/comm || break; sleep 1; done
         fi
     fi
+}
+
+engine_runs() {
+    docker info >/dev/null 2>&1 || grep -qsx dockerd /proc/[0-9]*/comm
+}
+
+confirm_restart() {
+    # The engine runs: restarting it stops its containers. Nothing to ask when it has
+    # none; otherwise say what changes and which containers run, and go on on a yes.
+    # $1: the daemon.json keys that change (engine-config.py --dry-run).
+    local all running
+    all=$(docker ps -aq 2>/dev/null) || all="unknown"
+    [ -n "$all" ] || return 0
+    running=$(docker ps --format '  {{.Names}} ({{.Image}}, {{.Status}})' 2>/dev/null) \
+        || running="  (this user cannot list them: docker ps failed)"
+    printf '\nsetup: the Docker engine needs a new configuration in %s:\n' \
+        "${DOCKER_DAEMON_CONFIG:-/etc/docker/daemon.json}" >&2
+    case " $1 " in *" userns-remap "*)
+        printf '  userns-remap: default (root in a sandbox is an unprivileged host user;\n' >&2
+        printf '  the engine then keeps the images and containers made before apart: they\n' >&2
+        printf '  are not shown while it is on; nothing is deleted)\n' >&2 ;;
+    esac
+    case " $1 " in *" runtimes "*) printf '  runtimes: runsc (gVisor)\n' >&2 ;; esac
+    printf 'and a restart to use it, which stops every running container:\n%s\n' \
+        "${running:-  (none runs now)}" >&2
+    [ "$YES" = 1 ] && { printf 'setup: going on (--yes / SIESTA_SETUP_YES=1)\n' >&2; return 0; }
+    local answer=""
+    if [ -t 0 ]; then read -r -p "Change the configuration and restart the Docker engine now? [y/N] " answer; fi
+    case "$answer" in
+        y | Y | yes | YES) return 0 ;;
+    esac
+    die "the Docker engine was left as it is. To go on: run again with --yes (or SIESTA_SETUP_YES=1, e.g. \`SIESTA_SETUP_YES=1 make run\`); or keep the engine's configuration with SIESTA_USERNS_REMAP=0 (sandboxes' root is then the host's root uid: less isolated)"
 }
 
 raise_key_quotas() {
@@ -126,22 +174,32 @@ start_docker() {
 }
 
 setup_venv() {
-    local stamp="$VENV/.siesta-installed"
+    # The test setup installs the dev extras; serving needs the project alone. The
+    # test stamp covers both (a test setup is a serving one too).
+    local stamp="$VENV/.siesta-installed" extras="[dev]"
+    if [ "$SETUP" = serve ]; then
+        if venv_current "$stamp"; then return; fi
+        stamp="$VENV/.siesta-installed-serve" extras=""
+    fi
     if [ ! -x "$VENV/bin/python" ]; then
         step "creating the virtual environment $VENV"
         "$PYTHON" -m venv "$VENV"
     fi
-    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
-        || [ clients/python/pyproject.toml -nt "$stamp" ]; then
-        step "installing the project and its Python client into $VENV"
+    if ! venv_current "$stamp"; then
+        step "installing the project${extras:+ with its $extras extras} and its Python client into $VENV"
         retry "$VENV/bin/python" -m pip install -q --upgrade pip
-        retry "$VENV/bin/python" -m pip install -q -e '.[dev]'
+        retry "$VENV/bin/python" -m pip install -q -e ".$extras"
         # The client: its dependencies (httpx, pydantic) came with the server's. Both
         # distributions carry the public contract (siesta_contract); both editable
         # installs map it to the one folder, clients/python/siesta_contract.
         retry "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
         touch "$stamp"
     fi
+}
+
+venv_current() {
+    [ -x "$VENV/bin/python" ] && [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ] \
+        && [ ! clients/python/pyproject.toml -nt "$1" ]
 }
 
 install_node_packages() {
@@ -166,11 +224,31 @@ build_images() {
     "$VENV/bin/siesta-runtime" images build || die "building the base images failed (output above)"
 }
 
-install_system_packages
-configure_docker
-raise_key_quotas
-start_docker
-setup_venv
-install_node_packages
-build_images
-step "setup complete"
+parse_args() {
+    for arg in "$@"; do
+        case "$arg" in
+            --yes | -y) YES=1 ;;
+            *) die "unknown argument $arg (known: --yes)" ;;
+        esac
+    done
+    case "$SETUP" in
+        serve | test) ;;
+        *) die "SIESTA_SETUP is serve or test, not $SETUP" ;;
+    esac
+}
+
+main() {
+    parse_args "$@"
+    cd "$(dirname "$0")/.."
+    install_system_packages
+    configure_docker
+    raise_key_quotas
+    start_docker
+    setup_venv
+    if [ "$SETUP" = test ]; then install_node_packages; fi
+    build_images
+    step "setup complete ($SETUP)"
+}
+
+# Sourced (the tests of its questions), it only defines the steps.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi

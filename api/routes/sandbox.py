@@ -77,7 +77,7 @@ def call(
             "description": "The command's result. With `Accept: text/event-stream`: `output` "
             'events (`{"stream": "stdout" | "stderr", "text": ...}`, up to the output limit '
             "per stream) while it runs, then one `result` event with this body (or `error` "
-            "with the error body).",
+            'with the error body and the status it would have had: `{"error": ..., "status"}`).',
             "content": SSE_CONTENT,
         }
     },

@@ -1,6 +1,6 @@
 """Python client for Siesta Runtime: ``SiestaClient`` (sync) and ``AsyncSiestaClient``.
 
-    with SiestaClient("http://127.0.0.1:8080", token) as siesta:
+    with SiestaClient("http://127.0.0.1:8080", token) as siesta:  # or SIESTA_URL, SIESTA_API_TOKEN
         conv = siesta.conversation("conv-1", org="acme", user="u1", base_image="debian-base")
         print(conv.run_command("echo hello").stdout)
 
@@ -17,6 +17,7 @@ from siesta_client.aio import AsyncConversation, AsyncSiestaClient, AsyncTools
 from siesta_client.client import Conversation, SiestaClient, Tools
 from siesta_client.errors import (
     ApprovalRequired,
+    ClientTimeout,
     Conflict,
     ConnectionFailed,
     Forbidden,
@@ -38,6 +39,7 @@ __all__ = [
     "AsyncConversation",
     "AsyncSiestaClient",
     "AsyncTools",
+    "ClientTimeout",
     "Conflict",
     "ConnectionFailed",
     "Conversation",

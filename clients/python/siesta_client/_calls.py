@@ -7,6 +7,7 @@ test would have to gather it again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from siesta_contract.agents import (
@@ -83,10 +84,39 @@ def run_command(
     command: str,
     files: list[str] | None,
     timeout_seconds: int | None,
+    *,
+    on_stdout: Callable[[str], None] | None = None,
+    on_stderr: Callable[[str], None] | None = None,
 ) -> Op[RunCommandResult]:
+    """Streamed (its output as it comes) when either callback is given. Its caller
+    going away stops it (api/routes/sandbox.py), streamed or not."""
     body = args(RunCommandArgs, command=command, files=files, timeoutSeconds=timeout_seconds)
     path = _conv(conversation, "/sandbox/runCommand")
-    return Op("POST", path, model(RunCommandResult), ctx.headers(), body, body=RunCommandArgs)
+    return Op(
+        "POST",
+        path,
+        model(RunCommandResult),
+        ctx.headers(),
+        body,
+        body=RunCommandArgs,
+        runs_for=timeout_seconds,
+        abandoned="stopped",
+        events=_output_to(on_stdout, on_stderr),
+    )
+
+
+def _output_to(
+    on_stdout: Callable[[str], None] | None, on_stderr: Callable[[str], None] | None
+) -> Callable[[str, Any], None] | None:
+    if on_stdout is None and on_stderr is None:
+        return None
+
+    def event(name: str, data: Any) -> None:
+        sink = on_stdout if data.get("stream") == "stdout" else on_stderr
+        if name == "output" and sink is not None:
+            sink(str(data.get("text", "")))
+
+    return event
 
 
 def write_file(ctx: Context, conversation: str, path: str, content: str) -> Op[WriteFileResult]:
@@ -118,9 +148,11 @@ def publish_files(ctx: Context, conversation: str, paths: list[str]) -> Op[Publi
 def run_js(
     ctx: Context, conversation: str, code: str, timeout_seconds: float | None
 ) -> Op[JsResult]:
+    """Not streamed, its caller going away does not stop it: it ends by its timeout."""
     body = args(RunScriptBody, code=code, timeoutSeconds=timeout_seconds)
     path = _conv(conversation, "/js")
-    return Op("POST", path, model(JsResult), ctx.headers(), body, body=RunScriptBody)
+    read = model(JsResult)
+    return Op("POST", path, read, ctx.headers(), body, body=RunScriptBody, runs_for=timeout_seconds)
 
 
 def upload_file(
@@ -206,7 +238,11 @@ def execute(
     )
     headers = {"X-Siesta-Org": org}
     path = "/v1/tools/execute"
-    return Op("POST", path, model(ExecutionOutcome), headers, body, body=ExecuteRequest)
+    runs_for = arguments.get("timeoutSeconds")  # runCommand's, or a script's
+    if not isinstance(runs_for, int | float) or isinstance(runs_for, bool):
+        runs_for = None
+    read = model(ExecutionOutcome)
+    return Op("POST", path, read, headers, body, body=ExecuteRequest, runs_for=runs_for)
 
 
 def decide(org: str, approval_id: str, approve: bool, by: str) -> Op[ExecutionOutcome]:

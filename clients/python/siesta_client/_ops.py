@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import httpx
 from pydantic import BaseModel
@@ -15,6 +15,9 @@ from siesta_client.errors import SiestaError, error_from
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+Abandoned = Literal["stopped", "finishes"]
+"""What the service does with a call whose caller closes the connection before the
+answer: ``stopped`` (a command's processes are killed), or ``finishes`` it."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,13 @@ class Op(Generic[T]):
     params: Mapping[str, Any] | None = None
     body: type[BaseModel] | None = None
     """The contract model ``json`` follows (the route's request body in the OpenAPI)."""
+    runs_for: float | None = None
+    """How long the call may run on the service (a command's or a script's timeout):
+    the client waits that much longer for its answer than its own read timeout."""
+    abandoned: Abandoned = "finishes"
+    events: Callable[[str, Any], None] | None = None
+    """Asks for the answer as server-sent events: each event before the last (a
+    command's ``output``, a script's ``status``) is handed here as it comes."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import httpx
@@ -40,11 +40,11 @@ from siesta_contract.tools import (
 )
 
 from siesta_client import _calls
-from siesta_client._ops import MUTATING, Context, Op, raise_for_error
-from siesta_client._retry import RETRYABLE_STATUSES, Retries, new_key, retryable
+from siesta_client._ops import Context, Op
+from siesta_client._retry import RETRYABLE_STATUSES, Retries
+from siesta_client._sending import Answer, build, configured, failure
 from siesta_client.admin import AsyncAdmin
 from siesta_client.agents import AsyncAgents
-from siesta_client.errors import ConnectionFailed
 from siesta_client.memory import AsyncMemoryBanks
 
 T = TypeVar("T")
@@ -52,22 +52,21 @@ DEFAULT_TIMEOUT = httpx.Timeout(120.0, connect=5.0)
 
 
 class AsyncSiestaClient:
-    """A Siesta Runtime service at ``base_url``, called with ``token``.
-
-    Mutating calls carry an ``Idempotency-Key`` (one per call, the same for its
-    retries); connection errors and 502/503 answers are retried per ``retries``.
+    """A Siesta Runtime service at ``base_url`` (default: ``SIESTA_URL``), called with
+    ``token`` (default: ``SIESTA_API_TOKEN``); retries and timeouts as ``SiestaClient``'s.
     """
 
     def __init__(
         self,
-        base_url: str,
-        token: str,
+        base_url: str | None = None,
+        token: str | None = None,
         *,
         retries: Retries | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.retries = retries or Retries()
+        base_url, token = configured(base_url, token)
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers={"Authorization": f"Bearer {token}"},
@@ -105,35 +104,24 @@ class AsyncSiestaClient:
 
     async def call(self, op: Op[T], idempotency_key: str | None = None) -> T:
         """Send one call (with its retries) and read its answer; errors raise."""
-        request = self._http.build_request(
-            op.method, op.path, json=op.json, files=op.files, params=op.params, headers=op.headers
-        )
-        if op.method in MUTATING:
-            request.headers["Idempotency-Key"] = idempotency_key or new_key()
-        request.read()  # the same bytes for every attempt (a multipart boundary too)
-        response = await self._send(request)
-        raise_for_error(response)
-        return op.read(response)
-
-    async def _send(self, request: httpx.Request) -> httpx.Response:
+        request = build(self._http, op, idempotency_key)
         attempt = 0
         while True:
             attempt += 1
             response: httpx.Response | None = None
             try:
-                response = await self._http.send(request)
+                response = await self._http.send(request, stream=True)
+                try:
+                    if response.status_code not in RETRYABLE_STATUSES or (
+                        attempt >= self.retries.attempts
+                    ):
+                        return await Answer(op, response).aread()
+                finally:
+                    await response.aclose()
             except httpx.TransportError as error:
-                if not retryable(error) or attempt >= self.retries.attempts:
-                    msg = f"no answer from {request.url} after {attempt} tries: {error}"
-                    limit = {"limit": self.retries.attempts, "unit": "tries"}
-                    raise ConnectionFailed(
-                        msg, code="connection_failed", status=0, fields=limit
-                    ) from error
-            else:
-                if response.status_code not in RETRYABLE_STATUSES:
-                    return response
-                if attempt >= self.retries.attempts:
-                    return response
+                failed = failure(op, request, error, attempt, self.retries)
+                if failed is not None:
+                    raise failed from error
             await asyncio.sleep(self.retries.delay(attempt, response))
 
 
@@ -146,12 +134,27 @@ class AsyncConversation:
         self.context = context
 
     async def run_command(
-        self, command: str, *, files: list[str] | None = None, timeout_seconds: int | None = None
+        self,
+        command: str,
+        *,
+        files: list[str] | None = None,
+        timeout_seconds: int | None = None,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
     ) -> RunCommandResult:
-        """``bash -lc command`` in /mnt/work; a nonzero exit is a result, not an error."""
-        return await self.client.call(
-            _calls.run_command(self.context, self.id, command, files, timeout_seconds)
+        """``bash -lc command`` in /mnt/work; a nonzero exit is a result, not an error.
+        Awaited ``timeout_seconds`` longer than the read timeout; ``on_stdout`` and
+        ``on_stderr`` get its output as it comes; ``ClientTimeout``: it was stopped."""
+        op = _calls.run_command(
+            self.context,
+            self.id,
+            command,
+            files,
+            timeout_seconds,
+            on_stdout=on_stdout,
+            on_stderr=on_stderr,
         )
+        return await self.client.call(op)
 
     async def write_file(self, path: str, content: str) -> WriteFileResult:
         return await self.client.call(_calls.write_file(self.context, self.id, path, content))

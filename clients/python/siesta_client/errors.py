@@ -2,6 +2,7 @@
 
 SiestaError                  any ``{"error": {...}}`` answer (code, message, status, fields)
 ├── ConnectionFailed         no answer after every retry (connection_failed)
+├── ClientTimeout            the client stopped waiting (client_timeout); also a TimeoutError
 ├── InvalidRequest           400 / 422: bad arguments, context or key
 ├── Unauthorized             401
 ├── Forbidden                403 (forbidden_scope, sandbox_disabled, ...)
@@ -45,6 +46,17 @@ class SiestaError(Exception):
 
 class ConnectionFailed(SiestaError):
     """The service did not answer (connection errors or 503) after every retry."""
+
+
+class ClientTimeout(SiestaError, TimeoutError):
+    """No answer within the read timeout (``limit`` seconds): the client closed the
+    connection. ``stopped``: the service stopped the call when its caller went away (a
+    command's processes are killed; what it did until then stays in the workspace);
+    otherwise the service finishes it, and it may still be running. Never retried."""
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self.fields.get("outcome") == "stopped")
 
 
 class InvalidRequest(SiestaError):
