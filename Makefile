@@ -1,5 +1,5 @@
 # The two commands of the README, plus the pieces they are made of.
-.PHONY: run test setup lint unit bench clean-sandboxes image
+.PHONY: run test setup lint unit bench clean-sandboxes image docs
 
 VENV ?= .venv
 HOST ?= 127.0.0.1
@@ -41,3 +41,9 @@ clean-sandboxes:  ## remove every container and volume this deployment created (
 
 image: setup  ## the service image, siesta/runtime:1 (see Dockerfile)
 	./scripts/build-image.sh
+
+# MkDocs comes with the dev extras, which the test setup installs (not `make run`'s).
+docs:  ## the manual: generated references (docs/reference/), then the site in site/ (strict)
+	@test -x $(VENV)/bin/mkdocs || { echo "make docs: MkDocs is in the dev extras: SIESTA_SETUP=test ./scripts/setup.sh first" >&2; exit 1; }
+	$(VENV)/bin/python scripts/docs_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

@@ -31,7 +31,7 @@ REQUIRED_HEADERS = {
 }
 """Required wherever a route declares them (``X-Siesta-User`` only on conversation routes).
 A token bound to an org or a user supplies them when they are left out, which OpenAPI
-cannot say (the README names it): the document states what an unbound token sends."""
+cannot say (docs/concepts/api.md names it): the document states what an unbound token sends."""
 ID_PATH_PARAMETERS = ("conversation_id",)
 IDEMPOTENCY_KEY = {
     "name": "Idempotency-Key",

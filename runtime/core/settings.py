@@ -62,7 +62,7 @@ class IdempotencySettings(BaseModel):
     hold_seconds: float = Field(30.0, gt=0)
     """A running request renews its claim on the key; when its instance dies the claim
     lapses after this long and a retry takes it over: a command is then collected
-    from its sandbox, never started again (see "Safe retries" in the README)."""
+    from its sandbox, never started again (see "Safe retries" in docs/guides/agent-backends.md)."""
     max_response_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     """Largest answer kept; a larger one is not (``Idempotency-Kept: false``), and a
     retry with its key gets ``idempotency_result_not_kept`` instead of a second run."""

@@ -50,7 +50,8 @@ def e2b_network_rules(
         raise InvalidRequest(msg)
     given = [name for name in UNSUPPORTED if options.get(name)]
     if given:
-        msg = f"network.{', network.'.join(given)}: not supported (see the README's E2B table)"
+        names = ", network.".join(given)
+        msg = f"network.{names}: not supported (see the E2B table in docs/guides/e2b.md)"
         raise UnsupportedNetworkOption(msg)
     allow_out, deny_out = _entries(options, "allowOut"), _entries(options, "denyOut")
     if allow_internet_access is None and allow_out is None and deny_out is None:

@@ -1,10 +1,11 @@
-"""The documentation ``siesta_help_resolve`` points to: the README's own sections.
+"""The documentation ``siesta_help_resolve`` points to: sections of the manual (docs/).
 
 A topic a model names is free text; it is matched against this table (by id and
 keywords), never turned into a URL. A link is given only when the operator says
-where the documentation is published (``SIESTA_TOOLS__DOCS_BASE_URL``); its anchor is
-the section's, made the way GitHub makes heading anchors. A test checks that every
-section here is a heading of the README, so the table cannot point at nothing.
+where the repository is published (``SIESTA_TOOLS__DOCS_BASE_URL``): the section's
+page under it, and its anchor, made the way GitHub makes heading anchors. A test
+checks that every section here is a heading of its page, so the table cannot point
+at nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class DocTopic:
     id: str
+    page: str
+    """The manual's page that holds the section, from the repository's root."""
     section: str
-    """The README heading, exactly."""
+    """The page's heading, exactly."""
     summary: str
     keywords: tuple[str, ...]
 
@@ -29,6 +32,7 @@ class DocTopic:
 TOPICS: tuple[DocTopic, ...] = (
     DocTopic(
         "sandbox",
+        "docs/concepts/api.md",
         "What is here",
         "The routes: the sandbox functions (runCommand, writeFile, readFile, listFiles, "
         "publishFiles), processes, the file system, files and artifacts.",
@@ -36,6 +40,7 @@ TOPICS: tuple[DocTopic, ...] = (
     ),
     DocTopic(
         "tools",
+        "docs/concepts/tools-and-policies.md",
         "Tool catalog, execution and approvals",
         "Which functions an agent gets, policies (agent, organization, deployment), "
         "approvals, strict function calling and the executions log.",
@@ -57,12 +62,14 @@ TOPICS: tuple[DocTopic, ...] = (
     ),
     DocTopic(
         "content",
+        "docs/concepts/tools-and-policies.md",
         "Content tools (System Tool `content`)",
         "Reading a conversation's files without a sandbox: list, peek, grep, stats.",
         ("content", "grep", "peek", "uploads"),
     ),
     DocTopic(
         "memory",
+        "docs/concepts/tools-and-policies.md",
         "Memory banks (System Tool `memory_banks`)",
         "Memory that outlives a run: an org's general and conversation banks, semantic "
         "search within a key, computed offline.",
@@ -70,6 +77,7 @@ TOPICS: tuple[DocTopic, ...] = (
     ),
     DocTopic(
         "javascript",
+        "docs/guides/javascript-executor.md",
         "JavaScript executor",
         "Synchronous JavaScript with Excel, artifact and sub-agent helpers.",
         (
@@ -87,12 +95,14 @@ TOPICS: tuple[DocTopic, ...] = (
     ),
     DocTopic(
         "mcp",
+        "docs/guides/mcp.md",
         "MCP",
         "The agent functions as an MCP server (streamable HTTP and stdio).",
         ("mcp",),
     ),
     DocTopic(
         "living",
+        "docs/guides/living-in-a-sandbox.md",
         "Living in a sandbox: ports, snapshots, metrics, pause",
         "Ports and previews, snapshots and forks, live metrics, pause and resume.",
         (
@@ -111,36 +121,42 @@ TOPICS: tuple[DocTopic, ...] = (
     ),
     DocTopic(
         "e2b",
+        "docs/guides/e2b.md",
         "E2B compatibility",
         "Pointing the stock e2b SDKs at this service, and what they can do here.",
         ("e2b",),
     ),
     DocTopic(
         "lifecycle",
+        "docs/concepts/lifecycle.md",
         "Lifecycle, reconciliation, observability",
         "Idle sandboxes paused, stopped and retired; reconciliation; metrics and logs.",
         ("lifecycle", "idle", "reconciliation", "observability", "logs"),
     ),
     DocTopic(
         "retries",
+        "docs/guides/agent-backends.md",
         "Safe retries (`Idempotency-Key`)",
         "Retrying a call without running it twice.",
         ("retries", "retry", "idempotency"),
     ),
     DocTopic(
         "security",
+        "docs/guides/security.md",
         "Security model",
         "What separates conversations, organizations and the host.",
         ("security", "egress", "network", "isolation"),
     ),
     DocTopic(
         "configuration",
+        "docs/guides/configuration.md",
         "Configuration",
         "Every setting, its default and what it limits.",
         ("configuration", "settings", "setting", "limits", "tokens", "scopes"),
     ),
     DocTopic(
         "client",
+        "docs/guides/agent-backends.md",
         "Python client",
         "The Python client, sync and async.",
         ("client", "python", "sdk"),

@@ -100,8 +100,10 @@ class ToolSettings(BaseModel):
     — except the agents it trusts with that function, once registered in the org (the
     deployment's floor still holds for them)."""
     docs_base_url: str | None = None
-    """Where this service's README is published (e.g. a repository page): the help
-    function links its sections there. Unset: it names the section, without a link."""
+    """Where this service's repository is published (e.g.
+    ``https://github.com/ORG/siesta/blob/main``): the help function links the manual's
+    sections under it (``<this>/docs/guides/e2b.md#e2b-compatibility``). Unset: it
+    names the section and its page, without a link."""
     search_deadline_seconds: float = Field(20.0, gt=0)
     """One ``GoogleSearch.Search`` call from start to answer: the search request and
     the fetches of its result pages together; pages not read by then get no context."""

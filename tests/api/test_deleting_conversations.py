@@ -160,8 +160,9 @@ def assert_nothing_left(service: InProcessService, conversation: str, ids: set[s
 
 def traces(services: Services, ids: set[str]) -> list[str]:
     """Where the store still holds one of ``ids``, but for cancelled approvals (kept
-    until their deadline: see the README), the revocation of the conversation's egress
-    credentials (kept for their retention) and wake-ups that expire within seconds."""
+    until their deadline: see docs/concepts/lifecycle.md), the revocation of the
+    conversation's egress credentials (kept for their retention) and wake-ups that
+    expire within seconds."""
     if isinstance(services.settings.store, RedisStoreSettings):
         return redis_traces(services.settings.store.url, ids)
     return sqlite_traces(services, ids)

@@ -3,7 +3,7 @@
 Every operation, schemathesis' own checks (``--checks all``) with their default
 expectations, positive and negative data, coverage, fuzzing and stateful phases, on
 real Docker: no custom check, no widened status list. What the document cannot say
-is in the README ("What the OpenAPI document cannot say"). A failure prints
+is in docs/concepts/api.md ("What the OpenAPI document cannot say"). A failure prints
 schemathesis' report, with a curl line to replay.
 
 The catalog's admin operations run against an instance of their own (fake provider:

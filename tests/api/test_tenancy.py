@@ -58,7 +58,8 @@ def headers(org: str, token: str = TOKEN) -> dict[str, str]:
 A, B = headers("org-a"), headers("org-b")
 B_APPROVER = headers("org-b", APPROVER_TOKEN)
 TENANT_B_TOKEN = "tenant-b-token-" + uuid.uuid4().hex
-"""A token bound to org-b (and every scope): a tenant's own, as the README configures one."""
+"""A token bound to org-b (and every scope): a tenant's own, as the manual configures one
+(docs/concepts/tenancy.md)."""
 USER_B_TOKEN = "user-b-token-" + uuid.uuid4().hex
 """A token bound to org-b and to the user ``user-b``."""
 ALL_SCOPES = ["sandbox", "shell", "tools", "approve", "admin"]

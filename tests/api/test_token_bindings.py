@@ -1,6 +1,6 @@
 """A token bound to an org (or a user) acts there only, on every face; an unbound one
 names the org per call. The every-route matrix is ``test_tenancy.py``; these are the
-README's configurations, tried as an operator would."""
+manual's configurations (docs/concepts/tenancy.md), tried as an operator would."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ What makes it worth testing against:
   the scheduler cannot place, a quota that refuses pods.
 
 What it is not: a scheduler, admission chain, RBAC, network policy, storage
-provisioner or kubelet. Those have never run against the provider; the README
+provisioner or kubelet. Those have never run against the provider; docs/guides/kubernetes.md
 lists them.
 """
 

@@ -600,13 +600,14 @@ def test_help_never_says_connect_what_is_connected(
         assert "Gmail" not in answer["action"]["services"]
 
 
-def test_every_documentation_topic_is_a_section_of_the_readme() -> None:
-    headings = {
-        line.lstrip("#").strip()
-        for line in (REPO / "README.md").read_text().splitlines()
-        if line.startswith("## ") or line.startswith("### ")
-    }
-    assert {topic.section for topic in TOPICS} <= headings
+def test_every_documentation_topic_is_a_section_of_its_page() -> None:
+    for topic in TOPICS:
+        headings = {
+            line.lstrip("#").strip()
+            for line in (REPO / topic.page).read_text().splitlines()
+            if re.match(r"#{1,3} ", line)
+        }
+        assert topic.section in headings, topic
     assert heading_anchor("Safe retries (`Idempotency-Key`)") == "safe-retries-idempotency-key"
     assert heading_anchor("Living in a sandbox: ports, snapshots, metrics, pause") == (
         "living-in-a-sandbox-ports-snapshots-metrics-pause"
@@ -614,9 +615,10 @@ def test_every_documentation_topic_is_a_section_of_the_readme() -> None:
 
 
 def test_help_links_a_section_only_where_the_docs_are_published() -> None:
-    base = "https://example.com/siesta/README.md"
+    base = "https://example.com/siesta/blob/main/"
     answer = help_adapter(base)(tool_call(), {"userRequest": "x", "topic": "E2B sandboxes"})
-    assert answer["docs"]["url"] == f"{base}#e2b-compatibility"
+    expected = "https://example.com/siesta/blob/main/docs/guides/e2b.md#e2b-compatibility"
+    assert answer["docs"]["url"] == expected
     unknown = help_adapter(base)(tool_call(), {"userRequest": "x", "topic": "quantum knitting"})
     assert unknown["state"] == "unknown_topic" and "docs" not in unknown
     assert "e2b" in unknown["topics"] and "quantum knitting" in unknown["message"]

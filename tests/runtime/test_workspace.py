@@ -115,7 +115,7 @@ PIECES = st.sampled_from([".", "..", "...", "/", "a", " ", "\u3000", "/mnt/work"
 def test_the_schemas_path_patterns_say_what_the_code_takes(path: str) -> None:
     """What the OpenAPI document's patterns refuse, the code refuses; what they allow,
     the code takes, unless a ``..`` after a name climbs out or lands on the workspace
-    (counting, which no regular expression does: the README says so)."""
+    (counting, which no regular expression does: docs/concepts/api.md says so)."""
     for pattern, allow_root in ((WORKSPACE_PATH, True), (WORKSPACE_FILE_PATH, False)):
         allowed = re.fullmatch(pattern, path) is not None
         try:

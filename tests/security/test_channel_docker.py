@@ -130,7 +130,7 @@ def test_under_gvisor_a_write_into_the_channel_costs_only_the_writers_call(
 def test_the_agent_cannot_be_replaced_from_inside(
     docker_service: ServiceProcess, docker_client: docker.DockerClient
 ) -> None:
-    """Not under gVisor: ``runsc`` ignores the engine's read-only paths (README)."""
+    """Not under gVisor: ``runsc`` ignores the engine's read-only paths (docs/concepts/api.md)."""
     service = docker_service
     conversation = new_conversation()
     attempts = (

@@ -138,8 +138,8 @@ def _answer(title: str, state: str, message: str, **extra: Any) -> dict[str, Any
 
 
 def _docs(topic: str | None, docs_base_url: str | None) -> dict[str, Any]:
-    """The README section about ``topic`` (a link only where the operator published
-    the documentation); a topic the table does not know gets the list of topics."""
+    """The manual's section about ``topic`` (a link only where the operator published
+    the repository); a topic the table does not know gets the list of topics."""
     entry = find_topic(topic or "tools")
     if entry is None:
         known = ", ".join(t.id for t in TOPICS)
@@ -149,12 +149,19 @@ def _docs(topic: str | None, docs_base_url: str | None) -> dict[str, Any]:
             f"There is no documentation section about {topic!r}. Topics: {known}.",
             topics=[t.id for t in TOPICS],
         )
-    url = f"{docs_base_url.rstrip('/')}#{entry.anchor}" if docs_base_url else None
+    base = docs_base_url.rstrip("/") if docs_base_url else None
+    url = f"{base}/{entry.page}#{entry.anchor}" if base else None
     return _answer(
         f"Documentation: {entry.section}",
         "docs",
         entry.summary,
-        docs={"topic": entry.id, "section": entry.section, "anchor": entry.anchor, "url": url},
+        docs={
+            "topic": entry.id,
+            "page": entry.page,
+            "section": entry.section,
+            "anchor": entry.anchor,
+            "url": url,
+        },
     )
 
 
@@ -283,7 +290,8 @@ def _connected_answer(a: HelpArgs, service: str, connections: list[Connection]) 
 
 def help_adapter(docs_base_url: str | None = None) -> Adapter:
     """Guidance from the agent's configuration: what is there, what to press. Grants
-    nothing. ``docs_base_url``: where the README is published (links to its sections)."""
+    nothing. ``docs_base_url``: where the repository is published (links to the
+    manual's sections)."""
 
     def run(call: ToolCall, arguments: dict[str, Any]) -> dict[str, Any]:
         a = parse(HelpArgs, "siesta_help_resolve", arguments)

@@ -1,0 +1,348 @@
+"""The manual (docs/, README.md): it builds strict, its generated references hold
+everything the code has, the README links only to pages that exist, and every code
+example marked runnable runs against a service on the fake provider.
+
+A ``sh``/``bash``/``python`` block is an example and needs a marker on the line before
+it: ``<!-- example: run -->``, or ``<!-- example: not-run (the reason) -->``. The
+Python examples of one page run in order in one namespace (a later block uses what an
+earlier one made), which starts with ``siesta`` (a client of the service), ``token``,
+``agent`` and ``user`` (the wire forms of the tool catalog's example). The shell
+examples run in bash with ``TOKEN`` set. The E2B SDK's examples need processes in a
+sandbox, so they run against a service on Docker. Both run in a folder whose
+``.siesta/api-token`` is the service's token, ``http://127.0.0.1:8080`` replaced by
+the service's address.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.config_check import OTHER_PREFIXES, OTHER_VARIABLES
+from siesta_client import SiestaClient
+from tests.helpers import REPO, TOKEN, ServiceProcess, StartService
+
+GENERATOR = REPO / "scripts" / "docs_reference.py"
+REFERENCE = REPO / "docs" / "reference"
+EXAMPLE_LANGUAGES = {"sh", "bash", "shell", "python", "py"}
+MARKER = re.compile(r"<!-- example: (run|not-run)(?: \((.+)\))? -->")
+FENCE = re.compile(r"^```(\S*)")
+DEFAULT_URL = "http://127.0.0.1:8080"
+AGENT = {
+    "id": "a1",
+    "systemToolIds": ["sandbox", "js_executor"],
+    "baseImage": "debian-base",
+    "model": {"provider": "openai", "name": "gpt-4.1"},
+    "subAgents": [],
+    "functionPolicies": {"runCommand": "confirm"},
+    "connections": [],
+}
+USER = {"id": "u1", "role": "User"}
+
+
+@dataclass(frozen=True)
+class Example:
+    page: Path
+    line: int
+    language: str
+    code: str
+    marker: str | None
+    reason: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line}"
+
+    @property
+    def python(self) -> bool:
+        return self.language in ("python", "py")
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """The stock e2b SDK runs processes, which the fake provider does not: these
+        run against a service on Docker, in a namespace of their own."""
+        return self.python and "from e2b import" in self.code
+
+
+def manual_pages() -> list[Path]:
+    """The written pages (the generated references are the generator's business)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return [page for page in pages if not page.is_relative_to(REFERENCE)]
+
+
+def examples() -> list[Example]:
+    found = []
+    for page in manual_pages():
+        lines = page.read_text().splitlines()
+        index = 0
+        while index < len(lines):
+            opening = FENCE.match(lines[index])
+            if not opening:
+                index += 1
+                continue
+            end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
+            language = opening.group(1)
+            if language in EXAMPLE_LANGUAGES:
+                before = next((line for line in reversed(lines[:index]) if line.strip()), "")
+                marker = MARKER.fullmatch(before.strip())
+                found.append(
+                    Example(
+                        page,
+                        index + 1,
+                        language,
+                        "\n".join(lines[index + 1 : end]) + "\n",
+                        marker.group(1) if marker else None,
+                        marker.group(2) if marker else None,
+                    )
+                )
+            index = end + 1
+    return found
+
+
+EXAMPLES = examples()
+RUNNABLE = [example for example in EXAMPLES if example.marker == "run"]
+
+
+@pytest.fixture(scope="module")
+def reference() -> Path:
+    """docs/reference/, generated now."""
+    subprocess.run([sys.executable, str(GENERATOR)], check=True, capture_output=True)
+    return REFERENCE
+
+
+def build(folder: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    # Never -q: MkDocs then drops its warnings before strict mode counts them.
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
+        cwd=folder,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_site_builds_strict(reference: Path, tmp_path: Path) -> None:
+    result = build(REPO, tmp_path / "site")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "site" / "reference" / "settings.html").exists()
+
+
+BROKEN = {
+    "[a page](concepts/no-such-page.md)": "the target is not found",
+    "[an anchor](concepts/lifecycle.md#no-such-anchor)": "does not contain an anchor",
+    "[an anchor here](#no-such-anchor)": "there is no such anchor on this page",
+}
+
+
+def test_a_broken_link_or_anchor_fails_the_build(reference: Path, tmp_path: Path) -> None:
+    shutil.copy(REPO / "mkdocs.yml", tmp_path)
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    with (tmp_path / "docs" / "index.md").open("a") as index:
+        index.write("".join(f"\nSee {link}.\n" for link in BROKEN))
+    result = build(tmp_path, tmp_path / "site")
+    assert result.returncode != 0
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    for link, complaint in BROKEN.items():
+        target = link.split("(")[1].rstrip(")")
+        assert any(target in line and complaint in line for line in warnings), link
+
+
+def test_the_readme_is_a_landing_page_linking_pages_that_exist(reference: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert any(link.startswith("docs/") for link in local)
+    missing = [link for link in local if not (REPO / link).exists()]
+    assert not missing
+
+
+def test_the_settings_reference_holds_every_setting_the_docs_name(reference: Path) -> None:
+    listed = set(re.findall(r"^\| `(SIESTA_\w+)`", (reference / "settings.md").read_text(), re.M))
+    from runtime.settings import Settings
+
+    for name in (f"SIESTA_{field.upper()}" for field in Settings.model_fields):
+        assert name in listed or any(item.startswith(name + "__") for item in listed)
+    named = {
+        name
+        for page in manual_pages()
+        for name in re.findall(r"\b(SIESTA_[A-Z0-9_]*[A-Z0-9])\b(?![*_])", page.read_text())
+        if not name.endswith("__")
+    }
+    unknown = {
+        name
+        for name in named - listed - OTHER_VARIABLES - GATEWAY_SHORT_FORM - MISTAKES_SHOWN
+        if not name.startswith(OTHER_PREFIXES)
+    }
+    assert not sorted(unknown)
+
+
+MISTAKES_SHOWN = {"SIESTA_CATALOG_PATH", "SIESTA_COMMAND__TIMEOUT"}
+"""What `siesta-runtime config check` refuses, as the configuration guide shows it."""
+GATEWAY_SHORT_FORM = {"SIESTA_AGENTS__GATEWAY", "SIESTA_AGENTS__BACKEND_URL"}
+"""The gateway's short form, still read (runtime/agents/settings.py, ``_flat_gateway``)."""
+
+
+def test_the_metrics_reference_holds_every_metric(reference: Path) -> None:
+    from runtime.core.metrics import REGISTRY
+
+    page = (reference / "metrics.md").read_text()
+    listed = set(re.findall(r"^\| `(siesta_\w+)`", page, re.M))
+    exposed = {family.name for family in REGISTRY.collect()}
+    assert {name.removesuffix("_total") for name in listed} >= exposed
+    named = {
+        name
+        for page in manual_pages()
+        for name in re.findall(r"\b(siesta_[a-z_]+[a-z])\b", page.read_text())
+    }
+    series = {name for name in named if re.sub(r"_(bucket|count|sum)$", "", name) in listed}
+    assert not sorted(named - listed - series - NOT_METRICS)
+
+
+NOT_METRICS = {"siesta_client", "siesta_contract", "siesta_console"}
+NOT_METRICS |= {"siesta_help", "siesta_help_resolve"}  # functions of the tool catalog
+"""Names the manual gives that are packages or functions, not metrics."""
+
+
+def test_the_errors_reference_holds_every_code(reference: Path) -> None:
+    from api.errors import STATUS_BY_CODE
+    from runtime.core.errors import SiestaError
+
+    listed = set(re.findall(r"^\| `(\w+)` \| \d+", (reference / "errors.md").read_text(), re.M))
+    classes: list[type[SiestaError]] = [SiestaError]
+    codes = set(STATUS_BY_CODE)
+    while classes:
+        klass = classes.pop()
+        codes.add(klass.code)
+        classes += klass.__subclasses__()
+    assert codes <= listed
+
+
+def test_every_example_is_marked() -> None:
+    unmarked = [example.id for example in EXAMPLES if example.marker is None]
+    unexplained = [e.id for e in EXAMPLES if e.marker == "not-run" and not e.reason]
+    assert not unmarked, "mark each: <!-- example: run --> or <!-- example: not-run (why) -->"
+    assert not unexplained
+    assert len(RUNNABLE) >= 10
+
+
+def checked(code: str, name: str) -> types.CodeType:
+    """The example compiled, each ``expression  # value`` a check that the expression
+    equals the value (the comment's last ``: `` part, when it is a Python literal)."""
+    tree = ast.parse(code)
+    lines = code.splitlines()
+    for index, statement in enumerate(tree.body):
+        if not isinstance(statement, ast.Expr) or statement.end_lineno != statement.lineno:
+            continue
+        comment = lines[statement.lineno - 1][statement.end_col_offset :].strip()
+        if not comment.startswith("#"):
+            continue
+        try:
+            expected = ast.literal_eval(comment[1:].rsplit(": ", 1)[-1].strip())
+        except (ValueError, SyntaxError):
+            continue
+        check = ast.parse(f"assert _ == {expected!r}, _").body[0]
+        assert isinstance(check, ast.Assert)
+        value = ast.NamedExpr(ast.Name("_", ast.Store()), statement.value)
+        compare = check.test
+        assert isinstance(compare, ast.Compare)
+        compare.left = value
+        tree.body[index] = ast.fix_missing_locations(ast.copy_location(check, statement))
+    return compile(tree, name, "exec")
+
+
+@pytest.fixture(scope="module")
+def service(start_service: StartService) -> ServiceProcess:
+    """As ``make run`` serves: one token that may approve what it asked for, publishing
+    asks first."""
+    return start_service(
+        "fake",
+        SIESTA_TOOLS__ALLOW_SELF_APPROVAL="true",
+        SIESTA_TOOLS__FUNCTION_POLICIES="{}",
+    )
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("examples")
+    (folder / ".siesta").mkdir()
+    (folder / ".siesta" / "api-token").write_text(TOKEN + "\n")
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    uuidgen = bin_dir / "uuidgen"  # util-linux's, where the machine lacks it
+    uuidgen.write_text(f"#!{sys.executable}\nimport uuid\nprint(uuid.uuid4())\n")
+    uuidgen.chmod(0o755)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def namespaces(service: ServiceProcess) -> Iterator[dict[Path, dict[str, Any]]]:
+    pages: dict[Path, dict[str, Any]] = {}
+    yield pages
+    for namespace in pages.values():
+        client = namespace.get("siesta")
+        if isinstance(client, SiestaClient):
+            client.close()
+
+
+@pytest.mark.parametrize("example", RUNNABLE, ids=[example.id for example in RUNNABLE])
+def test_example_runs(
+    example: Example,
+    request: pytest.FixtureRequest,
+    service: ServiceProcess,
+    workdir: Path,
+    namespaces: dict[Path, dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(workdir)
+    if example.needs_sandbox:
+        service = request.getfixturevalue("docker_service")
+    code = example.code.replace(DEFAULT_URL, service.base_url)
+    if example.needs_sandbox:
+        environ = dict(os.environ)
+        try:
+            exec(checked(code, example.id), {})
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+        return
+    if example.python:
+        namespace = namespaces.setdefault(
+            example.page,
+            {
+                "siesta": SiestaClient(service.base_url, TOKEN),
+                "token": TOKEN,
+                "agent": dict(AGENT),
+                "user": dict(USER),
+            },
+        )
+        exec(checked(code, example.id), namespace)
+        return
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code],
+        env={
+            **os.environ,
+            "TOKEN": TOKEN,
+            "PATH": f"{workdir / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # curl succeeds on any answer: a route or a token the manual gets wrong does not.
+    wrong = re.findall(r'"code":\s*"(unauthorized|not_found|method_not_allowed)"', result.stdout)
+    assert not wrong, result.stdout
