@@ -241,7 +241,17 @@ def metrics() -> list[Metric]:
             kind = str(value._type)
             name = value._name + ("_total" if kind == "counter" else "")
             found.append(Metric(name, kind, tuple(value._labelnames), str(value._documentation)))
-    found += _collector_families(Path(inspect.getfile(module)))
+    from runtime.sessions import fleet_gauges  # a collector registered once services start
+
+    for source in (module, fleet_gauges):
+        found += _collector_families(Path(inspect.getfile(source)))
+    # and whatever else the registry holds (the process collector's process_* families)
+    known = {metric.name.removesuffix("_total") for metric in found}
+    for family in module.REGISTRY.collect():
+        if family.name not in known:
+            labels = sorted({label for sample in family.samples for label in sample.labels})
+            name = family.name + ("_total" if family.type == "counter" else "")
+            found.append(Metric(name, family.type, tuple(labels), family.documentation))
     return sorted(found, key=lambda metric: metric.name)
 
 
