@@ -90,6 +90,8 @@ def test_a_preview_opens_on_its_own_host_and_keeps_its_token_in_that_hosts_cooki
         cookie = moved.headers["set-cookie"]
         assert "HttpOnly" in cookie and "Path=/" in cookie and "Domain" not in cookie
         client.cookies.set("siesta_port_token", cookie.split(";")[0].split("=", 1)[1])
+        # the redirect is the service's own answer: the sandbox's server may still be starting
+        until(lambda: client.get("/").status_code != 502)
         page = client.get("/")
         # Its own origin: the page runs as served, its cookies are its host's.
         assert page.status_code == 200 and b"<script>" in page.content
