@@ -16,6 +16,7 @@ from api import errors, openapi
 from api.background import every
 from api.console import console_router
 from api.context import RequestContext
+from api.drain import Drain, DrainMiddleware
 from api.e2b.app import create_e2b_app
 from api.e2b.hosts import PortHosts
 from api.fleet_history import FleetHistory, sample_forever
@@ -128,6 +129,8 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
     app.add_middleware(PreviewHosts, domain=settings.ports.preview_domain)
     app.add_middleware(RequestContext)
     app.add_middleware(TraceContext)
+    app.state.drain = drain = Drain(settings.drain_seconds)
+    app.add_middleware(DrainMiddleware, drain=drain)
     app.add_middleware(RequestMetrics)  # outermost: its time includes every other's
     errors.install(app)
     openapi.install(app)

@@ -218,24 +218,15 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
     if args.create_token and settings.api_token is None:
         token = SecretStr(_token_from_file(settings.data_dir))
         settings = settings.model_copy(update={"api_token": token})
     if settings.api_token is None and not settings.tokens:
         msg = "SIESTA_API_TOKEN or SIESTA_TOKENS is required to serve; or use --create-token"
         raise ConfigurationError(msg)
-    from cli.app import app_over  # here: the other commands need no web framework
+    from cli.server import serve  # here: the other commands need no web framework
 
-    uvicorn.run(
-        app_over(settings),
-        host=args.host or settings.http.host,
-        port=args.port or settings.http.port,
-        timeout_keep_alive=settings.http.idle_connection_seconds,
-        log_config=None,  # keep the JSON logging configured above
-    )
-    return 0
+    return serve(settings, host=args.host or settings.http.host, port=args.port)
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:

@@ -48,6 +48,9 @@ from runtime.sessions.settings import (
 )
 from runtime.tools.settings import ToolSettings
 
+DRAIN_MARGIN_SECONDS = 5
+"""Beyond a command's longest run and its kill grace: time for its answer to be sent."""
+
 
 def under(host: str, domain: str) -> bool:
     """Whether ``host`` is ``domain`` or a name under it (DNS names: any case)."""
@@ -156,6 +159,15 @@ class Settings(BaseSettings):
             )
             raise ValueError(msg)
         return self
+
+    @property
+    def drain_seconds(self) -> float:
+        """How long ``serve`` drains after SIGTERM (``SIESTA_HTTP__DRAIN_SECONDS``, else
+        derived from the longest command timeout)."""
+        if self.http.drain_seconds is not None:
+            return self.http.drain_seconds
+        command = self.command
+        return command.max_timeout_seconds + command.kill_grace_seconds + DRAIN_MARGIN_SECONDS
 
     @property
     def background_reconcile(self) -> bool:

@@ -19,6 +19,10 @@ from runtime.core import metrics
 from runtime.core.errors import SiestaError, Unauthorized
 
 router = APIRouter(tags=["health"])
+DRAINING = (
+    "this instance is stopping (SIGTERM): it finishes the requests it serves; "
+    "send new ones to another instance"
+)
 
 
 @router.get("/healthz")
@@ -34,11 +38,19 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "A dependency does not answer"}},
+    responses={
+        503: {"model": Readiness, "description": "A dependency does not answer, or draining"}
+    },
 )
-def readyz(services: ServicesDep) -> JSONResponse:
-    """The store and the provider answer."""
+def readyz(request: Request, services: ServicesDep) -> JSONResponse:
+    """The store and the provider answer, and the instance is not draining (after
+    SIGTERM it answers 503 with only the ``draining`` check, while it finishes what it
+    serves)."""
     checks: dict[str, Literal["ok"] | ErrorBody] = {}
+    if request.app.state.drain.draining:
+        checks["draining"] = ErrorBody(code="draining", message=DRAINING)
+        readiness = Readiness(ready=False, checks=checks)
+        return JSONResponse(readiness.model_dump(mode="json"), status_code=503)
     for name, ping in services.readiness_checks().items():
         try:
             ping()

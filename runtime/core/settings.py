@@ -126,6 +126,13 @@ class HttpSettings(BaseModel):
     """A streamed answer that has sent nothing for this long sends an SSE comment
     (``: keepalive``), so that proxies with an idle timeout (nginx: 60 s) keep it open
     while a command is silent."""
+    drain_seconds: float | None = Field(None, gt=0)
+    """After SIGTERM, how long ``serve`` goes on serving while ``/readyz`` answers 503
+    ``draining``: it stops as soon as no request is in flight (streams and terminals
+    count until they end), at the latest after this. Default:
+    ``SIESTA_COMMAND__MAX_TIMEOUT_SECONDS`` plus ``__KILL_GRACE_SECONDS`` plus 5 s, so a
+    command started just before SIGTERM finishes and answers. Kubernetes'
+    ``terminationGracePeriodSeconds`` must be longer."""
 
 
 DOMAIN_PATTERN = r"^[A-Za-z0-9-]{1,63}(\.[A-Za-z0-9-]{1,63})*$"

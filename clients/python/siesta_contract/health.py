@@ -16,4 +16,5 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     ready: bool
     checks: dict[str, Literal["ok"] | ErrorBody]
-    """Each dependency (``store``, ``provider``): ``ok``, or the error it answered with."""
+    """Each dependency (``store``, ``provider``): ``ok``, or the error it answered with;
+    after SIGTERM only ``draining`` (the instance finishes what it serves, then stops)."""

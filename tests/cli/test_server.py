@@ -1,0 +1,100 @@
+"""``serve`` drains on SIGTERM: ``/readyz`` answers 503 ``draining`` at once, the
+requests in flight finish (a streamed runCommand here), a request sent meanwhile is
+answered (with ``Connection: close``), and the process exits 0 once nothing is in
+flight, or at the end of the drain time with what is left cut."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cli.server import SHUTDOWN_SECONDS
+from tests.helpers import (
+    ServiceProcess,
+    StartService,
+    event_stream,
+    headers,
+    new_conversation,
+    run_command,
+)
+
+
+def events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+    kind = ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield kind, json.loads(line.removeprefix("data: "))
+
+
+def readiness(service: ServiceProcess) -> httpx.Response:
+    with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        return client.get("/readyz")
+
+
+def test_sigterm_drains_then_exits_once_nothing_is_in_flight(
+    start_service: StartService, tmp_path: Path
+) -> None:
+    service = start_service("fake", SIESTA_HTTP__DRAIN_SECONDS="60")
+    assert readiness(service).status_code == 200
+    conversation = new_conversation()
+    run_command(service.client, conversation, "true")  # the sandbox exists
+    gate = tmp_path / "go"
+    command = f"echo one; while [ ! -e {gate} ]; do sleep 0.05; done; echo two"
+    path = f"/v1/conversations/{conversation}/sandbox/runCommand"
+    with event_stream(service, path, {"command": command}) as response:
+        stream = events(response)
+        assert next(stream) == ("output", {"stream": "stdout", "text": "one\n"})
+        service.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+
+        ready = readiness(service)
+        assert ready.status_code == 503
+        assert ready.json()["ready"] is False
+        assert ready.json()["checks"]["draining"]["code"] == "draining"
+        # A request that arrives while draining is served, and told to go elsewhere next.
+        late = service.client.post(
+            f"/v1/conversations/{new_conversation()}/sandbox/runCommand",
+            json={"command": "echo late"},
+            headers=headers(),
+        )
+        assert late.status_code == 200, late.text
+        assert late.json()["stdout"] == "late\n"
+        assert late.headers["connection"] == "close"
+        assert service.process.poll() is None  # the stream is still in flight
+
+        gate.touch()
+        rest = list(stream)
+    assert rest[-1][0] == "result"
+    assert (rest[-1][1]["exitCode"], rest[-1][1]["stdout"]) == (0, "one\ntwo\n")
+    assert service.process.wait(timeout=30) == 0
+    assert time.monotonic() - signalled < 30  # as soon as nothing was in flight
+    assert "SIGTERM: draining" in service.log(tail=None)
+    with pytest.raises(httpx.TransportError):
+        readiness(service)
+
+
+def test_a_stream_that_outlasts_the_drain_time_is_cut(start_service: StartService) -> None:
+    service = start_service("fake", SIESTA_HTTP__DRAIN_SECONDS="2")
+    conversation = new_conversation()
+    run_command(service.client, conversation, "true")
+    path = f"/v1/conversations/{conversation}/sandbox/runCommand"
+    body = {"command": "echo one; sleep 120", "timeoutSeconds": 300}
+    with event_stream(service, path, body) as response:
+        stream = events(response)
+        assert next(stream)[0] == "output"
+        service.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        assert readiness(service).status_code == 503
+        with pytest.raises(httpx.TransportError):
+            list(stream)
+    assert service.process.wait(timeout=30) == 0
+    assert time.monotonic() - signalled < 2 + SHUTDOWN_SECONDS + 10
