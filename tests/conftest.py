@@ -90,6 +90,8 @@ def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartSer
             # The warm pool makes containers in the background; only the tests of
             # the pool (tests/api/test_pool_docker.py) turn it on.
             "SIESTA_POOL__ENABLED": "false",
+            # A stream a test left open would hold SIGTERM's drain (stop) past its wait.
+            "SIESTA_HTTP__DRAIN_SECONDS": "5",
             **PUBLISH_WITHOUT_APPROVAL,
             **env,
         }
