@@ -15,12 +15,13 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from cli.server import SHUTDOWN_SECONDS
 from runtime.images.catalog import ImageCatalog
 from runtime.providers.kubernetes.objects import COMPONENT_LABELS
 from runtime.providers.kubernetes.provider import RBAC_RULES
 from runtime.seams.provider_settings import KubernetesProviderSettings
 from runtime.seams.store_settings import RedisStoreSettings
-from runtime.settings import Settings
+from runtime.settings import DRAIN_MARGIN_SECONDS, Settings
 from tests.helpers import REPO
 
 K8S = REPO / "k8s"
@@ -90,6 +91,67 @@ def test_the_service_runs_as_several_hardened_replicas(objects: list[dict[str, A
     assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
     service = one(objects, "Service", "siesta-runtime")
     assert service["spec"]["selector"] == spec["selector"]["matchLabels"]
+
+
+def test_any_replica_takes_any_request_and_one_at_a_time_is_disrupted(
+    objects: list[dict[str, Any]],
+) -> None:
+    deployment = one(objects, "Deployment", "siesta-runtime")["spec"]
+    assert deployment["replicas"] >= 2
+    service = one(objects, "Service", "siesta-runtime")["spec"]
+    assert service.get("type", "ClusterIP") == "ClusterIP"
+    assert service.get("sessionAffinity", "None") == "None"  # no stickiness
+    assert "sessionAffinityConfig" not in service
+    pdb = one(objects, "PodDisruptionBudget", "siesta-runtime")["spec"]
+    assert pdb["selector"]["matchLabels"] == deployment["selector"]["matchLabels"]
+    assert pdb.get("minAvailable") == 1 or pdb.get("maxUnavailable") == 1
+    assert pdb.get("minAvailable", 0) < deployment["replicas"]  # an eviction can happen
+    rolling = deployment["strategy"]["rollingUpdate"]
+    assert rolling["maxUnavailable"] == 0  # a rollout keeps every replica serving
+
+
+def test_a_stopping_replica_drains_within_its_grace_period(
+    objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drain time covers the longest command (set in the ConfigMap), and the
+    kubelet waits for the preStop sleep, the drain and uvicorn's last seconds before
+    it sends SIGKILL; readiness is /readyz, which answers 503 from the drain's start."""
+    deployment = one(objects, "Deployment", "siesta-runtime")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    settings_map = one(objects, "ConfigMap", container["envFrom"][0]["configMapRef"]["name"])
+    assert "SIESTA_COMMAND__MAX_TIMEOUT_SECONDS" in settings_map["data"]
+    assert any(e["name"] == "SIESTA_HTTP__DRAIN_SECONDS" for e in container["env"])
+    settings = _settings_of(objects, container, monkeypatch)
+    command = settings.command
+    longest = command.max_timeout_seconds + command.kill_grace_seconds + DRAIN_MARGIN_SECONDS
+    assert settings.drain_seconds >= longest
+    sleep, seconds = container["lifecycle"]["preStop"]["exec"]["command"]
+    assert sleep == "sleep"
+    waits = float(seconds) + settings.drain_seconds + SHUTDOWN_SECONDS
+    assert pod["terminationGracePeriodSeconds"] >= waits + 10  # the lifespan's end
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+def test_the_autoscaler_is_an_example_that_scales_the_deployment_by_cpu(
+    objects: list[dict[str, Any]],
+) -> None:
+    assert not by_kind(objects, "HorizontalPodAutoscaler")  # the base does not autoscale
+    path = K8S / "examples" / "horizontalpodautoscaler.yaml"
+    (autoscaler,) = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert autoscaler["apiVersion"] == "autoscaling/v2"
+    spec = autoscaler["spec"]
+    target = spec["scaleTargetRef"]
+    assert (target["apiVersion"], target["kind"]) == ("apps/v1", "Deployment")
+    deployment = one(objects, "Deployment", target["name"])
+    (metric,) = spec["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert metric["resource"]["target"]["type"] == "Utilization"
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "cpu" in container["resources"]["requests"]  # what utilisation is of
+    pdb = one(objects, "PodDisruptionBudget", "siesta-runtime")["spec"]
+    assert spec["minReplicas"] >= 2 and spec["minReplicas"] > pdb.get("minAvailable", 0)
+    assert spec["maxReplicas"] > spec["minReplicas"]
 
 
 def test_no_pod_is_privileged(objects: list[dict[str, Any]]) -> None:
