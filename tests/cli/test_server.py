@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import httpx
 import pytest
 
@@ -98,3 +99,36 @@ def test_a_stream_that_outlasts_the_drain_time_is_cut(start_service: StartServic
             list(stream)
     assert service.process.wait(timeout=30) == 0
     assert time.monotonic() - signalled < 2 + SHUTDOWN_SECONDS + 10
+
+
+@pytest.mark.docker
+def test_a_process_output_stream_in_flight_is_served_to_its_end(
+    start_service: StartService, docker_client: docker.DockerClient
+) -> None:
+    """On Docker: a ``/v1`` process's output stream holds the drain until the process
+    ends, and the process takes input sent while draining."""
+    service = start_service("docker", SIESTA_HTTP__DRAIN_SECONDS="60")
+    conversation = new_conversation()
+    started = service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/processes",
+        json={"command": "while read line; do echo got $line; done", "stdin": True},
+        headers=headers(),
+    )
+    assert started.status_code == 201, started.text
+    url = f"/v1/conversations/{conversation}/sandbox/processes/{started.json()['pid']}"
+    with (
+        httpx.Client(base_url=service.base_url, timeout=30) as client,
+        client.stream("GET", url, headers={**headers(), "Accept": "text/event-stream"}) as stream,
+    ):
+        lines = stream.iter_lines()
+        service.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        assert readiness(service).status_code == 503
+        for body in ({"data": "one\n"}, {"eof": True}):
+            written = service.client.post(f"{url}/input", json=body, headers=headers())
+            assert written.status_code == 204, written.text
+        seen = list(lines)
+    assert "event: end" in seen
+    assert any("got one" in line for line in seen)
+    assert service.process.wait(timeout=30) == 0
+    assert time.monotonic() - signalled < 30
