@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import threading
@@ -20,8 +19,6 @@ import docker
 import pytest
 
 from tests.helpers import (
-    TEST_RUN_ID,
-    TEST_RUN_LABEL,
     ServiceProcess,
     StartService,
     free_port,
@@ -39,21 +36,6 @@ PINNED = {
     "listed-metadata.test": "169.254.169.254",
     "listed-loopback.test": "127.0.0.1",
 }
-
-
-@pytest.fixture(scope="module")
-def mirror(docker_client: docker.DockerClient) -> str:
-    """The host of the Debian mirror in the base image's apt sources."""
-    sources = docker_client.containers.run(
-        "siesta/debian-base:1",
-        ["sh", "-c", "cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null; true"],
-        remove=True,
-        network_mode="none",
-        labels={TEST_RUN_LABEL: TEST_RUN_ID},
-    ).decode()
-    found = re.search(r"https?://([^/\s]+)/", sources)
-    assert found, sources
-    return found.group(1)
 
 
 @pytest.fixture(scope="module")

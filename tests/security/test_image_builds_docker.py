@@ -39,20 +39,6 @@ MASK = "\u2022" * 6
 
 
 @pytest.fixture(scope="module")
-def mirror(docker_client: docker.DockerClient) -> str:
-    sources = docker_client.containers.run(
-        "siesta/debian-base:1",
-        ["sh", "-c", "cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null; true"],
-        remove=True,
-        network_mode="none",
-        labels={TEST_RUN_LABEL: TEST_RUN_ID},
-    ).decode()
-    found = re.search(r"https?://([^/\s]+)/", sources)
-    assert found, sources
-    return found.group(1)
-
-
-@pytest.fixture(scope="module")
 def service(start_service: StartService, mirror: str) -> ServiceProcess:
     return start_service("docker", SIESTA_EGRESS__ALLOW=mirror)
 
