@@ -57,6 +57,7 @@ from runtime.jsexec.seccomp import (
     SeccompUnavailable,
     check_available,
     compile_filter,
+    libc,
     set_no_new_privs,
 )
 
@@ -181,7 +182,7 @@ class Jail:
         _limit(resource.RLIMIT_FSIZE, 0)
         _limit(resource.RLIMIT_CORE, 0)
         _limit(resource.RLIMIT_NOFILE, REPLY_FD + 1)
-        _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         set_no_new_privs()
         assert self._filter is not None
         self._filter.load()
@@ -214,13 +215,13 @@ def _vanished_directory() -> int:
 
 
 def _unshare(flags: int) -> None:
-    if _libc().unshare(flags) != 0:
+    if libc().unshare(flags) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"unshare: {os.strerror(error)}")
 
 
 def _set_parent_death_signal() -> None:
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _clone_in_new_pid_namespace() -> int:
@@ -246,14 +247,6 @@ def _has_capability(bit: int) -> bool:
             if line.startswith("CapEff:"):
                 return bool(int(line.split()[1], 16) >> bit & 1)
     return False
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl.argtypes = (ctypes.c_int, *(ctypes.c_ulong,) * 4)
-    libc.unshare.argtypes = (ctypes.c_int,)
-    return libc
 
 
 @cache

@@ -111,8 +111,7 @@ class Filter:
         """Apply it to the calling process (which must have no_new_privs set)."""
         buffer = ctypes.create_string_buffer(self.program, len(self.program))
         prog = _SockFprog(len(self.program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-        libc = _libc()
-        if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+        if libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"seccomp filter not loaded: {os.strerror(error)}")
 
@@ -145,7 +144,7 @@ def check_available() -> None:
 
 
 def set_no_new_privs() -> None:
-    if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"no_new_privs not set: {os.strerror(error)}")
 
@@ -205,9 +204,11 @@ def _libseccomp() -> ctypes.CDLL:
 
 
 @cache
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
+    """The C library, with the calls the jail makes typed (shared with ``jail.py``)."""
     libc = ctypes.CDLL(None, use_errno=True)
     # prctl is variadic: unsigned long arguments, the unused ones zero (the kernel
     # refuses PR_SET_NO_NEW_PRIVS with garbage in them)
     libc.prctl.argtypes = (ctypes.c_int, *(ctypes.c_ulong,) * 4)
+    libc.unshare.argtypes = (ctypes.c_int,)
     return libc
