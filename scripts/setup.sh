@@ -65,6 +65,8 @@ apt_packages_missing() {
         command -v npm >/dev/null || missing+=(npm)
         # The console's tests drive a headless browser (Playwright over Debian's chromium).
         command -v chromium >/dev/null || missing+=(chromium)
+        # The manual's shell examples (tests/test_docs.py runs them) read answers with jq.
+        command -v jq >/dev/null || missing+=(jq)
     fi
     if [ "${SIESTA_GVISOR:-0}" = 1 ]; then command -v runsc >/dev/null || missing+=(runsc); fi
     echo "${missing[@]:-}"

@@ -34,6 +34,29 @@ from tests.redis_server import RedisServer
 serialise_ast_parse()
 
 
+SLOWEST_FIRST = (
+    "tests/api/test_openapi_contract.py",
+    "tests/clients/test_long_command_docker.py",
+    "tests/faults/test_fault_run_docker.py",
+    "tests/runtime/test_imagebuild.py",
+    "tests/test_service_image.py",
+    "tests/api/test_soak_docker.py",
+    "tests/api/test_lifecycle_docker.py",
+    "tests/security/test_attacks_docker.py",
+    "tests/api/test_run_command_docker.py",
+    "tests/clients/test_standalone_install.py",
+    "tests/faults/test_engine_restart.py",
+    "tests/api/test_openapi_document.py",
+)
+"""Modules of a minute or more, started first: with the suite in several processes
+(``make test``), one of them started last would run on alone at the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def run_labels() -> dict[str, str]:
     return {TEST_RUN_LABEL: TEST_RUN_ID}

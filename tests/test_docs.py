@@ -1,14 +1,15 @@
 """The manual (docs/, README.md): it builds strict, its generated references hold
 everything the code has, the README links only to pages that exist, and every code
-example marked runnable runs against a service on the fake provider.
+example runs (tests/docs_examples.py: the markers that say how).
 
-A ``sh``/``bash``/``python`` block is an example and needs a marker on the line before
-it: ``<!-- example: run -->``, or ``<!-- example: not-run (the reason) -->``. The
+The
 Python examples of one page run in order in one namespace (a later block uses what an
 earlier one made), which starts with ``siesta`` (a client of the service), ``token``,
 ``agent`` and ``user`` (the wire forms of the tool catalog's example). The shell
-examples run in bash with ``TOKEN`` set. The E2B SDK's examples need processes in a
-sandbox, so they run against a service on Docker. Both run in a folder whose
+examples run in bash with ``TOKEN`` set, and ``APPROVER`` and ``ADMIN_TOKEN``: tokens
+of the service with only the ``approve`` and the ``admin`` scope. The E2B SDK's
+examples need processes in a sandbox, so they run against a service on Docker (and
+so do those marked ``run on docker``). Both run in a folder whose
 ``.siesta/api-token`` is the service's token, ``http://127.0.0.1:8080`` replaced by
 the service's address.
 """
@@ -16,28 +17,38 @@ the service's address.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from cli.config_check import OTHER_PREFIXES, OTHER_VARIABLES
+from runtime.core.auth import token_digest
 from siesta_client import SiestaClient
-from tests.helpers import REPO, TOKEN, ServiceProcess, StartService
+from tests.docs_examples import REFERENCE, Example, examples, manual_pages
+from tests.helpers import (
+    REPO,
+    TEST_RUN_ID,
+    TEST_RUN_LABEL,
+    TOKEN,
+    ServiceProcess,
+    StartService,
+    free_port,
+    wait_until,
+)
 
 GENERATOR = REPO / "scripts" / "docs_reference.py"
-REFERENCE = REPO / "docs" / "reference"
-EXAMPLE_LANGUAGES = {"sh", "bash", "shell", "python", "py"}
-MARKER = re.compile(r"<!-- example: (run|not-run)(?: \((.+)\))? -->")
-FENCE = re.compile(r"^```(\S*)")
 DEFAULT_URL = "http://127.0.0.1:8080"
 AGENT = {
     "id": "a1",
@@ -51,67 +62,24 @@ AGENT = {
 USER = {"id": "u1", "role": "User"}
 
 
-@dataclass(frozen=True)
-class Example:
-    page: Path
-    line: int
-    language: str
-    code: str
-    marker: str | None
-    reason: str | None
-
-    @property
-    def id(self) -> str:
-        return f"{self.page.relative_to(REPO)}:{self.line}"
-
-    @property
-    def python(self) -> bool:
-        return self.language in ("python", "py")
-
-    @property
-    def needs_sandbox(self) -> bool:
-        """The stock e2b SDK runs processes, which the fake provider does not: these
-        run against a service on Docker, in a namespace of their own."""
-        return self.python and "from e2b import" in self.code
-
-
-def manual_pages() -> list[Path]:
-    """The written pages (the generated references are the generator's business)."""
-    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-    return [page for page in pages if not page.is_relative_to(REFERENCE)]
-
-
-def examples() -> list[Example]:
-    found = []
-    for page in manual_pages():
-        lines = page.read_text().splitlines()
-        index = 0
-        while index < len(lines):
-            opening = FENCE.match(lines[index])
-            if not opening:
-                index += 1
-                continue
-            end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
-            language = opening.group(1)
-            if language in EXAMPLE_LANGUAGES:
-                before = next((line for line in reversed(lines[:index]) if line.strip()), "")
-                marker = MARKER.fullmatch(before.strip())
-                found.append(
-                    Example(
-                        page,
-                        index + 1,
-                        language,
-                        "\n".join(lines[index + 1 : end]) + "\n",
-                        marker.group(1) if marker else None,
-                        marker.group(2) if marker else None,
-                    )
-                )
-            index = end + 1
-    return found
-
+APPROVER = f"approver-{TEST_RUN_ID}"
+ADMIN_TOKEN = f"admin-{TEST_RUN_ID}"
+TOKENS = json.dumps(
+    [
+        {"name": "approver", "sha256": token_digest(APPROVER), "scopes": ["approve"]},
+        {"name": "admin", "sha256": token_digest(ADMIN_TOKEN), "scopes": ["admin"]},
+    ]
+)
+SERVED_PORTS = (8080, 8081, 6379)
+"""The ports a serving example names, each replaced by a free one: the services'
+(8080, 8081), Redis' (6379)."""
+SERVES_SECONDS = 180
+"""How long a serving example may take to answer (``make run`` sets up first)."""
 
 EXAMPLES = examples()
-RUNNABLE = [example for example in EXAMPLES if example.marker == "run"]
+RUNNABLE = [example for example in EXAMPLES if example.marker in ("run", "run on docker")]
+SERVING = [example for example in EXAMPLES if example.marker == "serves"]
+RUN_BY_TESTS = [example for example in EXAMPLES if example.marker == "run by"]
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +206,21 @@ def test_every_example_is_marked() -> None:
     assert len(RUNNABLE) >= 10
 
 
+@pytest.mark.parametrize("example", RUN_BY_TESTS, ids=[example.id for example in RUN_BY_TESTS])
+def test_an_example_run_by_another_test_is_read_from_its_page_there(example: Example) -> None:
+    """That test runs the page's block (``docs_example``), not a copy of it."""
+    assert example.by is not None
+    source = (REPO / example.by).read_text()
+    page = str(example.page.relative_to(REPO))
+    literals = {
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    assert page in literals and "docs_example(" in source
+    assert any(len(text) >= 10 and example.code.startswith(text) for text in literals)
+
+
 def checked(code: str, name: str) -> types.CodeType:
     """The example compiled, each ``expression  # value`` a check that the expression
     equals the value (the comment's last ``: `` part, when it is a Python literal)."""
@@ -271,6 +254,19 @@ def service(start_service: StartService) -> ServiceProcess:
         "fake",
         SIESTA_TOOLS__ALLOW_SELF_APPROVAL="true",
         SIESTA_TOOLS__FUNCTION_POLICIES="{}",
+        SIESTA_TOKENS=TOKENS,
+    )
+
+
+@pytest.fixture(scope="module")
+def sandbox_service(start_service: StartService, docker_client: object) -> ServiceProcess:
+    """The same on Docker, its image builds allowed Debian's mirror (as the image
+    catalog's example says)."""
+    return start_service(
+        "docker",
+        SIESTA_TOOLS__ALLOW_SELF_APPROVAL="true",
+        SIESTA_TOKENS=TOKENS,
+        SIESTA_EGRESS__ALLOW="deb.debian.org",
     )
 
 
@@ -284,6 +280,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     uuidgen = bin_dir / "uuidgen"  # util-linux's, where the machine lacks it
     uuidgen.write_text(f"#!{sys.executable}\nimport uuid\nprint(uuid.uuid4())\n")
     uuidgen.chmod(0o755)
+    (folder / ".venv").symlink_to(REPO / ".venv")  # the several-instances guide's
     return folder
 
 
@@ -308,10 +305,18 @@ def test_example_runs(
 ) -> None:
     monkeypatch.chdir(workdir)
     if example.needs_sandbox:
-        service = request.getfixturevalue("docker_service")
+        service = request.getfixturevalue("sandbox_service")
     code = example.code.replace(DEFAULT_URL, service.base_url)
-    if example.needs_sandbox:
+    code = code.replace("localhost:8080", service.base_url.removeprefix("http://"))
+    if example.python and example.needs_sandbox:
         environ = dict(os.environ)
+        # As a reader who exported the E2B guide's variables (its first example).
+        os.environ |= {
+            "E2B_API_URL": f"{service.base_url}/e2b",
+            "E2B_SANDBOX_URL": f"{service.base_url}/e2b/envd",
+            "E2B_API_KEY": TOKEN,
+            "E2B_VALIDATE_API_KEY": "false",
+        }
         try:
             exec(checked(code, example.id), {})
         finally:
@@ -332,17 +337,98 @@ def test_example_runs(
         return
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", code],
-        env={
-            **os.environ,
-            "TOKEN": TOKEN,
-            "PATH": f"{workdir / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-        },
+        env=shell_environment(workdir),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300 if example.needs_sandbox else 60,  # an image build: apt-get
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    # curl succeeds on any answer: a route or a token the manual gets wrong does not.
-    wrong = re.findall(r'"code":\s*"(unauthorized|not_found|method_not_allowed)"', result.stdout)
+    # curl succeeds on any answer: a route or a token the manual gets wrong does not,
+    # nor a function that fails.
+    wrong = re.findall(
+        r'"code":\s*"(unauthorized|forbidden|\w+_not_allowed|not_found|invalid_\w+)"'
+        r'|"ok":\s*false|"state":\s*"failed"',
+        result.stdout,
+    )
     assert not wrong, result.stdout
+
+
+def shell_environment(workdir: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TOKEN": TOKEN,
+        "APPROVER": APPROVER,
+        "ADMIN_TOKEN": ADMIN_TOKEN,
+        "PATH": f"{workdir / 'bin'}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+
+
+@pytest.mark.parametrize("example", SERVING, ids=[example.id for example in SERVING])
+def test_serving_example_serves(example: Example, workdir: Path) -> None:
+    """Started as written (its ports free ones), every service it starts answers
+    ``/healthz``; then it is stopped, all it started with it."""
+    ports = {port: free_port() for port in SERVED_PORTS}
+    code = re.sub(
+        r"\b(8080|8081|6379)\b", lambda match: str(ports[int(match.group())]), example.code
+    )
+    services = [ports[port] for port in (8080, 8081) if str(port) in example.code]
+    runs_make = code.lstrip().startswith("make ")
+    environment = {
+        **shell_environment(workdir),
+        # `make run` serves from the repository, on PORT, its data where the test says.
+        "PORT": str(ports[8080]),
+        "SIESTA_DATA_DIR": str(workdir / ".siesta-make-run"),
+        "SIESTA_SANDBOX__EXTRA_LABELS": json.dumps({TEST_RUN_LABEL: TEST_RUN_ID}),
+        "SIESTA_POOL__ENABLED": "false",
+        "SIESTA_HTTP__DRAIN_SECONDS": "5",
+        "FRESH_IMAGES": "0",  # never rebuild the images under the rest of the suite
+    }
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # `make test`'s own, not the reader's
+        environment.pop(name, None)
+    if not runs_make:
+        del environment["SIESTA_DATA_DIR"]  # the example sets its own
+    process = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", code + "wait\n"],
+        cwd=REPO if runs_make else workdir,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        for port in services:
+            answered = wait_until(partial(healthy, port, process), SERVES_SECONDS)
+            assert answered, f"nothing answers on {port}: {stopped_output(process)}"
+    finally:
+        stop_group(process)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def healthy(port: int, process: subprocess.Popen[bytes]) -> bool:
+    assert process.poll() is None, f"the example ended: {stopped_output(process)}"
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sent)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=30)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def stopped_output(process: subprocess.Popen[bytes]) -> str:
+    if process.poll() is None:
+        return "(still running)"
+    assert process.stdout is not None
+    return process.stdout.read().decode(errors="replace")[-3000:]

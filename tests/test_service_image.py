@@ -1,20 +1,24 @@
-"""The service image (Dockerfile, scripts/build-image.sh): built here, run next to
-the host's Docker engine with a Redis store, it becomes ready, runs a command in a
-sandbox, checks its own health, and serves as the reconciliation job too."""
+"""The service image (Dockerfile, scripts/build-image.sh): built here as its guide
+says (docs/guides/service-image.md), run next to the host's Docker engine with a Redis
+store, it becomes ready, runs a command in a sandbox, checks its own health, and serves
+as the reconciliation job too; the guide's own ``docker run`` lines run it as well."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import docker.errors
 import httpx
 import pytest
 
+from tests.docs_examples import docs_example
 from tests.helpers import (
     REPO,
     TEST_RUN_ID,
@@ -32,6 +36,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TAG = f"test-{TEST_RUN_ID}"
 IMAGE = f"siesta/runtime:{TAG}"
 SOCKET = "/var/run/docker.sock"
+GUIDE = "docs/guides/service-image.md"
 ESCAPE_PROBE = (
     "var mw = siestaHost.__getattribute__; var ga = mw.__reduce__()[0]; "
     "ga('{0.__class__.__init__.__globals__[sys].modules[os].environ}', 'format')(siestaHost)"
@@ -41,7 +46,7 @@ ESCAPE_PROBE = (
 @pytest.fixture(scope="module")
 def service_image(docker_client: docker.DockerClient) -> Iterator[str]:
     built = subprocess.run(
-        ["scripts/build-image.sh"],
+        ["bash", "-euo", "pipefail", "-c", docs_example(GUIDE, "make image")],
         cwd=REPO,
         env={**os.environ, "TAG": TAG},
         capture_output=True,
@@ -156,6 +161,67 @@ def test_the_image_has_no_compiler_and_runs_as_a_non_root_user(
         labels=LABELS,
     )
     assert output.decode().split() == ["10001", "none"]
+
+
+@pytest.mark.parametrize(
+    "first_line",
+    ["install -d -o 10001", "docker run -d --name siesta -p 127.0.0.1:8080:8080"],
+    ids=["next-to-one-engine", "three-names"],
+)
+def test_the_guides_docker_run_serves(
+    first_line: str, service_image: str, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    """The guide's lines as written, but for what must not collide with the machine's:
+    the name, the port, the data folder, the tag; and the labels that find what it made."""
+    port = free_port()
+    name = f"siesta-guide-{TEST_RUN_ID}"
+    (tmp_path / ".siesta").mkdir()
+    data = tmp_path / "data"  # the first block makes it; the three names' reuses it
+    subprocess.run(["install", "-d", "-o", "10001", "-g", "10001", str(data)], check=True)
+    (tmp_path / ".siesta" / "api-token").write_text(TOKEN + "\n")
+    labels = json.dumps({TEST_RUN_LABEL: TEST_RUN_ID})
+    code = (
+        docs_example(GUIDE, first_line)
+        .replace("siesta/runtime:1", service_image)
+        .replace("--name siesta ", f"--name {name} ")
+        .replace("--volumes-from siesta ", f"--volumes-from {name} ")
+        .replace("/srv/siesta", str(data))
+        .replace(":8080:8080", f":{port}:8080")
+        .replace("-p 8080:8080", f"-p {port}:8080")
+        .replace(
+            "docker run ",
+            f"docker run --label {TEST_RUN_LABEL}={TEST_RUN_ID} -e SIESTA_POOL__ENABLED=false "
+            f"-e SIESTA_SANDBOX__EXTRA_LABELS='{labels}' ",
+        )
+    )
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    try:
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        ready = wait_until(lambda: _status(client, "/readyz") == 200, timeout=60)
+        assert ready, docker_client.containers.get(name).logs(tail=50).decode(errors="replace")
+        images = client.get("/v1/images", headers=headers())
+        console = client.get("/console", headers={"Host": "console.example.com"})
+        elsewhere = client.get("/console")
+    finally:
+        client.close()
+        with contextlib.suppress(docker.errors.NotFound):
+            docker_client.containers.get(name).remove(force=True)
+    assert images.status_code == 200, images.text  # the token from .siesta/api-token
+    if "reconcile --dry-run" in code:
+        container_id, summary = ran.stdout.split("\n", 1)  # `docker run -d`, then reconcile's
+        assert json.loads(summary)["dryRun"] is True, container_id
+    if "SIESTA_CONSOLE__HOST" in code:  # the console on its own name only
+        assert console.status_code == 303, console.text  # to its sign-in page
+        assert console.headers["location"].startswith("/console")
+        assert elsewhere.status_code == 421, elsewhere.text
 
 
 def _status(client: httpx.Client, path: str) -> int:

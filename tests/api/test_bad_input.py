@@ -76,7 +76,11 @@ def test_healthz_needs_no_auth(service: ServiceProcess) -> None:
     assert service.client.get("/healthz").json() == {"status": "ok"}
 
 
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer"])
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer"],
+    ids=["none", "wrong-token", "basic", "bearer-alone"],  # the same in every xdist worker
+)
 def test_requests_without_a_valid_token_get_401(
     service: ServiceProcess, authorization: str | None
 ) -> None:

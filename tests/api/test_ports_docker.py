@@ -103,7 +103,10 @@ def ping(c):  # /pings: a Ping every millisecond while the client talks
 def serve(c):
     head = b""
     while b"\\r\\n\\r\\n" not in head:
-        head += c.recv(4096)
+        chunk = c.recv(4096)
+        if not chunk:  # a probe that only connects: no busy loop on its closed socket
+            return
+        head += chunk
     lines = head.decode().split("\\r\\n")
     key = next(l.split(":", 1)[1].strip() for l in lines
                if l.lower().startswith("sec-websocket-key"))

@@ -49,7 +49,13 @@ while True:
     c = server.accept()[0]
     head = b""
     while b"\\r\\n\\r\\n" not in head:
-        head += c.recv(4096)
+        chunk = c.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    if b"\\r\\n\\r\\n" not in head:  # a probe that only connects: no busy loop on it
+        c.close()
+        continue
     key = next(l.split(":", 1)[1].strip() for l in head.decode().split("\\r\\n")
                if l.lower().startswith("sec-websocket-key"))
     guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

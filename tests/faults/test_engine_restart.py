@@ -66,7 +66,7 @@ def on_engine(
             "docker",
             SIESTA_PROVIDER__BASE_URL=engine.url,
             SIESTA_SANDBOX__DISK_DIR=str(engine.disk_dir),
-            SIESTA_CATALOG_PATH=str(folder / "catalog.yaml"),
+            SIESTA_IMAGES__CATALOG_PATH=str(folder / "catalog.yaml"),
             SIESTA_RECONCILE__BACKGROUND="false",
             SIESTA_LIFECYCLE__PAUSE_AFTER_SECONDS="1",
             SIESTA_LIFECYCLE__STOP_AFTER_SECONDS="100000",

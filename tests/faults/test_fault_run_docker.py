@@ -131,7 +131,7 @@ def test_no_acknowledged_write_is_lost_and_no_command_runs_twice(
                 SIESTA_STORE__URL=redis.url,
                 SIESTA_PROVIDER__BASE_URL=engine.url,
                 SIESTA_SANDBOX__DISK_DIR=str(engine.disk_dir),
-                SIESTA_CATALOG_PATH=str(tmp_path / "catalog.yaml"),
+                SIESTA_IMAGES__CATALOG_PATH=str(tmp_path / "catalog.yaml"),
                 SIESTA_IDEMPOTENCY__HOLD_SECONDS="2",
                 SIESTA_LEASE__TTL_SECONDS="3",
                 SIESTA_RECONCILE__BACKGROUND="false",

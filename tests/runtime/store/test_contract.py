@@ -118,11 +118,13 @@ def test_a_lease_has_one_holder_and_growing_fences(store: Stores) -> None:
 
 def test_renew_is_compare_and_extend(subject: Subject) -> None:
     store = subject.store
-    store.leases.acquire_lease("o/c", "owner-a", 0.4)
+    # Seconds, not tenths: on Redis the clock is real, and a loaded machine (the suite
+    # runs in several processes) can take a tenth between two calls.
+    store.leases.acquire_lease("o/c", "owner-a", 2)
     assert store.leases.renew_lease("o/c", "owner-b", 10) is False
-    subject.advance(0.25)
-    assert store.leases.renew_lease("o/c", "owner-a", 0.4) is True
-    subject.advance(0.25)  # past the first TTL, inside the renewed one
+    subject.advance(1.2)
+    assert store.leases.renew_lease("o/c", "owner-a", 2) is True
+    subject.advance(1.2)  # past the first TTL, inside the renewed one (0.8 s to spare)
     assert store.leases.lease_owner("o/c") == "owner-a"
 
 
