@@ -17,11 +17,15 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/statvfs.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define PROTOCOL_VERSION 2
+#define PROTOCOL_VERSION 3
 #define WORKSPACE "/mnt/work"
 
 #define HEADER 13                         /* u32 length, u8 type, u64 id */
@@ -43,10 +47,30 @@
 #define ABANDON_MS 2000                   /* after SIGKILL, stop waiting for escaped pipe holders */
 #define SHUTDOWN_MS 2000
 
+/* Channels (protocol 3): 0 is the engine's attach (stdin/stdout), 1.. are
+ * connections to the abstract unix socket @siesta-agent. */
+#define SOCKET_NAME "siesta-agent"
+#define MAX_SOCKET_CHANNELS 16
+#define MAX_CHANNELS (1 + MAX_SOCKET_CHANNELS)
+#define CHANNEL_QUEUE_MAX (8u << 20)      /* unwritten frames of a socket channel */
+
+/* The process table (protocol 3): detached requests and the rings of their output. */
+#define MAX_PROCS (MAX_SLOTS + 8)
+#define MAX_EXITED 64
+#define RING_DEFAULT (1u << 20)
+#define RINGS_TOTAL (64u << 20)
+#define RECORD_HEADER 5                   /* u8 stream, u32 length */
+#define MAX_TAG 1024
+#define ARGV_SUMMARY 4096
+#define MAX_ATTACHMENTS 256
+
 enum frame_type {
     T_SPAWN = 1, T_STDIN = 2, T_STDIN_EOF = 3, T_CANCEL = 4, T_PING = 5, T_RESULT = 6,
     T_SIGNAL = 7, T_RESIZE = 8,
     T_OUT = 10, T_EXIT = 11, T_PONG = 12, T_ERROR = 13, T_STARTED = 14,
+    T_LIST = 20, T_ATTACH = 21, T_CREDIT = 22, T_DETACH = 23, T_PINPUT = 24, T_PEOF = 25,
+    T_PSIGNAL = 26, T_PRESIZE = 27, T_FORGET = 28,
+    T_ATTACHED = 41, T_DATA = 42, T_PEXIT = 43, T_TABLE = 44, T_OK = 45,
 };
 
 /* DETACHED (protocol 2): a process of its own that outlives the call that started
@@ -56,8 +80,9 @@ enum frame_type {
  * RESIZE sets. */
 enum spawn_flag {
     FLAG_STDIN = 1, FLAG_STREAM = 2, FLAG_KILL_RUNNING = 4, FLAG_DETACHED = 8, FLAG_PTY = 16,
+    FLAG_RING = 32,              /* protocol 3: u32 ring_bytes and string tag follow argv */
 };
-#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING | FLAG_DETACHED | FLAG_PTY)
+#define ALL_FLAGS (FLAG_STDIN | FLAG_STREAM | FLAG_KILL_RUNNING | FLAG_DETACHED | FLAG_PTY | FLAG_RING)
 
 
 struct capture {                 /* one output stream of a request */
@@ -96,6 +121,41 @@ struct request {
     int in_eof;                  /* close in_fd once the queue is written */
     struct chunk *in_first, *in_last;
     size_t in_queued;            /* bytes plus CHUNK_OVERHEAD per chunk */
+    int chan;                    /* where its frames go; -1: that channel closed */
+    struct proc *proc;           /* a detached request's table entry */
+};
+
+struct channel {
+    int used;                    /* channel 0 always */
+    int fd;                      /* a socket's; channel 0 reads 0 and writes 1 */
+    int reading;                 /* its input has not ended */
+    int blocked;                 /* its next frame waits for a command to read its stdin */
+    int dead;                    /* closed at the loop's next turn (never channel 0) */
+    unsigned char *inbuf;
+    size_t in_start, in_end;
+    uint64_t in_skip;            /* bytes of an oversized or bogus frame still to drop */
+    unsigned char *queue;        /* a socket's unwritten frames: queue[q_start..q_end) */
+    size_t q_start, q_end, q_cap;
+};
+
+struct ring {                    /* records (u8 stream, u32 length, bytes), oldest at head */
+    unsigned char *buf;
+    uint32_t cap, head, used;
+    uint64_t first, end;         /* absolute offsets: oldest kept byte, next byte */
+};
+
+struct proc {                    /* an entry of the process table */
+    int used;
+    pid_t pid;
+    uint64_t request_id;
+    struct request *req;         /* while it runs */
+    char *tag, *argv;
+    uint32_t tag_len, argv_len;
+    int pty, exited;
+    int32_t exit_code;
+    uint64_t started_ms, ended_ms;   /* wall clock */
+    uint32_t duration_ms;
+    struct ring ring;
 };
 
 
@@ -105,8 +165,9 @@ extern pid_t self_pid;
 extern const char *workdir;
 extern int devnull;
 extern int sigfd;
-extern int stdin_open;
-extern int input_blocked;        /* the next frame waits for a command to read its stdin */
+extern struct channel channels[MAX_CHANNELS];
+extern int listen_fd;
+extern size_t rings_total;
 extern size_t input_total;
 extern int shutting_down;
 extern int64_t shutdown_at;
@@ -129,52 +190,65 @@ uint32_t get32(const unsigned char *p);
 uint64_t get64(const unsigned char *p);
 void set_nonblock(int fd);
 void close_fd(int *fd);
+
+/* io.c: frames out */
 void write_stdout(const unsigned char *p, size_t n);
 unsigned char *frame_begin(enum frame_type type, uint64_t id);
-size_t frame_send(unsigned char *end);
+size_t frame_send(int ch, unsigned char *end);
 void keep_frame(uint64_t id, size_t len);
-size_t send_error(uint64_t id, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void send_out(uint64_t id, int stream, const unsigned char *data, size_t n);
+size_t send_error(int ch, uint64_t id, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void send_out(int ch, uint64_t id, int stream, const unsigned char *data, size_t n);
+
+/* channel.c */
+void channels_init(void);
+void chan_write(int ch, const unsigned char *p, size_t n);
+int chan_open(int ch);
+void flush_channel(struct channel *c);
+void process_input(int ch);
+void read_channel(int ch);
+void close_channel(int ch);
+void accept_channels(void);
+int run_relay(void);
+
+/* dispatch.c */
+void handle_frame(int ch, unsigned type, uint64_t id, const unsigned char *payload, size_t n);
+int must_wait(unsigned type, uint64_t id, const unsigned char *payload, size_t n);
+
+/* requests.c */
+struct table_spec { uint32_t ring_bytes; const char *tag; uint32_t tag_len, argv_len; };
 struct request *find_request(uint64_t id);
 int count_requests(int live_only);
 void signal_group(struct request *r, int sig);
 void kill_request(struct request *r);
-void drop_input(struct request *r);
-unsigned char *put_tail(unsigned char *p, const struct capture *c);
-uint64_t cgroup_counter(const char *const files[], const char *key);
-uint64_t free_bytes(const char *path);
-int exit_code(const struct request *r);
-void release(struct request *r);
-void finish(struct request *r);
 void maybe_finish(struct request *r);
-void keep_output(struct capture *c, const unsigned char *data, size_t n);
 void read_output(struct request *r, int k);
 void feed_input(struct request *r);
-void take_input(uint64_t id, const unsigned char *data, size_t n);
-void end_input(uint64_t id);
-void close_from(int lowest);
-int make_pipe(int fds[2]);
-int make_pty(int fds[2]);
-void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_ms, uint32_t cap, uint32_t flags);
-void send_started(const struct request *r);
+void take_input(struct request *r, const unsigned char *data, size_t n);
+void end_input(struct request *r);
 void read_status(struct request *r);
-void spawn(uint64_t id, const unsigned char *payload, size_t n);
-void cancel(uint64_t id);
-void resize(uint64_t id, const unsigned char *payload, size_t n);
-void send_signal(uint64_t id, const unsigned char *payload, size_t n);
-void send_result(uint64_t id);
-void pong(uint64_t id);
-void handle_frame(unsigned type, uint64_t id, const unsigned char *payload, size_t n);
-int must_wait(unsigned type, uint64_t id);
-void process_input(void);
-void read_stdin(void);
+void spawn(int ch, uint64_t id, const unsigned char *payload, size_t n);
+
+/* table.c */
+int ring_room(uint32_t ring_bytes);
+int proc_create(struct request *r, uint32_t ring_bytes, const char *tag, uint32_t tag_len,
+                const char *argv, uint32_t argv_len);
+void proc_abandon(struct request *r);
+void proc_output(struct proc *p, int stream, const unsigned char *data, size_t n);
+void proc_exited(struct proc *p, int code, uint32_t duration_ms);
+struct proc *proc_by_pid(uint32_t pid);
+struct request *running_by_pid(uint32_t pid);
+void drop_attachments(int ch);
+void detach(int ch, uint64_t id);
+void send_table(int ch, uint64_t id);
+void table_frame(int ch, unsigned type, uint64_t id, const unsigned char *payload, size_t n);
+
+/* main.c */
 void reap(void);
 void begin_shutdown(int sig);
 void read_signals(void);
 void run_timers(void);
 int poll_timeout(void);
 void setup(void);
-void forward_signal(int sig);
 int run_as_init(char **command);
 
 struct reader {

@@ -84,10 +84,11 @@ unsigned char *frame_begin(enum frame_type type, uint64_t id) {
     return outbuf + HEADER;
 }
 
-size_t frame_send(unsigned char *end) {
+/* Sends to channel `ch` (-1: a closed one, nowhere); the length, for keep_frame. */
+size_t frame_send(int ch, unsigned char *end) {
     size_t len = (size_t)(end - outbuf);
     put32(outbuf, (uint32_t)(len - 4));
-    write_stdout(outbuf, len);
+    chan_write(ch, outbuf, len);
     return len;
 }
 
@@ -101,7 +102,7 @@ void keep_frame(uint64_t id, size_t len) {
     kept_next++;
 }
 
-size_t send_error(uint64_t id, int err, const char *fmt, ...) {
+size_t send_error(int ch, uint64_t id, int err, const char *fmt, ...) {
     unsigned char *p = frame_begin(T_ERROR, id);
     put32(p, (uint32_t)err);
     va_list args;
@@ -111,12 +112,12 @@ size_t send_error(uint64_t id, int err, const char *fmt, ...) {
     if (n < 0) n = 0;
     if (n > 1023) n = 1023;
     put32(p + 4, (uint32_t)n);
-    return frame_send(p + 8 + n);
+    return frame_send(ch, p + 8 + n);
 }
 
-void send_out(uint64_t id, int stream, const unsigned char *data, size_t n) {
+void send_out(int ch, uint64_t id, int stream, const unsigned char *data, size_t n) {
     unsigned char *p = frame_begin(T_OUT, id);
     *p++ = (unsigned char)stream;
     memcpy(p, data, n);
-    frame_send(p + n);
+    frame_send(ch, p + n);
 }

@@ -186,10 +186,12 @@ void setup(void) {
             devnull = p[0];
         }
     }
-    note("ready: pid %d, protocol %d, workdir %s", (int)self_pid, PROTOCOL_VERSION, workdir);
+    channels_init();
+    note("ready: pid %d, protocol %d, workdir %s%s", (int)self_pid, PROTOCOL_VERSION, workdir,
+         listen_fd >= 0 ? ", socket @" SOCKET_NAME : "");
 }
 
-enum ref_kind { REF_SIGNALS, REF_STDIN, REF_OUT0, REF_OUT1, REF_IN, REF_STATUS };
+enum ref_kind { REF_SIGNALS, REF_LISTEN, REF_CHAN_IN, REF_CHAN_OUT, REF_OUT0, REF_OUT1, REF_IN, REF_STATUS };
 
 struct ref {
     int slot;
@@ -236,23 +238,39 @@ int main(int argc, char **argv) {
     /* Before anything else: nothing in the sandbox may open our descriptors,
      * read our memory or ptrace us (see the header). */
     if (prctl(PR_SET_DUMPABLE, 0) < 0) note("non-dumpable: %s", strerror(errno));
+    if (argc == 2 && !strcmp(argv[1], "--channel")) return run_relay();
     if (argc > 1) return run_as_init(argv + 1);
-    static struct pollfd pfds[2 + 4 * MAX_SLOTS];
-    static struct ref refs[2 + 4 * MAX_SLOTS];
+    static struct pollfd pfds[2 + 2 * MAX_CHANNELS + 4 * MAX_SLOTS];
+    static struct ref refs[2 + 2 * MAX_CHANNELS + 4 * MAX_SLOTS];
     now = clock_ms();
     setup();
     for (;;) {
         now = clock_ms();
         run_timers();
-        if (stdin_open) process_input();
+        for (int ch = 0; ch < MAX_CHANNELS; ch++) {
+            if (channels[ch].dead) close_channel(ch);
+            if (channels[ch].used && channels[ch].reading) process_input(ch);
+        }
         int n = 0;
         if (sigfd >= 0) {
             pfds[n] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
             refs[n++] = (struct ref){ .kind = REF_SIGNALS };
         }
-        if (stdin_open && !input_blocked) {
-            pfds[n] = (struct pollfd){ .fd = STDIN_FILENO, .events = POLLIN };
-            refs[n++] = (struct ref){ .kind = REF_STDIN };
+        if (listen_fd >= 0) {
+            pfds[n] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
+            refs[n++] = (struct ref){ .kind = REF_LISTEN };
+        }
+        for (int ch = 0; ch < MAX_CHANNELS; ch++) {
+            struct channel *c = &channels[ch];
+            if (!c->used || c->dead) continue;
+            if (c->reading && !c->blocked) {
+                pfds[n] = (struct pollfd){ .fd = ch ? c->fd : STDIN_FILENO, .events = POLLIN };
+                refs[n++] = (struct ref){ .slot = ch, .kind = REF_CHAN_IN };
+            }
+            if (c->q_start < c->q_end) {
+                pfds[n] = (struct pollfd){ .fd = c->fd, .events = POLLOUT };
+                refs[n++] = (struct ref){ .slot = ch, .kind = REF_CHAN_OUT };
+            }
         }
         for (int i = 0; i < MAX_SLOTS; i++) {
             struct request *r = &slots[i];
@@ -285,7 +303,14 @@ int main(int argc, char **argv) {
             if (!pfds[j].revents) continue;
             ready--;
             if (refs[j].kind == REF_SIGNALS) { read_signals(); continue; }
-            if (refs[j].kind == REF_STDIN) { read_stdin(); continue; }
+            if (refs[j].kind == REF_LISTEN) { accept_channels(); continue; }
+            if (refs[j].kind == REF_CHAN_IN || refs[j].kind == REF_CHAN_OUT) {
+                struct channel *c = &channels[refs[j].slot];
+                if (!c->used || c->dead) continue;
+                if (refs[j].kind == REF_CHAN_IN) read_channel(refs[j].slot);
+                else flush_channel(c);
+                continue;
+            }
             struct request *r = &slots[refs[j].slot];
             /* The request may have finished (and the slot been reused) earlier in this pass. */
             if (!r->used || r->gen != refs[j].gen) continue;

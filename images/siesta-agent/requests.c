@@ -128,7 +128,8 @@ void finish(struct request *r) {
     put32(p + 4, (uint32_t)(pids - r->pids_refusals_at_start));
     put64(p + 8, free_bytes(WORKSPACE));
     put64(p + 16, free_bytes("/"));
-    keep_frame(r->id, frame_send(p + 24));
+    keep_frame(r->id, frame_send(r->chan, p + 24));
+    if (r->proc) proc_exited(r->proc, exit_code(r), (uint32_t)(now - r->started));
     release(r);
 }
 
@@ -174,14 +175,15 @@ void read_output(struct request *r, int k) {
         return;
     }
     c->total += (uint64_t)n;
+    if (r->proc) proc_output(r->proc, k + 1, readbuf, (size_t)n);
     if (r->cap == 0) {
-        send_out(r->id, k + 1, readbuf, (size_t)n);
+        send_out(r->chan, r->id, k + 1, readbuf, (size_t)n);
         return;
     }
     if ((r->flags & FLAG_STREAM) && c->streamed < r->cap) {
         uint64_t left = r->cap - c->streamed;
         size_t send = (uint64_t)n < left ? (size_t)n : (size_t)left;
-        send_out(r->id, k + 1, readbuf, send);
+        send_out(r->chan, r->id, k + 1, readbuf, send);
         c->streamed += send;
     }
     keep_output(c, readbuf, (size_t)n);
@@ -210,8 +212,7 @@ void feed_input(struct request *r) {
     if (r->in_eof) close_fd(&r->in_fd);
 }
 
-void take_input(uint64_t id, const unsigned char *data, size_t n) {
-    struct request *r = find_request(id);
+void take_input(struct request *r, const unsigned char *data, size_t n) {
     /* Input for a request that ended, never asked for it or was closed: the
      * command cannot use it; dropping it is the answer. */
     if (!r || !r->in_accept || r->in_fd < 0 || n == 0) return;
@@ -233,7 +234,7 @@ void take_input(uint64_t id, const unsigned char *data, size_t n) {
     }
     struct chunk *c = malloc(sizeof *c + n);
     if (!c) {
-        note("request %llx: out of memory for stdin; closing it", (unsigned long long)id);
+        note("request %llx: out of memory for stdin; closing it", (unsigned long long)r->id);
         drop_input(r);
         return;
     }
@@ -248,8 +249,7 @@ void take_input(uint64_t id, const unsigned char *data, size_t n) {
     input_total += n + CHUNK_OVERHEAD;
 }
 
-void end_input(uint64_t id) {
-    struct request *r = find_request(id);
+void end_input(struct request *r) {
     if (!r || r->in_fd < 0) return;
     r->in_accept = 0;
     r->in_eof = 1;
@@ -333,13 +333,13 @@ int make_pty(int fds[2]) {
 /* The request runs from here on, but answers nothing until the status pipe
  * says whether exec worked: the loop never blocks on a child that is slow
  * to get there (a hung mount, or a sandbox process stopping it). */
-void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_ms,
-                  uint32_t cap, uint32_t flags) {
+static void start(int ch, struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_ms,
+                  uint32_t cap, uint32_t flags, const struct table_spec *spec) {
     int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 }, statp[2] = { -1, -1 };
     int ptyp[2] = { -1, -1 }, pty_master = -1;
     unsigned char *buffer = NULL;
     if (cap && !(buffer = malloc(2 * (size_t)cap))) {
-        send_error(id, ENOMEM, "no memory for a %u byte cap", cap);
+        send_error(ch, id, ENOMEM, "no memory for a %u byte cap", cap);
         return;
     }
     if (flags & FLAG_PTY) {
@@ -351,7 +351,7 @@ void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_m
             (outp[1] = fcntl(ptyp[1], F_DUPFD_CLOEXEC, 0)) < 0 ||
             (inp[0] = fcntl(ptyp[1], F_DUPFD_CLOEXEC, 0)) < 0) {
             int e = errno;
-            send_error(id, e, "terminal: %s", strerror(e));
+            send_error(ch, id, e, "terminal: %s", strerror(e));
             goto cleanup;
         }
         errp[1] = ptyp[1];
@@ -361,7 +361,7 @@ void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_m
     } else if (make_pipe(outp) < 0 || make_pipe(errp) < 0 || make_pipe(statp) < 0 ||
                ((flags & FLAG_STDIN) && make_pipe(inp) < 0)) {
         int e = errno;
-        send_error(id, e, "pipe: %s", strerror(e));
+        send_error(ch, id, e, "pipe: %s", strerror(e));
         goto cleanup;
     }
     /* Before the fork: a fork refused for the pids limit counts for this request. */
@@ -370,7 +370,7 @@ void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_m
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
-        keep_frame(id, send_error(id, e, "fork: %s", strerror(e)));
+        keep_frame(id, send_error(ch, id, e, "fork: %s", strerror(e)));
         goto cleanup;
     }
     if (pid == 0)
@@ -387,7 +387,10 @@ void start(struct request *r, uint64_t id, uint32_t timeout_ms, uint32_t grace_m
         .term_at = timeout_ms ? now + timeout_ms : 0,
         .oom_kills_at_start = oom_at_spawn, .pids_refusals_at_start = pids_at_spawn,
         .buffer = buffer, .in_fd = inp[1], .in_accept = inp[1] >= 0, .pty_fd = pty_master,
+        .chan = ch,
     };
+    if ((flags & FLAG_DETACHED) && proc_create(r, spec->ring_bytes, spec->tag, spec->tag_len, argv_bytes, spec->argv_len) < 0)
+        note("request %llx: no memory for its table entry", (unsigned long long)id);
     set_nonblock(r->status_fd);
     for (int k = 0; k < 2; k++) {
         struct capture *c = &r->out[k];
@@ -416,7 +419,7 @@ cleanup:
 void send_started(const struct request *r) {
     unsigned char *p = frame_begin(T_STARTED, r->id);
     put32(p, (uint32_t)r->pid);
-    frame_send(p + 4);
+    frame_send(r->chan, p + 4);
 }
 
 /* EOF on the status pipe: exec happened (or the child died trying, which
@@ -436,29 +439,30 @@ void read_status(struct request *r) {
     int err;
     memcpy(&err, msg, sizeof err);
     int len = (int)(got - (ssize_t)sizeof err);
-    keep_frame(r->id, send_error(r->id, err, "%.*s", len, (const char *)msg + sizeof err));
+    keep_frame(r->id, send_error(r->chan, r->id, err, "%.*s", len, (const char *)msg + sizeof err));
+    proc_abandon(r);
     release(r);
 }
 
-void spawn(uint64_t id, const unsigned char *payload, size_t n) {
+void spawn(int ch, uint64_t id, const unsigned char *payload, size_t n) {
     struct reader rd = { payload, n };
     uint32_t timeout_ms, grace_ms, cap, flags, argc;
     if (!read32(&rd, &timeout_ms) || !read32(&rd, &grace_ms) || !read32(&rd, &cap) ||
         !read32(&rd, &flags) || !read32(&rd, &argc)) {
-        send_error(id, EINVAL, "SPAWN payload of %zu bytes is too short", n);
+        send_error(ch, id, EINVAL, "SPAWN payload of %zu bytes is too short", n);
         return;
     }
-    if (id == 0) { send_error(id, EINVAL, "SPAWN needs a request id"); return; }
-    if (flags & ~ALL_FLAGS) { send_error(id, EINVAL, "unknown SPAWN flags 0x%x", flags); return; }
-    if (cap > MAX_CAP) { send_error(id, EINVAL, "cap_bytes %u above %u (EXIT must fit in a frame)", cap, MAX_CAP); return; }
-    if (argc == 0) { send_error(id, EINVAL, "SPAWN without arguments"); return; }
-    if (argc > MAX_ARGC) { send_error(id, E2BIG, "%u arguments, at most %u", argc, MAX_ARGC); return; }
+    if (id == 0) { send_error(ch, id, EINVAL, "SPAWN needs a request id"); return; }
+    if (flags & ~ALL_FLAGS) { send_error(ch, id, EINVAL, "unknown SPAWN flags 0x%x", flags); return; }
+    if (cap > MAX_CAP) { send_error(ch, id, EINVAL, "cap_bytes %u above %u (EXIT must fit in a frame)", cap, MAX_CAP); return; }
+    if (argc == 0) { send_error(ch, id, EINVAL, "SPAWN without arguments"); return; }
+    if (argc > MAX_ARGC) { send_error(ch, id, E2BIG, "%u arguments, at most %u", argc, MAX_ARGC); return; }
     size_t used = 0;
     for (uint32_t i = 0; i < argc; i++) {
         uint32_t len;
-        if (!read32(&rd, &len) || len > rd.left) { send_error(id, EINVAL, "argument %u is truncated", i); return; }
-        if (memchr(rd.p, '\0', len)) { send_error(id, EINVAL, "argument %u contains a NUL byte", i); return; }
-        if (len + 1 > MAX_ARGV_BYTES - used) { send_error(id, E2BIG, "arguments exceed %u bytes", MAX_ARGV_BYTES); return; }
+        if (!read32(&rd, &len) || len > rd.left) { send_error(ch, id, EINVAL, "argument %u is truncated", i); return; }
+        if (memchr(rd.p, '\0', len)) { send_error(ch, id, EINVAL, "argument %u contains a NUL byte", i); return; }
+        if (len + 1 > MAX_ARGV_BYTES - used) { send_error(ch, id, E2BIG, "arguments exceed %u bytes", MAX_ARGV_BYTES); return; }
         memcpy(argv_bytes + used, rd.p, len);
         argv_bytes[used + len] = '\0';
         argv_ptrs[i] = argv_bytes + used;
@@ -467,9 +471,27 @@ void spawn(uint64_t id, const unsigned char *payload, size_t n) {
         rd.left -= len;
     }
     argv_ptrs[argc] = NULL;
-    if (rd.left) { send_error(id, EINVAL, "%zu stray bytes after the arguments", rd.left); return; }
-    if (shutting_down) { send_error(id, ESHUTDOWN, "the agent is shutting down"); return; }
-    if (find_request(id)) { send_error(id, EEXIST, "request %llx is running", (unsigned long long)id); return; }
+    struct table_spec spec = { .ring_bytes = RING_DEFAULT, .tag = "", .argv_len = used ? (uint32_t)used - 1 : 0 };
+    if (flags & FLAG_RING) {
+        uint32_t tag_len;
+        if (!(flags & FLAG_DETACHED)) { send_error(ch, id, EINVAL, "RING is for DETACHED requests"); return; }
+        if (!read32(&rd, &spec.ring_bytes) || !read32(&rd, &tag_len) || tag_len != rd.left) {
+            send_error(ch, id, EINVAL, "RING needs u32 ring_bytes and a string tag after the arguments");
+            return;
+        }
+        if (tag_len > MAX_TAG) { send_error(ch, id, E2BIG, "tag of %u bytes, at most %u", tag_len, MAX_TAG); return; }
+        spec.tag = (const char *)rd.p;
+        spec.tag_len = tag_len;
+        rd.left = 0;
+    }
+    if ((flags & FLAG_DETACHED) && !ring_room(spec.ring_bytes)) {
+        send_error(ch, id, ENOMEM, "a ring of %u bytes: the rings' %u bytes in all would be exceeded (%zu used)",
+                   spec.ring_bytes, RINGS_TOTAL, rings_total);
+        return;
+    }
+    if (rd.left) { send_error(ch, id, EINVAL, "%zu stray bytes after the arguments", rd.left); return; }
+    if (shutting_down) { send_error(ch, id, ESHUTDOWN, "the agent is shutting down"); return; }
+    if (find_request(id)) { send_error(ch, id, EEXIST, "request %llx is running", (unsigned long long)id); return; }
     if (flags & FLAG_KILL_RUNNING)
         for (int i = 0; i < MAX_SLOTS; i++)
             if (slots[i].used && !(slots[i].flags & FLAG_DETACHED)) kill_request(&slots[i]);
@@ -477,9 +499,9 @@ void spawn(uint64_t id, const unsigned char *payload, size_t n) {
     for (int i = 0; i < MAX_SLOTS && !r; i++)
         if (!slots[i].used) r = &slots[i];
     if (!r || count_requests(1) >= MAX_LIVE) {
-        send_error(id, EBUSY, "%d requests running, at most %d", count_requests(1), MAX_LIVE);
+        send_error(ch, id, EBUSY, "%d requests running, at most %d", count_requests(1), MAX_LIVE);
         return;
     }
-    start(r, id, timeout_ms, grace_ms, cap, flags);
+    start(ch, r, id, timeout_ms, grace_ms, cap, flags, &spec);
 }
 
