@@ -203,6 +203,7 @@ void send_out(int ch, uint64_t id, int stream, const unsigned char *data, size_t
 void channels_init(void);
 void chan_write(int ch, const unsigned char *p, size_t n);
 int chan_open(int ch);
+int chan_room(int ch);
 void flush_channel(struct channel *c);
 void process_input(int ch);
 void read_channel(int ch);
@@ -238,6 +239,7 @@ void proc_exited(struct proc *p, int code, uint32_t duration_ms);
 struct proc *proc_by_pid(uint32_t pid);
 struct request *running_by_pid(uint32_t pid);
 void drop_attachments(int ch);
+void pump_channel(int ch);
 void detach(int ch, uint64_t id);
 void send_table(int ch, uint64_t id);
 void table_frame(int ch, unsigned type, uint64_t id, const unsigned char *payload, size_t n);

@@ -75,6 +75,12 @@ void chan_write(int ch, const unsigned char *p, size_t n) {
     if (!c->dead && c->q_end - c->q_start == n) flush_channel(c);
 }
 
+/* DATA waits while a socket's queue is half full (credit or not), so a reader
+ * that reads slowly is never closed for what it asked for. */
+int chan_room(int ch) {
+    return ch == 0 || channels[ch].q_end - channels[ch].q_start < CHANNEL_QUEUE_MAX / 2;
+}
+
 int chan_open(int ch) {
     return ch >= 0 && ch < MAX_CHANNELS && channels[ch].used && !channels[ch].dead;
 }
@@ -171,14 +177,18 @@ void close_channel(int ch) {
  * Every process the sandbox starts has its parent inside (orphans go to us).
  * The pidfd (Linux 6.5+), checked after /proc was read, proves the pid was
  * not reused meanwhile by another process. */
-static int peer_is_outside(int fd, char *why, size_t why_len) {
+static int peer_is_outside(int fd, int *peer, char *why, size_t why_len) {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
         snprintf(why, why_len, "SO_PEERCRED: %s", strerror(errno));
         return 0;
     }
+    *peer = (int)cred.pid;
     if (cred.pid <= 0) { snprintf(why, why_len, "peer pid %d is not in this namespace", (int)cred.pid); return 0; }
+    /* gVisor answers SO_PEERCRED with the listener's own credentials: no peer
+     * can be told from another there, so none is let in. */
+    if (cred.pid == self_pid) { snprintf(why, why_len, "SO_PEERCRED names the agent itself (gVisor)"); return 0; }
     int pidfd = -1;
     len = sizeof pidfd;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) pidfd = -1;
@@ -212,7 +222,8 @@ void accept_channels(void) {
             return;
         }
         char why[160];
-        if (!peer_is_outside(fd, why, sizeof why)) {
+        int peer = 0;
+        if (!peer_is_outside(fd, &peer, why, sizeof why)) {
             note("socket channel refused: %s", why);
             close(fd);
             continue;
@@ -226,7 +237,7 @@ void accept_channels(void) {
             continue;
         }
         channels[ch] = (struct channel){ .used = 1, .fd = fd, .reading = 1, .inbuf = buf };
-        note("channel %d open", ch);
+        note("channel %d open: pid %d", ch, peer);
     }
 }
 

@@ -308,7 +308,10 @@ int main(int argc, char **argv) {
                 struct channel *c = &channels[refs[j].slot];
                 if (!c->used || c->dead) continue;
                 if (refs[j].kind == REF_CHAN_IN) read_channel(refs[j].slot);
-                else flush_channel(c);
+                else {
+                    flush_channel(c);
+                    if (c->q_start == c->q_end) pump_channel(refs[j].slot);
+                }
                 continue;
             }
             struct request *r = &slots[refs[j].slot];

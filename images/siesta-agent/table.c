@@ -174,6 +174,9 @@ void proc_exited(struct proc *p, int code, uint32_t duration_ms) {
 /* ---- attachments ---- */
 
 static void send_pexit(struct attachment *a) {
+    struct attachment done = *a;
+    end_attachment(a);               /* first: sending may lead back here */
+    a = &done;
     unsigned char *f = frame_begin(T_PEXIT, a->id);
     put32(f, (uint32_t)a->p->exit_code);
     put64(f + 4, a->p->ring.end);
@@ -186,7 +189,7 @@ static void send_pexit(struct attachment *a) {
 static void pump(struct attachment *a) {
     struct proc *p = a->p;
     struct ring *g = &p->ring;
-    while (a->credit > 0 && chan_open(a->chan)) {
+    while (a->credit > 0 && chan_open(a->chan) && chan_room(a->chan)) {
         if (a->next < g->first) a->next = g->first;
         if (a->next >= g->end) break;
         if (!a->cursor || a->rec_off < g->first || a->rec_off > a->next) {
@@ -215,7 +218,6 @@ static void pump(struct attachment *a) {
     }
     if (p->exited && a->next >= g->end && chan_open(a->chan)) {
         send_pexit(a);
-        end_attachment(a);
     }
 }
 
@@ -223,6 +225,12 @@ static struct attachment *find_attachment(int ch, uint64_t id) {
     for (int i = 0; i < MAX_ATTACHMENTS; i++)
         if (attachments[i].used && attachments[i].chan == ch && attachments[i].id == id) return &attachments[i];
     return NULL;
+}
+
+/* A channel's queue emptied: its attachments go on where they stopped. */
+void pump_channel(int ch) {
+    for (int i = 0; i < MAX_ATTACHMENTS; i++)
+        if (attachments[i].used && attachments[i].chan == ch) pump(&attachments[i]);
 }
 
 void drop_attachments(int ch) {
