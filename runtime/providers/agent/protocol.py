@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 HEADER = struct.Struct("<IBQ")
 """u32 length (of type + id + payload), u8 type, u64 request id."""
@@ -17,6 +20,8 @@ MAX_PAYLOAD = 1024 * 1024
 MAX_FRAME = HEADER.size + MAX_PAYLOAD
 """The most bytes a frame reader ever holds."""
 PROTOCOL_VERSION = 2
+PROCESS_TABLE_VERSION = 3
+"""Agents of this protocol have socket channels and the process table."""
 
 
 class FrameType(enum.IntEnum):
@@ -33,6 +38,20 @@ class FrameType(enum.IntEnum):
     PONG = 12
     ERROR = 13
     STARTED = 14
+    LIST = 20
+    ATTACH = 21
+    CREDIT = 22
+    DETACH = 23
+    PINPUT = 24
+    PEOF = 25
+    PSIGNAL = 26
+    PRESIZE = 27
+    FORGET = 28
+    ATTACHED = 41
+    DATA = 42
+    PEXIT = 43
+    TABLE = 44
+    OK = 45
 
 
 class SpawnFlag(enum.IntFlag):
@@ -43,12 +62,24 @@ class SpawnFlag(enum.IntFlag):
     """Protocol 2: a process of its own (outlives its call; ``STARTED`` tells its pid)."""
     PTY = 16
     """Protocol 2: stdin, stdout and stderr are a new terminal (output as stream 1)."""
+    RING = 32
+    """Protocol 3: ``u32 ring_bytes`` and a tag follow the arguments (``table_spawn_payload``)."""
 
 
 AGENT_FRAMES = frozenset(
     {FrameType.OUT, FrameType.EXIT, FrameType.PONG, FrameType.ERROR, FrameType.STARTED}
 )
 """What an agent may send."""
+AGENT_FRAMES_V3 = AGENT_FRAMES | {
+    FrameType.ATTACHED,
+    FrameType.DATA,
+    FrameType.PEXIT,
+    FrameType.TABLE,
+    FrameType.OK,
+}
+"""What an agent of protocol 3 may send on a channel that asks for the process table."""
+FROM_CURRENT_END = 2**64 - 1
+"""ATTACH's ``from`` for: only output still to come."""
 
 
 class ProtocolError(Exception):
@@ -246,3 +277,128 @@ class FrameReader:
         if frame_type is not None and frame_type not in self._types:
             msg = f"frame type {frame_type} (for request {request_id:x}) is not expected here"
             raise ProtocolError(msg, "frame_type")
+
+
+def table_spawn_payload(
+    argv: list[str],
+    *,
+    ring_bytes: int,
+    tag: str = "",
+    timeout_ms: int = 0,
+    grace_ms: int = 0,
+    cap_bytes: int = 0,
+    flags: SpawnFlag = SpawnFlag.DETACHED,
+) -> bytes:
+    """A DETACHED SPAWN with its ring's size and a tag (protocol 3)."""
+    base = spawn_payload(
+        argv,
+        timeout_ms=timeout_ms,
+        grace_ms=grace_ms,
+        cap_bytes=cap_bytes,
+        flags=flags | SpawnFlag.DETACHED | SpawnFlag.RING,
+    )
+    data = tag.encode()
+    return base + struct.pack("<II", ring_bytes, len(data)) + data
+
+
+def attach_payload(pid: int, start: int, credit: int) -> bytes:
+    """ATTACH: read ``pid``'s output from offset ``start`` (``FROM_CURRENT_END``: new output)."""
+    return struct.pack("<IQI", pid, start, credit)
+
+
+def pid_payload(pid: int, *more: int, fmt: str = "") -> bytes:
+    """PINPUT/PEOF/PSIGNAL/PRESIZE/FORGET: the pid, then ``more`` packed as ``fmt``."""
+    return struct.pack("<I" + fmt, pid, *more)
+
+
+@dataclass(frozen=True)
+class Attached:
+    first: int
+    """The offset the attachment starts from (above the one asked for: a gap)."""
+    end: int
+
+
+@dataclass(frozen=True)
+class Data:
+    offset: int
+    stream: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    exit_code: int
+    end: int
+    duration_ms: int
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    pid: int
+    request_id: int
+    exited: bool
+    exit_code: int
+    pty: bool
+    started_ms: int
+    ended_ms: int
+    first: int
+    end: int
+    tag: str
+    argv: list[str]
+
+
+_ENTRY = struct.Struct("<IQBiBQQQQ")
+
+
+def _parse(what: str, parse: Callable[[], T]) -> T:
+    try:
+        return parse()
+    except struct.error as exc:
+        msg = f"malformed {what} frame ({exc})"
+        raise ProtocolError(msg, "payload") from exc
+
+
+def parse_attached(payload: bytes) -> Attached:
+    return _parse("ATTACHED", lambda: Attached(*struct.unpack("<QQ", payload)))
+
+
+def parse_data(payload: bytes) -> Data:
+    def parse() -> Data:
+        offset, stream = struct.unpack_from("<QB", payload)
+        return Data(offset, stream, payload[9:])
+
+    return _parse("DATA", parse)
+
+
+def parse_pexit(payload: bytes) -> ProcessExit:
+    return _parse("PEXIT", lambda: ProcessExit(*struct.unpack("<iQI", payload)))
+
+
+def parse_table(payload: bytes) -> list[TableEntry]:
+    def parse() -> list[TableEntry]:
+        (count,) = struct.unpack_from("<I", payload)
+        offset, entries = 4, []
+        for _ in range(count):
+            pid, rid, state, code, pty, started, ended, first, end = _ENTRY.unpack_from(
+                payload, offset
+            )
+            tag, offset = _string(payload, offset + _ENTRY.size)
+            argv, offset = _string(payload, offset)
+            entries.append(
+                TableEntry(
+                    pid,
+                    rid,
+                    state == 1,
+                    code,
+                    bool(pty),
+                    started,
+                    ended,
+                    first,
+                    end,
+                    tag.decode(errors="replace"),
+                    argv.decode(errors="surrogateescape").split("\0"),
+                )
+            )
+        return entries
+
+    return _parse("TABLE", parse)
