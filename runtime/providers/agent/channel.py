@@ -38,6 +38,7 @@ from runtime.core import metrics
 from runtime.providers.agent.inbox import Inbox
 from runtime.providers.agent.protocol import (
     AGENT_FRAMES,
+    AGENT_FRAMES_V3,
     HEADER,
     Exit,
     Frame,
@@ -114,11 +115,22 @@ class Transport(Protocol):
 
 
 class AgentChannel:
-    def __init__(self, transport: Transport, name: str, stall_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        name: str,
+        stall_seconds: float | None = None,
+        *,
+        private: bool = False,
+    ) -> None:
         """``stall_seconds``: how long a send may make no progress, and a file
         operation wait for the agent's next frame, before the channel is given up
-        (``None``: forever)."""
+        (``None``: forever). ``private``: a channel of this instance's own (protocol
+        3: an engine exec of ``siesta-agent --channel``), which only this instance
+        writes and reads, so it may ask for the process table; otherwise the attach
+        to the agent's stdin and stdout, shared with every instance."""
         self.name = name
+        self.private = private
         self.stall_seconds = stall_seconds
         self._stalled = False
         self._transport = transport
@@ -379,7 +391,7 @@ class AgentChannel:
         return ChannelStalled(msg, self.stall_seconds)
 
     def _read(self) -> None:
-        reader = FrameReader(AGENT_FRAMES)
+        reader = FrameReader(AGENT_FRAMES_V3 if self.private else AGENT_FRAMES)
         try:
             for stream, chunk in self._transport.receive():
                 if stream != 1:

@@ -22,11 +22,11 @@ ChannelOpener = Callable[[str], "AgentChannel | None"]
 
 
 def pinged_channel(
-    transport: Transport, name: str, stall_seconds: float | None = None
+    transport: Transport, name: str, stall_seconds: float | None = None, *, private: bool = False
 ) -> AgentChannel:
-    """A channel over ``transport`` whose agent has answered a ping (``stall_seconds``:
-    see ``AgentChannel``)."""
-    channel = AgentChannel(transport, name, stall_seconds)
+    """A channel over ``transport`` whose agent has answered a ping (``stall_seconds``,
+    ``private``: see ``AgentChannel``)."""
+    channel = AgentChannel(transport, name, stall_seconds, private=private)
     try:
         channel.ping(PING_SECONDS)
     except (ChannelClosed, TimeoutError) as exc:
