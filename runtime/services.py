@@ -280,6 +280,7 @@ class Services:
                 settings.processes.max_per_sandbox,
                 settings.processes.reader_buffer_bytes,
                 settings.command.kill_grace_seconds,
+                settings.processes.ring_bytes,
             ),
         )
         services.memory = MemoryBanks(stores.memory, settings.memory, Embedder())

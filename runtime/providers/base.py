@@ -62,6 +62,9 @@ from runtime.seams.providers import (
     OutputListener as OutputListener,
 )
 from runtime.seams.providers import (
+    ProcessEntry as ProcessEntry,
+)
+from runtime.seams.providers import (
     ProcessSpec as ProcessSpec,
 )
 from runtime.seams.providers import (

@@ -38,6 +38,7 @@ from runtime.providers.base import (
     DiskUsage,
     ExecRequest,
     ExecResult,
+    ProcessEntry,
     ProcessSpec,
     RunningProcess,
     SandboxInfo,
@@ -301,6 +302,18 @@ class FakeInside:
         sandbox (Docker or Kubernetes)."""
         msg = "the fake provider runs no processes of their own"
         raise SandboxUnavailable(msg)
+
+    def process_table(self, sandbox_id: str) -> list[ProcessEntry] | None:
+        return None
+
+    def follow_process(self, sandbox_id: str, entry: ProcessEntry) -> RunningProcess:
+        msg = "the fake provider runs no processes of their own"
+        raise SandboxUnavailable(msg)
+
+    def process_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int
+    ) -> list[tuple[str, bytes]]:
+        return []
 
     def _workspace(self, sandbox_id: str) -> _FakeWorkspace:
         return _FakeWorkspace(self._root / sandbox_id)

@@ -9,10 +9,15 @@ connect later by pid or tag. A reader that does not read is cut off past
 other readers go on. Besides, the last ``TAIL_BYTES`` of each stream are kept for
 whoever asks what a process printed lately.
 
-The table of processes lives in this service instance: a process started through
-one instance is connected to, listed and signalled through the same one (what the
-E2B SDKs do: one sandbox URL per sandbox). Processes outlive the call and the
-conversation's lease, not the sandbox: they end with it.
+The table of processes is the sandbox's: its agent keeps every process with a ring
+of its recent output (protocol 3), so a process started through one instance is
+listed, connected to, fed and signalled through any other (a round-robin load
+balancer, a reconnect after an instance stopped). This instance's table is a cache:
+what it does not know it asks the agent for (``_adopt``), and follows from then on
+through its own channel. A sandbox whose agent is older, or that this instance reaches
+only through the shared attach (gVisor), has only the processes this instance
+started. Processes outlive the call and the conversation's lease, not the sandbox:
+they end with it.
 
 Over 400 lines: the process table, its readers and their buffers are one lock's
 state; splitting them would spread that lock's invariants over modules.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import math
 import signal
@@ -32,8 +38,14 @@ from dataclasses import dataclass, field
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidRequest, NotFound, SiestaError
 from runtime.core.output import HeadTailBuffer
+from runtime.core.records import SessionStatus
 from runtime.egress.service import Egress
-from runtime.seams.providers import ProcessSpec, RunningProcess, SandboxInside
+from runtime.seams.providers import (
+    MAX_PROCESS_TAG_BYTES,
+    ProcessSpec,
+    RunningProcess,
+    SandboxInside,
+)
 from runtime.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -143,6 +155,7 @@ class Reader:
 KEPT_ENDED = 16
 """Ended processes kept per conversation (newest), for whoever asks how one ended."""
 TAIL_BYTES = 64 * 1024
+SEEN_ENDED = 1024
 """Of each stream, what a process printed last, kept for ``Process.recent``."""
 
 
@@ -151,6 +164,47 @@ class ProcessLimits:
     max_per_sandbox: int
     reader_buffer_bytes: int
     kill_grace_seconds: int
+    ring_bytes: int = 1024 * 1024
+
+
+def describe(config: ProcessConfig, tag: str | None, user: str, *, stdin: bool) -> str:
+    """What another instance needs to list and serve the process, kept with it in the
+    sandbox (the agent's tag, at most ``MAX_PROCESS_TAG_BYTES``: long arguments and the
+    names of its variables are dropped first)."""
+    fields: dict[str, object] = {
+        "tag": tag,
+        "user": user,
+        "cmd": config.cmd,
+        "cwd": config.cwd,
+        "stdin": stdin,
+        "args": config.args,
+        "envs": sorted(config.envs),
+    }
+    for dropped in ("", "envs", "args", "cwd", "cmd"):
+        fields.pop(dropped, None)
+        text = json.dumps(fields, separators=(",", ":"))
+        if len(text.encode()) <= MAX_PROCESS_TAG_BYTES:
+            return text
+    return json.dumps({"tag": None, "user": user})[:MAX_PROCESS_TAG_BYTES]
+
+
+def described(text: str) -> tuple[ProcessConfig, str | None, bool]:
+    """(config, tag, takes input) of a process another instance started."""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        fields = {}
+    if not isinstance(fields, dict):
+        fields = {}
+    args = fields.get("args")
+    config = ProcessConfig(
+        cmd=str(fields.get("cmd") or ""),
+        args=[str(a) for a in args] if isinstance(args, list) else [],
+        envs={str(name): "" for name in fields.get("envs") or [] if isinstance(name, str)},
+        cwd=fields["cwd"] if isinstance(fields.get("cwd"), str) else None,
+    )
+    tag = fields.get("tag")
+    return config, tag if isinstance(tag, str) else None, fields.get("stdin") is True
 
 
 class Process:
@@ -245,6 +299,19 @@ class Process:
         """Whether it ended within ``timeout`` seconds."""
         return self._ended_event.wait(timeout)
 
+    def remember(self, output: list[tuple[str, bytes]]) -> None:
+        """What it printed before this instance followed it (for ``recent``, and what a
+        terminal shows again); readers get only what comes after."""
+        with self._lock:
+            for stream, data in output:
+                self._tails[stream].write(data)
+
+    def mark_ended(self, ended: Ended) -> None:
+        """It had ended before this instance learned of it (from the sandbox's table)."""
+        with self._lock:
+            self.ended = ended
+        self._ended_event.set()
+
 
 class SandboxProcesses:
     def __init__(
@@ -260,6 +327,9 @@ class SandboxProcesses:
         self.limits = limits
         self._table: dict[str, dict[int, Process]] = {}
         self._ended: dict[str, collections.deque[Process]] = {}
+        self._seen_ended: dict[str, set[int]] = {}
+        """Ended processes of the sandbox's table already taken in (the agent keeps
+        more than ``KEPT_ENDED``: the older ones are not taken in again and again)."""
         self._lock = threading.Lock()
 
     def start(
@@ -297,6 +367,8 @@ class SandboxProcesses:
                 kill_grace_seconds=self.limits.kill_grace_seconds,
                 stdin=stdin and pty is None,
                 pty=pty,
+                ring_bytes=self.limits.ring_bytes,
+                tag=describe(config, tag, user, stdin=stdin or pty is not None),
             )
             handle = self._inside.start_process(session.record.sandbox_id, spec)
         process = Process(ctx, config, tag, handle, stdin=stdin or pty is not None)
@@ -322,13 +394,71 @@ class SandboxProcesses:
             if not table:
                 self._table.pop(key, None)
 
+    def _adopt(self, ctx: CallContext) -> None:
+        """Learn the sandbox's processes this instance does not know yet from its
+        agent, and follow the running ones from now on (without the lease: a running
+        sandbox only, never resumed for it)."""
+        record = self._sessions.describe(ctx)
+        if record is None or record.status is not SessionStatus.ACTIVE:
+            return  # paused, stopped or gone: nothing runs to take in
+        try:
+            entries = self._inside.process_table(record.sandbox_id)
+        except SiestaError as exc:  # e.g. paused since: what this instance knows it has
+            log.debug("the processes of %s could not be listed: %s", ctx.key, exc)
+            return
+        if entries is None:
+            return
+        with self._lock:
+            known = set(self._table.get(ctx.key, {}))
+            known |= {p.pid for p in self._ended.get(ctx.key, ())}
+            seen = self._seen_ended.setdefault(ctx.key, set())
+            if len(seen) > SEEN_ENDED:
+                seen.clear()
+        for entry in entries:
+            if entry.pid in known or (not entry.running and entry.pid in seen):
+                continue
+            config, tag, stdin = described(entry.tag)
+            handle = self._inside.follow_process(record.sandbox_id, entry)
+            process = Process(ctx, config, tag, handle, stdin=stdin and entry.running)
+            process.terminal = entry.pty
+            try:  # what it printed lately, for ``recent`` and a terminal shown again
+                history = self._inside.process_output(
+                    record.sandbox_id, entry, max(entry.end - TAIL_BYTES, 0)
+                )
+            except SiestaError as exc:
+                log.debug("the output of process %s could not be read: %s", entry.pid, exc)
+                history = []
+            process.remember(history)
+            with self._lock:
+                if entry.pid in self._table.get(ctx.key, {}):
+                    continue  # another thread of this instance adopted it meanwhile
+                if not entry.running:
+                    seen.add(entry.pid)
+                    status = f"exit status {entry.exit_code}"
+                    error = status if entry.exit_code else None
+                    process.mark_ended(Ended(entry.exit_code, True, status, error))
+                    self._ended.setdefault(ctx.key, collections.deque(maxlen=KEPT_ENDED)).append(
+                        process
+                    )
+                    continue
+                self._table.setdefault(ctx.key, {})[process.pid] = process
+            thread = threading.Thread(
+                target=self._wait,
+                args=(ctx.key, process),
+                name=f"process-{process.pid}",
+                daemon=True,
+            )
+            thread.start()
+
     def running(self, ctx: CallContext) -> list[Process]:
+        self._adopt(ctx)
         with self._lock:
             table = self._table.get(ctx.key, {})
             return [p for p in table.values() if p.ended is None]
 
     def listed(self, ctx: CallContext) -> list[Process]:
         """Running processes, then the last ones that ended (oldest first)."""
+        self._adopt(ctx)
         with self._lock:
             current = list(self._table.get(ctx.key, {}).values())
             ended = list(self._ended.get(ctx.key, ()))
@@ -371,6 +501,7 @@ class SandboxProcesses:
         with self._lock:
             self._table.pop(key, None)
             self._ended.pop(key, None)
+            self._seen_ended.pop(key, None)
 
     def busy_sandboxes(self) -> list[CallContext]:
         """Conversations with processes running (kept out of the idle tiers)."""

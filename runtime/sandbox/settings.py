@@ -41,6 +41,11 @@ class ProcessSettings(BaseModel):
     reader_buffer_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
     """Output kept for one reader of a process that does not read it; past it that
     reader's stream ends with an error (the process and other readers go on)."""
+    ring_bytes: int = Field(1024 * 1024, ge=0, le=64 * 1024 * 1024)
+    """A process's recent output its sandbox's agent keeps (protocol 3), whichever
+    instance started it: what a reader on another instance, or one reconnecting after
+    its instance stopped, can still get. The agent keeps at most 64 MiB in all per
+    sandbox (a process that would pass it is refused, saying so)."""
 
 
 class MetricsSettings(BaseModel):

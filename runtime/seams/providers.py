@@ -218,6 +218,33 @@ class ProcessSpec:
     pty: tuple[int, int] | None = None
     """A terminal of (columns, rows) for stdin, stdout and stderr: its output comes as
     ``pty``, what ``write`` sends is typed into it."""
+    ring_bytes: int = 1024 * 1024
+    """Its recent output its agent keeps for any reader (``SIESTA_PROCESSES__RING_BYTES``)."""
+    tag: str = ""
+    """What the service says about it (at most ``MAX_PROCESS_TAG_BYTES``), kept with it
+    in the sandbox: any instance that lists the sandbox's processes reads it back."""
+
+
+MAX_PROCESS_TAG_BYTES = 1024
+"""The agent's limit on a process's tag (images/siesta-agent/PROTOCOL.md)."""
+
+
+@dataclass(frozen=True)
+class ProcessEntry:
+    """A process of its own in a sandbox, as the sandbox's agent keeps it (whichever
+    service instance started it)."""
+
+    pid: int
+    running: bool
+    exit_code: int
+    """Meaningful once it is not running."""
+    pty: bool
+    tag: str
+    first: int = 0
+    """The offset of the oldest output its agent still keeps (output counted in bytes
+    from its start, both streams together)."""
+    end: int = 0
+    """The offset its output has reached."""
 
 
 class RunningProcess(Protocol):
@@ -418,6 +445,23 @@ class SandboxInside(Protocol):
     def start_process(self, sandbox_id: str, spec: ProcessSpec) -> RunningProcess:
         """Start a process of its own; returns once it runs (``SandboxUnavailable`` when
         the sandbox cannot run one: no agent, or one older than processes)."""
+
+    def process_table(self, sandbox_id: str) -> list[ProcessEntry] | None:
+        """The sandbox's processes of their own, running and recently ended, as its
+        agent keeps them; ``None`` when this instance cannot ask (an agent older than
+        protocol 3, or no channel of this instance's own to it): then only the
+        processes this instance started are known here."""
+
+    def follow_process(self, sandbox_id: str, entry: ProcessEntry) -> RunningProcess:
+        """A handle on a process of the table that another instance (or an earlier
+        channel) started: its output from ``entry.end`` on, its input, signals and end
+        (``SandboxUnavailable`` where ``process_table`` is ``None``)."""
+
+    def process_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int
+    ) -> list[tuple[str, bytes]]:
+        """What the process printed from offset ``start`` to ``entry.end`` that its
+        agent still keeps, as (stream, bytes) in order."""
 
 
 class SandboxProvider:

@@ -4,11 +4,20 @@ instance each request lands on."""
 
 from __future__ import annotations
 
-import pytest
-from e2b import Sandbox
+import json
+import time
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+import websocket
+from e2b import CommandExitException, Sandbox
+
+from siesta_contract.processes import ProcessPublic
+
+from siesta_client import SiestaClient
 from tests.fleet.conftest import INSTANCES, Fleet
-from tests.helpers import headers, new_conversation
+from tests.helpers import TOKEN, headers, new_conversation
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 
@@ -45,3 +54,122 @@ def test_the_e2b_sdk_runs_commands_and_files_through_any_instance(fleet: Fleet) 
     assert listed == ["todo.txt"] and read == "ship it" and same == "ship it"
     assert [result.stdout for result in ran] == ["1\n", "2\n", "3\n"]
     assert fleet.proxy.instances_of("/e2b/envd/") == set(range(INSTANCES))
+
+
+def test_an_e2b_background_command_is_served_by_any_instance(fleet: Fleet) -> None:
+    """Started through one instance; connected to, fed, listed and killed through the
+    others (each SDK call lands on the next instance)."""
+    sandbox = Sandbox.create("base", **fleet.e2b_options())
+    try:
+        handle = sandbox.commands.run(
+            "while read line; do echo got $line; done", background=True, stdin=True, timeout=0
+        )
+        listed = [process.pid for process in sandbox.commands.list()]
+        sandbox.commands.send_stdin(handle.pid, "one\n")
+        connected = sandbox.commands.connect(handle.pid)
+        sandbox.commands.send_stdin(handle.pid, "two\n")
+        again = [
+            process.pid
+            for process in Sandbox.connect(
+                sandbox.sandbox_id, **fleet.e2b_options()
+            ).commands.list()
+        ]
+        killed = sandbox.commands.kill(handle.pid)
+        with pytest.raises(CommandExitException) as ended:  # killed: the wait says so
+            connected.wait()
+        after = [process.pid for process in sandbox.commands.list()]
+    finally:
+        sandbox.kill()
+    assert handle.pid in listed and handle.pid in again
+    assert killed is True
+    assert "got two\n" in ended.value.stdout  # typed on one instance, read on another
+    assert handle.pid not in after
+    served = fleet.proxy.instances_of("/e2b/envd/process.Process/")
+    assert served == set(range(INSTANCES))
+
+
+def test_a_v1_process_and_a_terminal_are_served_by_any_instance(fleet: Fleet) -> None:
+    """The Python client and a terminal WebSocket: started through one instance, then
+    listed, read, fed, re-attached and ended through the others."""
+    siesta = SiestaClient(fleet.url, TOKEN)
+    conversation = siesta.conversation(
+        new_conversation(), org="org-a", user="user-1", base_image="debian-base"
+    )
+    try:
+        started = conversation.start_process(
+            "echo ready; while read line; do echo got $line; done", stdin=True, tag="echo"
+        )
+        listed = [p.pid for p in conversation.processes().processes]
+        conversation.send_input(started.pid, "one\n")
+        recent = _until(lambda: conversation.process(started.pid), "got one")
+        conversation.signal_process(started.pid, "SIGKILL")
+        ended = _until_ended(lambda: conversation.process(started.pid))
+
+        url = f"ws{fleet.url.removeprefix('http')}/v1/conversations/{conversation.id}"
+        header = [f"{k}: {v}" for k, v in headers(org="org-a", user="user-1").items()]
+        terminal = websocket.create_connection(
+            f"{url}/sandbox/terminal?cols=80&rows=24", header=header, timeout=30
+        )
+        pid = json.loads(terminal.recv())["pid"]
+        terminal.send_binary(b"echo $((6*7))-first\n")
+        _screen_until(terminal, "42-first")
+        terminal.send(json.dumps({"type": "detach"}))
+        terminal.close()
+        again = websocket.create_connection(
+            f"{url}/sandbox/terminal?pid={pid}", header=header, timeout=30
+        )  # the next instance: it never saw this terminal start
+        assert json.loads(again.recv()) == {"type": "started", "pid": pid}
+        shown = _screen_until(again, "42-first")  # the last screenful, shown again
+        again.send_binary(b"exit 3\n")
+        exit_message = _next_message(again)
+        again.close()
+    finally:
+        conversation.delete()
+        siesta.close()
+    assert started.pid in listed
+    assert recent.recent["stdout"].startswith("ready\n") and ended.exitCode == 137  # 128 + 9
+    assert "42-first" in shown
+    assert (exit_message["type"], exit_message["exitCode"]) == ("exit", 3)
+    processes_route = f"/v1/conversations/{conversation.id}/sandbox/processes"
+    assert len(fleet.proxy.instances_of(processes_route)) == INSTANCES
+    terminal_route = f"/v1/conversations/{conversation.id}/sandbox/terminal"
+    assert len(fleet.proxy.instances_of(terminal_route)) == 2
+
+
+def _until(read: Callable[[], ProcessPublic], text: str) -> ProcessPublic:
+    deadline = time.monotonic() + 20
+    while True:
+        process = read()
+        if text in process.recent.get("stdout", ""):
+            return process
+        assert time.monotonic() < deadline, process
+        time.sleep(0.1)
+
+
+def _until_ended(read: Callable[[], ProcessPublic]) -> ProcessPublic:
+    deadline = time.monotonic() + 20
+    while True:
+        process = read()
+        if not process.running:
+            return process
+        assert time.monotonic() < deadline, process
+        time.sleep(0.1)
+
+
+def _screen_until(terminal: websocket.WebSocket, wanted: str) -> str:
+    seen = ""
+    deadline = time.monotonic() + 20
+    while wanted not in seen:
+        assert time.monotonic() < deadline, f"no {wanted!r} in {seen!r}"
+        opcode, data = terminal.recv_data()
+        if opcode == websocket.ABNF.OPCODE_BINARY:
+            seen += data.decode(errors="replace")
+    return seen
+
+
+def _next_message(terminal: websocket.WebSocket) -> dict[str, Any]:
+    while True:
+        opcode, data = terminal.recv_data()
+        if opcode == websocket.ABNF.OPCODE_TEXT:
+            message: dict[str, Any] = json.loads(data)
+            return message

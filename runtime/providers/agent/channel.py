@@ -51,6 +51,7 @@ from runtime.providers.agent.protocol import (
     parse_error,
     parse_exit,
     spawn_payload,
+    table_spawn_payload,
 )
 from runtime.providers.agent.send_watch import SEND_WATCH
 
@@ -224,18 +225,32 @@ class AgentChannel:
         cap_bytes: int = 0,
         stdin: bool = False,
         pty: tuple[int, int] | None = None,
+        kept: tuple[int, str] | None = None,
     ) -> StartedRequest:
         """Start ``argv`` as a detached process (protocol 2) and return at once: its
         input, signals and end go through the handle, from any thread; one thread
-        calls ``wait``. Raises ``SpawnFailed`` (EINVAL from a protocol-1 agent)."""
+        calls ``wait``. Raises ``SpawnFailed`` (EINVAL from a protocol-1 agent).
+        ``kept``: (ring bytes, tag) for the agent's process table (protocol 3)."""
         flags = SpawnFlag.DETACHED | SpawnFlag.STREAM
         if stdin:
             flags |= SpawnFlag.STDIN
         if pty is not None:
             flags |= SpawnFlag.PTY
-        payload = spawn_payload(
-            argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
-        )
+        if kept is not None:
+            ring_bytes, tag = kept
+            payload = table_spawn_payload(
+                argv,
+                ring_bytes=ring_bytes,
+                tag=tag,
+                timeout_ms=timeout_ms,
+                grace_ms=grace_ms,
+                cap_bytes=cap_bytes,
+                flags=flags,
+            )
+        else:
+            payload = spawn_payload(
+                argv, timeout_ms=timeout_ms, grace_ms=grace_ms, cap_bytes=cap_bytes, flags=flags
+            )
         request = self._request()
         chosen, frames = request.__enter__()
         try:

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from runtime.core.errors import SandboxUnavailable
-from runtime.providers.agent import ops, processes
-from runtime.providers.agent.channel import AgentChannel
+from runtime.providers.agent import ops, processes, table
+from runtime.providers.agent.channel import AgentChannel, ChannelClosed, SpawnFailed
 from runtime.providers.agent.channels import AgentChannels
 from runtime.providers.base import (
     ByteSink,
     DirListing,
     ExecRequest,
     ExecResult,
+    ProcessEntry,
     ProcessSpec,
     RunningProcess,
 )
@@ -34,7 +35,8 @@ class AgentInside:
         self._channels.get(sandbox_id)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecResult:
-        return ops.command(self._channel(sandbox_id), request)
+        channel = self._channel(sandbox_id)
+        return ops.surviving_command(channel, lambda: self._channels.get(sandbox_id), request)
 
     def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
         return ops.collected(self._channel(sandbox_id), request)
@@ -59,6 +61,35 @@ class AgentInside:
 
     def start_process(self, sandbox_id: str, spec: ProcessSpec) -> RunningProcess:
         return processes.start(self._channel(sandbox_id), spec)
+
+    def process_table(self, sandbox_id: str) -> list[ProcessEntry] | None:
+        channel = self._channel(sandbox_id)
+        if not channel.private:
+            return None
+        try:
+            return table.table(channel)
+        except (ChannelClosed, SpawnFailed) as exc:
+            msg = f"the sandbox's agent did not list its processes: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
+
+    def follow_process(self, sandbox_id: str, entry: ProcessEntry) -> RunningProcess:
+        channel = self._channel(sandbox_id)
+        if not channel.private:
+            msg = "this sandbox's processes are served only by the instance that started them"
+            raise SandboxUnavailable(msg)
+        return table.FollowedProcess(channel, entry.pid, terminal=entry.pty, start=entry.end)
+
+    def process_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int
+    ) -> list[tuple[str, bytes]]:
+        channel = self._channel(sandbox_id)
+        if not channel.private:
+            return []
+        try:
+            return table.output(channel, entry, start)
+        except (ChannelClosed, SpawnFailed) as exc:
+            msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
 
     def _helper(self, sandbox_id: str) -> ops.HelperIO:
         """Runs a file helper (``siesta-fs``) in the sandbox, over its channel."""

@@ -7,6 +7,8 @@ running the helper (``HelperIO``).
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 from collections.abc import Callable, Iterable
 
 from runtime.core.errors import SandboxUnavailable
@@ -160,6 +162,47 @@ def command(channel: AgentChannel, request: ExecRequest) -> ExecResult:
     result = _translated(lambda: run_command(channel, request))
     assert result is not None  # a run always ends with a result
     return result
+
+
+RECONNECTS = 3
+"""How often a command is collected again through a new channel after its private
+channel ended under it."""
+
+
+def surviving_command(
+    channel: AgentChannel, reopen: Callable[[], AgentChannel | None], request: ExecRequest
+) -> ExecResult:
+    """``command``; when the channel is a private one that ends mid-command, the
+    command is collected through a new one (``reopen``): the relay of a private channel
+    is a process in the sandbox, which a command may kill (``kill -9 -1``), but the
+    command runs on in the agent, and RESULT moves it to the asking channel."""
+    if channel.private and request.request_id is None:
+        request = dataclasses.replace(request, request_id=secrets.randbits(63) or 1)
+    try:
+        return command(channel, request)
+    except SandboxUnavailable as lost:
+        failed = lost
+        if not _relay_ended(channel, lost):
+            raise
+    for _ in range(RECONNECTS):
+        fresh = reopen()
+        if fresh is None or not fresh.private:
+            break
+        try:
+            result = collected(fresh, request)
+        except SandboxUnavailable as again:
+            failed = again
+            if _relay_ended(fresh, again):
+                continue
+            raise
+        if result is not None:
+            return result
+        break
+    raise failed
+
+
+def _relay_ended(channel: AgentChannel, error: SandboxUnavailable) -> bool:
+    return channel.private and channel.closed and not isinstance(error.__cause__, ChannelStalled)
 
 
 def collected(channel: AgentChannel, request: ExecRequest) -> ExecResult | None:

@@ -33,6 +33,7 @@ def start(channel: AgentChannel, spec: ProcessSpec) -> AgentProcess:
             cap_bytes=spec.max_output_bytes,
             stdin=spec.stdin,
             pty=spec.pty,
+            kept=(spec.ring_bytes, spec.tag) if channel.private else None,
         )
     except SpawnFailed as exc:
         if exc.errno == errno.EINVAL and "flags" in str(exc):

@@ -1,12 +1,19 @@
-"""How the Docker provider opens a channel to a sandbox's agent: an attach to the
-container's PID 1 (the agent), its multiplexed stream, and a ping. A container without
-an open stdin was made before the agent existed: it has no channel (``inside.py``
-falls back to one engine exec per call).
+"""How the Docker provider opens a channel to a sandbox's agent, and a ping.
+
+First a channel of this instance's own: an engine exec of ``siesta-agent --channel``,
+which relays to the agent's socket (protocol 3; any number of instances at once, each
+with its own replies, so any of them may serve the sandbox's processes). Where that
+cannot answer (an agent of protocol 2, which runs ``--channel`` as a command and fails;
+gVisor, whose kernel does not say who a socket's peer is, so the agent lets no one in),
+the attach to the container's PID 1, shared by every instance. A container without an
+open stdin was made before the agent existed: it has no channel (``inside.py`` falls
+back to one engine exec per call).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -21,6 +28,8 @@ from runtime.providers.agent.channels import AgentChannels, pinged_channel
 from runtime.providers.docker.errors import docker_errors
 
 RESTART_WAIT_SECONDS = 10.0
+AGENT = "/usr/local/lib/siesta/siesta-agent"
+log = logging.getLogger(__name__)
 
 
 class DockerStreamFrames:
@@ -91,6 +100,13 @@ def docker_channels(api: docker.APIClient, stall_seconds: float | None = None) -
         attrs = _settled(api, sandbox_id)
         if not attrs["Config"].get("OpenStdin"):
             return None
+        try:
+            private = _exec_channel(sandbox_id)
+        except SandboxUnavailable:  # it began restarting since (its agent died): settle
+            private = None
+            _settled(api, sandbox_id)
+        if private is not None:
+            return private
         with docker_errors():
             attached = api.attach_socket(
                 sandbox_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
@@ -101,6 +117,22 @@ def docker_channels(api: docker.APIClient, stall_seconds: float | None = None) -
             raise SandboxUnavailable(msg)
         transport = DockerAttachTransport(raw, keep=attached)
         return pinged_channel(transport, sandbox_id, stall_seconds)
+
+    def _exec_channel(sandbox_id: str) -> AgentChannel | None:
+        with docker_errors():
+            created = api.exec_create(
+                sandbox_id, [AGENT, "--channel"], stdin=True, stdout=True, stderr=True, tty=False
+            )
+            started = api.exec_start(created["Id"], socket=True, tty=False)
+        raw = getattr(started, "_sock", started)
+        if not isinstance(raw, socket.socket):
+            return None
+        try:
+            transport = DockerAttachTransport(raw, keep=started)
+            return pinged_channel(transport, sandbox_id, stall_seconds, private=True)
+        except SandboxUnavailable:  # no answer through the relay: the shared attach
+            log.debug("sandbox %s: no channel of its own; attaching", sandbox_id)
+            return None
 
     return AgentChannels(open_channel)
 

@@ -27,7 +27,7 @@ class DockerInside(AgentInside):
         channel = self._channels.get(sandbox_id)
         if channel is None:
             return self._engine.run_command(sandbox_id, request)
-        return ops.command(channel, request)
+        return ops.surviving_command(channel, lambda: self._channels.get(sandbox_id), request)
 
     def collect(self, sandbox_id: str, request: ExecRequest) -> ExecResult | None:
         channel = self._channels.get(sandbox_id)

@@ -7,6 +7,7 @@ multiplexed stream (8-byte headers, ``Tty`` off), which ``Channel`` takes apart.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -81,6 +82,12 @@ class Channel:
         return frames
 
     def close(self) -> None:
+        # docker-py keeps the HTTP response of the hijacked connection on the stream;
+        # closed first (while its socket is open), nothing of it is left to collect.
+        response = getattr(self._stream, "_response", None)
+        if response is not None:
+            with contextlib.suppress(OSError, ValueError):
+                response.close()
         self.sock.close()
         self._stream.close()
 
