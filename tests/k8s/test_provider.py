@@ -66,6 +66,7 @@ def api(kubernetes_api: ApiServerDouble) -> Iterator[ApiServerDouble]:
     kubernetes_api.faults.unpullable_images.clear()
     kubernetes_api.faults.unschedulable = False
     kubernetes_api.faults.pod_quota_exceeded = False
+    kubernetes_api.faults.exec_forbidden = False
     assert kubernetes_api.rejected[rejected:] == []
 
 
@@ -99,9 +100,9 @@ def verbs_used(requests: list[Recorded]) -> dict[str, set[str]]:
             continue  # /version: allowed to everyone, no rule needed
         resource = parts[4] if len(parts) < 7 else f"{parts[4]}/{parts[6]}"
         collection = len(parts) == 5
-        if resource.endswith("/attach"):
-            # Websocket attach is a GET, authorised as "create" by servers since 1.30
-            # (KEP-4006) and as "get" before: the Role grants both.
+        if resource.endswith(("/attach", "/exec")):
+            # A websocket attach or exec is a GET, authorised as "create" by servers
+            # since 1.30 (KEP-4006) and as "get" before: the Role grants both.
             verbs = {"create", "get"}
         elif request.method == "GET":
             watch = request.query.get("watch") in ("true", "1")
@@ -186,6 +187,7 @@ def test_the_provider_uses_exactly_the_verbs_the_role_grants(api: ApiServerDoubl
         provider.lifecycle.inspect(name)
         provider.lifecycle.list_sandboxes()
         provider.lifecycle.list_workspaces()
+        api.faults.exec_forbidden = True  # the attach, as where exec cannot serve
         provider.lifecycle.start(name)
         assert run(provider, name, "cat f") == "x\n"
         provider.ping()
