@@ -13,14 +13,15 @@ What makes it worth testing against:
   fails is refused with 422 as a real server would, and kept in ``rejected``;
 - pods run: each is a Docker container made from the pod's spec (image, stdin,
   limits, capabilities, privilege escalation, user, working dir, the claim as a
-  volume), so the agent inside is the real one and the attach websocket is bridged
-  to the container's real stdin and stdout;
+  volume, a RuntimeClass as the engine runtime ``runtime_classes`` maps it to), so
+  the agent inside is the real one, the attach websocket is bridged to the
+  container's real stdin and stdout, and the exec websocket to a Docker exec;
 - pods and claims go through the states a kubelet and controllers give them
   (Pending, Running, terminating with a deletion timestamp, gone; claims protected
   while a pod uses them), with resource versions, watches from a version, and
   ``410 Gone`` for versions no longer kept;
 - faults a cluster has can be switched on: an image that cannot be pulled, a pod
-  the scheduler cannot place, a quota that refuses pods.
+  the scheduler cannot place, a quota that refuses pods, a Role without exec.
 
 What it is not: a scheduler, admission chain, RBAC, network policy, storage
 provisioner or kubelet. Those have never run against the provider; docs/guides/kubernetes.md
@@ -155,6 +156,8 @@ class Faults:
     unpullable_images: set[str] = field(default_factory=set)
     unschedulable: bool = False
     pod_quota_exceeded: bool = False
+    exec_forbidden: bool = False
+    """Every exec refused with 403, as for a Role without ``pods/exec``."""
 
 
 @dataclass
@@ -172,6 +175,9 @@ class ApiServerDouble:
         self.docker = docker_client
         self.labels = {**labels, DOUBLE_LABEL: self.id}
         self.faults = Faults()
+        self.runtime_classes: dict[str, str] = {}
+        """RuntimeClass name: the engine runtime its handler is (``runsc``); a pod of
+        a class not here runs on the engine's default."""
         self.requests: list[Recorded] = []
         self.rejected: list[str] = []
         """Every body refused by schema validation: a test expects none."""
@@ -232,6 +238,7 @@ class ApiServerDouble:
                 Route(pods, self.pod_collection, methods=["GET", "POST"]),
                 Route(pods + "/{name}", self.pod_item, methods=["GET", "DELETE"]),
                 WebSocketRoute(pods + "/{name}/attach", self.attach),
+                WebSocketRoute(pods + "/{name}/exec", self.exec),
                 Route(claims, self.claim_collection, methods=["GET", "POST"]),
                 Route(claims + "/{name}", self.claim_item, methods=["GET", "DELETE", "PATCH"]),
             ]
@@ -594,6 +601,7 @@ class ApiServerDouble:
             # A kubelet's pid limit: the double's host must survive a fork bomb too.
             pids_limit=4096,
             restart_policy={"Name": "always"} if spec.get("restartPolicy") == "Always" else None,
+            runtime=self.runtime_classes.get(spec.get("runtimeClassName", "")),
         )
         config = api.create_container_config(
             container["image"],
@@ -643,13 +651,72 @@ class ApiServerDouble:
 
         self._update_pod(namespace, name, change)
 
-    # -- attach ---------------------------------------------------------------------------
+    # -- attach and exec -------------------------------------------------------------------
 
     async def attach(self, websocket: WebSocket) -> None:
+        """The container's stdin, stdout and stderr (a Docker attach)."""
+        self._record_stream(websocket)
+        container = await self._accept(websocket)
+        if container is None:
+            return
+        attached = self.docker.api.attach_socket(
+            container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        )
+        await _bridge(websocket, attached._sock)
+        await _end(websocket, {"status": "Success"})
+
+    async def exec(self, websocket: WebSocket) -> None:
+        """A process started in the container (a Docker exec), its exit code in the
+        closing status as a kubelet gives it."""
+        self._record_stream(websocket)
+        command = websocket.query_params.getlist("command")
+        if self.faults.exec_forbidden or not command:
+            await websocket.close(code=1008)  # 403
+            return
+        container = await self._accept(websocket)
+        if container is None:
+            return
+        api = self.docker.api
+        try:
+            exec_id = api.exec_create(container, command, stdin=True, tty=False)["Id"]
+            started = api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as exc:
+            await _end(websocket, {"status": "Failure", "message": str(exc.explanation)})
+            return
+        raw: socket.socket = getattr(started, "_sock")  # noqa: B009 (not in the stubs)
+        await _bridge(websocket, raw)
+        code = await asyncio.to_thread(self._exit_code, exec_id)
+        if code == 0:
+            await _end(websocket, {"status": "Success"})
+            return
+        await _end(
+            websocket,
+            {
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: exit code {code}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+            },
+        )
+
+    def _record_stream(self, websocket: WebSocket) -> None:
+        query = websocket.query_params
+        self.requests.append(Recorded("GET", websocket.url.path, dict(query)))
+
+    def _exit_code(self, exec_id: str) -> int:
+        deadline = time.monotonic() + 5
+        while True:
+            state = self.docker.api.exec_inspect(exec_id)
+            if not state["Running"] or time.monotonic() > deadline:
+                return int(state["ExitCode"] or 0)
+            time.sleep(0.01)
+
+    async def _accept(self, websocket: WebSocket) -> str | None:
+        """The pod's container, once the websocket is accepted; ``None`` (refused)
+        unless the pod runs and the request names its container, without a tty."""
         namespace = websocket.path_params["namespace"]
         name = websocket.path_params["name"]
         query = websocket.query_params
-        self.requests.append(Recorded("GET", websocket.url.path, dict(query)))
         with self.lock:
             pod = self.pods.get((namespace, name))
             running = pod is not None and pod["status"].get("phase") == "Running"
@@ -661,31 +728,36 @@ class ApiServerDouble:
             or query.get("tty") == "true"
         ):
             await websocket.close(code=1008)  # the handshake fails, as a 4xx would
-            return
+            return None
         offered = list(websocket.scope.get("subprotocols") or [])
         protocol = next((p for p in CHANNEL_PROTOCOLS if p in offered), None)
         if protocol is None:
             await websocket.close(code=1002)
-            return
+            return None
         await websocket.accept(subprotocol=protocol)
-        attached = self.docker.api.attach_socket(
-            self._container(namespace, name),
-            params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1},
-        )
-        raw: socket.socket = attached._sock
-        raw.setblocking(False)
-        loop = asyncio.get_running_loop()
-        upstream = asyncio.ensure_future(_client_to_container(websocket, raw, loop))
-        try:
-            await _container_to_client(raw, websocket, loop)
-            with contextlib.suppress(Exception):
-                await websocket.send_bytes(b"\x03" + json.dumps({"status": "Success"}).encode())
-                await websocket.close()
-        finally:
-            upstream.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await upstream
-            raw.close()
+        return self._container(namespace, name)
+
+
+async def _bridge(websocket: WebSocket, raw: socket.socket) -> None:
+    """Channel messages to and from a Docker attach or exec socket, until it ends."""
+    raw.setblocking(False)
+    loop = asyncio.get_running_loop()
+    upstream = asyncio.ensure_future(_client_to_container(websocket, raw, loop))
+    try:
+        await _container_to_client(raw, websocket, loop)
+    finally:
+        upstream.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await upstream
+        raw.close()
+
+
+async def _end(websocket: WebSocket, outcome: Obj) -> None:
+    """The stream's status on channel 3, and the close."""
+    with contextlib.suppress(Exception):
+        body = {"metadata": {}, **outcome}
+        await websocket.send_bytes(b"\x03" + json.dumps(body).encode())
+        await websocket.close()
 
 
 async def _client_to_container(

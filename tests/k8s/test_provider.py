@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from runtime.core.errors import (
 )
 from runtime.providers.kubernetes.provider import RBAC_RULES, KubernetesProvider
 from runtime.seams.provider_settings import KubernetesProviderSettings, SandboxSettings
-from runtime.seams.providers import ExecRequest, SandboxSpec, SandboxState
+from runtime.seams.providers import SandboxSpec, SandboxState
 from tests.helpers import (
     TEST_DEPLOYMENT,
     TEST_RUN_ID,
@@ -38,48 +37,9 @@ from tests.helpers import (
     run_reconcile,
 )
 from tests.k8s.apiserver import KUBERNETES_NAMESPACE, ApiServerDouble, Recorded
+from tests.k8s.conftest import IMAGE, provider_for, run
 
 pytestmark = pytest.mark.docker
-
-IMAGE = "siesta/debian-base:1"
-
-
-def provider_for(api: ApiServerDouble, **settings: Any) -> KubernetesProvider:
-    sandbox = {
-        key: settings.pop(key)
-        for key in ("memory_limit_mb", "cpu_limit", "provision_timeout_seconds")
-        if key in settings
-    }
-    return KubernetesProvider(
-        SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}, **sandbox),
-        KubernetesProviderSettings(api_url=api.url, namespace=KUBERNETES_NAMESPACE, **settings),
-        deployment_id=TEST_DEPLOYMENT,
-        resume_timeout_seconds=30,
-    )
-
-
-@pytest.fixture
-def api(kubernetes_api: ApiServerDouble) -> Iterator[ApiServerDouble]:
-    """The session's double, its faults off again and its refusals checked after."""
-    rejected = len(kubernetes_api.rejected)
-    yield kubernetes_api
-    kubernetes_api.faults.unpullable_images.clear()
-    kubernetes_api.faults.unschedulable = False
-    kubernetes_api.faults.pod_quota_exceeded = False
-    assert kubernetes_api.rejected[rejected:] == []
-
-
-@pytest.fixture
-def provider(api: ApiServerDouble) -> Iterator[KubernetesProvider]:
-    kubernetes = provider_for(api)
-    yield kubernetes
-    kubernetes.close()
-
-
-def run(provider: KubernetesProvider, sandbox: str, command: str) -> str:
-    result = provider.inside.exec(sandbox, ExecRequest(command, 30, 4096, 1))
-    assert result.exit_code == 0, result.stderr.text
-    return result.stdout.text
 
 
 def objects(api: ApiServerDouble, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -99,9 +59,9 @@ def verbs_used(requests: list[Recorded]) -> dict[str, set[str]]:
             continue  # /version: allowed to everyone, no rule needed
         resource = parts[4] if len(parts) < 7 else f"{parts[4]}/{parts[6]}"
         collection = len(parts) == 5
-        if resource.endswith("/attach"):
-            # Websocket attach is a GET, authorised as "create" by servers since 1.30
-            # (KEP-4006) and as "get" before: the Role grants both.
+        if resource.endswith(("/attach", "/exec")):
+            # A websocket attach or exec is a GET, authorised as "create" by servers
+            # since 1.30 (KEP-4006) and as "get" before: the Role grants both.
             verbs = {"create", "get"}
         elif request.method == "GET":
             watch = request.query.get("watch") in ("true", "1")
@@ -186,6 +146,7 @@ def test_the_provider_uses_exactly_the_verbs_the_role_grants(api: ApiServerDoubl
         provider.lifecycle.inspect(name)
         provider.lifecycle.list_sandboxes()
         provider.lifecycle.list_workspaces()
+        api.faults.exec_forbidden = True  # the attach, as where exec cannot serve
         provider.lifecycle.start(name)
         assert run(provider, name, "cat f") == "x\n"
         provider.ping()

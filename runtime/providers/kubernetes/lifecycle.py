@@ -11,10 +11,10 @@ the pod and keep the claim; resuming makes the pod again on the same claim. The
 workspace survives; processes and changes outside ``/mnt/work`` do not.
 
 Waits (a pod starting, a pod going away) watch the pod rather than poll it
-(``pods.py``). This side opens one attach stream to each sandbox's agent
-(``channels.py``) and drops it when the pod goes; what goes over it is the other
-seam (``AgentInside``). Every call is in the provider's namespace and uses
-exactly ``provider.RBAC_RULES``.
+(``pods.py``). This side opens one channel to each sandbox's agent (an exec of
+the agent's relay, else the attach: ``channels.py``) and drops it when the pod
+goes; what goes over it is the other seam (``AgentInside``). Every call is in the
+provider's namespace and uses exactly ``provider.RBAC_RULES``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from runtime.providers.base import (
     SnapshotLeftover,
     WorkspaceInfo,
 )
-from runtime.providers.kubernetes.channels import PodAttach
+from runtime.providers.kubernetes.channels import PodChannels
 from runtime.providers.kubernetes.client import client_configuration
 from runtime.providers.kubernetes.errors import (
     kubernetes_errors,
@@ -92,14 +92,14 @@ class KubernetesLifecycle:
         self._core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
         self._version = kubernetes.client.VersionApi(self._core.api_client)
         self._pods = PodWatch(self._core, self._namespace, self._timeout)
-        self._attach = PodAttach(
+        self._opener = PodChannels(
             configuration,
             self._namespace,
             self._pods,
             resume_timeout_seconds,
             sandbox.channel_stall_seconds,
         )
-        self.channels = AgentChannels(self._attach)
+        self.channels = AgentChannels(self._opener)
         """The open agent channels of this instance, one per sandbox (``AgentInside``)."""
 
     def ping(self) -> None:
@@ -112,7 +112,12 @@ class KubernetesLifecycle:
     def close(self) -> None:
         self.channels.close()
         self._core.api_client.close()
-        self._attach.close()
+        self._opener.close()
+
+    def _drop_channel(self, name: str) -> None:
+        """The pod goes or is replaced: its channel ends, and what it served is forgotten."""
+        self.channels.drop(name)
+        self._opener.forget(name)
 
     def sandbox_id_for(self, session_id: str) -> str:
         return f"siesta-{session_id}"
@@ -151,7 +156,7 @@ class KubernetesLifecycle:
     def recreate(self, spec: SandboxSpec) -> str:
         """A pod again on the claim, from ``spec.image``: a pod there is replaced."""
         name = self.sandbox_id_for(spec.session_id)
-        self.channels.drop(name)
+        self._drop_channel(name)
         self._delete_pod(name, 0)
         patch = {"metadata": {"annotations": _image_annotations(spec)}}
         with kubernetes_errors():
@@ -173,7 +178,7 @@ class KubernetesLifecycle:
         """The pod again, on the sandbox's claim (once its old pod has gone)."""
         limit = self._resume_timeout
         deadline = time.monotonic() + limit
-        self.channels.drop(name)
+        self._drop_channel(name)
         claim = self._read_claim(name)
         if claim is None:
             msg = f"the sandbox {name} has no workspace claim any more; try again"
@@ -227,12 +232,12 @@ class KubernetesLifecycle:
         self._suspend(sandbox_id, "stopped")
 
     def _suspend(self, name: str, tier: str) -> None:
-        self.channels.drop(name)
+        self._drop_channel(name)
         self._mark_suspended(name, tier)
         self._delete_pod(name, STOP_GRACE_SECONDS)
 
     def destroy(self, sandbox_id: str) -> None:
-        self.channels.drop(sandbox_id)
+        self._drop_channel(sandbox_id)
         self._delete_pod(sandbox_id, 0)
         with kubernetes_errors(), unless_missing():
             self._core.delete_namespaced_persistent_volume_claim(

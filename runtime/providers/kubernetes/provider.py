@@ -1,8 +1,8 @@
 """Sandboxes as Kubernetes pods: the two seams put together.
 
 ``KubernetesLifecycle`` (``lifecycle.py``) makes, suspends and removes pods and their
-workspace claims and attaches to each pod's agent (``channels.py``); what runs inside
-is ``AgentInside``, the same over every agent channel.
+workspace claims and opens a channel to each pod's agent (``channels.py``); what runs
+inside is ``AgentInside``, the same over every agent channel.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from runtime.providers.settings import KubernetesProviderSettings, SandboxSettin
 RBAC_RULES: dict[str, list[str]] = {
     "pods": ["create", "delete", "get", "list", "watch"],
     "pods/attach": ["create", "get"],
+    "pods/exec": ["create", "get"],
     "persistentvolumeclaims": ["create", "delete", "get", "list", "patch"],
 }
 """Every verb this provider uses, by resource (core group, its namespace only).
