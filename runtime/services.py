@@ -53,6 +53,7 @@ from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
 from runtime.sandbox.snapshots import SnapshotLeftovers, Snapshots
 from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
+from runtime.sandbox.watchers import SharedWatchers
 from runtime.seams.provider_settings import DockerProviderSettings
 from runtime.seams.providers import SandboxProvider
 from runtime.seams.stores import Stores
@@ -296,6 +297,7 @@ class Services:
                 max_listing_bytes=settings.files.max_listing_bytes,
                 max_listing_entries=settings.files.max_listing_entries,
             ),
+            SharedWatchers(sessions, provider.inside),
         )
         services.network = SandboxNetwork(stores.network, Allowlist.parse(settings.egress.allow))
         services.agents = AgentRegistry(stores.agents, settings.tools.max_registered_agents)

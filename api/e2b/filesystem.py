@@ -197,7 +197,7 @@ class FilesystemService(Filesystem):
     ) -> GetWatcherEventsResponse:
         call = CALL.get()
         watcher = await in_thread(lambda: self._fs.watcher(call.who, request.watcher_id))
-        taken = watcher.take()
+        taken = await in_thread(watcher.take)
         if not taken.changes and watcher.failure:
             raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
         if taken.dropped:
@@ -234,7 +234,7 @@ class FilesystemService(Filesystem):
             dropped = 0
             while True:
                 await asyncio.sleep(WATCH_POLL_SECONDS)
-                taken = watcher.take()
+                taken = await in_thread(watcher.take)
                 changes = taken.changes
                 if taken.dropped:
                     dropped += taken.dropped

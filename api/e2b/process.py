@@ -15,6 +15,7 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Literal
 
+from anyio import to_thread
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from connectrpc.request import Headers, RequestContext
@@ -116,6 +117,11 @@ class ProcessService(Process):
         limit = self._services.settings.processes.reader_buffer_bytes
         return processes.Reader(asyncio.get_running_loop(), limit)
 
+    async def _found(self, selector: ProcessSelector | None) -> processes.Process:
+        """``_find`` off the event loop: a process another instance started is asked of
+        the sandbox's agent."""
+        return await to_thread.run_sync(self._find, selector)
+
     def _find(self, selector: ProcessSelector | None) -> processes.Process:
         call = CALL.get()
         chosen = selector.selector if selector is not None else None
@@ -200,7 +206,7 @@ class ProcessService(Process):
     async def connect(
         self, request: ConnectRequest, ctx: RequestContext[ConnectRequest, ConnectResponse]
     ) -> AsyncIterator[ConnectResponse]:
-        process = self._find(request.process)
+        process = await self._found(request.process)
         reader = process.subscribe(self._reader())
         async for event in self._events(process, reader, self._keepalive(ctx.request_headers)):
             yield ConnectResponse(event=event)
@@ -208,7 +214,8 @@ class ProcessService(Process):
     async def list(
         self, request: ListRequest, ctx: RequestContext[ListRequest, ListResponse]
     ) -> ListResponse:
-        running = self._table.running(E2bSandboxes.context(CALL.get().sandbox))
+        context = E2bSandboxes.context(CALL.get().sandbox)
+        running = await to_thread.run_sync(self._table.running, context)
         return ListResponse(
             processes=[
                 ProcessInfo(
@@ -228,7 +235,7 @@ class ProcessService(Process):
     async def send_input(
         self, request: SendInputRequest, ctx: RequestContext[SendInputRequest, SendInputResponse]
     ) -> SendInputResponse:
-        await self._write(self._find(request.process), request.input)
+        await self._write(await self._found(request.process), request.input)
         return SendInputResponse()
 
     async def _write(self, process: processes.Process, given: ProcessInput | None) -> None:
@@ -267,7 +274,7 @@ class ProcessService(Process):
             if chosen is None or chosen.field == "keepalive":
                 continue
             if chosen.field == "start":
-                process = self._find(chosen.value.process)
+                process = await self._found(chosen.value.process)
             elif process is None:
                 raise ConnectError(Code.INVALID_ARGUMENT, "the first message must be start")
             else:
@@ -279,7 +286,7 @@ class ProcessService(Process):
         request: SendSignalRequest,
         ctx: RequestContext[SendSignalRequest, SendSignalResponse],
     ) -> SendSignalResponse:
-        process = self._find(request.process)
+        process = await self._found(request.process)
         signo = SIGNALS.get(request.signal)
         if signo is None:
             raise ConnectError(Code.INVALID_ARGUMENT, f"unknown signal {request.signal}")
@@ -297,7 +304,7 @@ class ProcessService(Process):
     async def update(
         self, request: UpdateRequest, ctx: RequestContext[UpdateRequest, UpdateResponse]
     ) -> UpdateResponse:
-        process = self._find(request.process)
+        process = await self._found(request.process)
         size = request.pty.size if request.pty is not None else None
         if size is None:
             return UpdateResponse()
@@ -309,7 +316,7 @@ class ProcessService(Process):
     async def close_stdin(
         self, request: CloseStdinRequest, ctx: RequestContext[CloseStdinRequest, CloseStdinResponse]
     ) -> CloseStdinResponse:
-        process = self._find(request.process)
+        process = await self._found(request.process)
         if process.terminal:
             msg = "a terminal's input cannot be closed: send Ctrl-D (0x04) instead"
             raise ConnectError(Code.INVALID_ARGUMENT, msg)

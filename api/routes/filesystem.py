@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager
 from typing import Annotated
 
+from anyio import to_thread
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
@@ -171,14 +172,17 @@ async def read_watcher(
 ) -> FsChanges | StreamingResponse:
     """What changed since the last read; ``waitSeconds``: wait up to that long for a
     first change when there is none yet."""
-    watcher = services.filesystem.watcher(_as(ctx, None), watcher_id)
+    # Off the event loop: a watcher another instance made is asked of the sandbox.
+    watcher = await to_thread.run_sync(
+        lambda: services.filesystem.watcher(_as(ctx, None), watcher_id)
+    )
     if "text/event-stream" in request.headers.get("accept", ""):
         return StreamingResponse(_events(services, watcher), media_type="text/event-stream")
     deadline = time.monotonic() + wait_seconds
-    taken = watcher.take()
+    taken = await to_thread.run_sync(watcher.take)
     while not _any(taken) and not watcher.failure and time.monotonic() < deadline:
         await asyncio.sleep(WATCH_POLL_SECONDS)
-        taken = watcher.take()
+        taken = await to_thread.run_sync(watcher.take)
     if not _any(taken) and watcher.failure:
         msg = f"the watch ended: {watcher.failure}"
         raise WatchEnded(msg, watcher=watcher_id)
@@ -208,7 +212,7 @@ async def _events(services: Services, watcher: Watcher) -> AsyncIterator[str]:
     keepalive = services.settings.http.sse_keepalive_seconds
     quiet = 0.0
     while True:
-        taken = watcher.take()
+        taken = await to_thread.run_sync(watcher.take)
         for change in taken.changes:
             yield f"event: change\ndata: {_change(change).model_dump_json()}\n\n"
         if taken.dropped:

@@ -101,7 +101,7 @@ async def get_process(
     pid: Pid, ctx: ContextDep, services: ServicesDep, request: Request
 ) -> ProcessPublic | StreamingResponse:
     """Whether it runs, how it ended, and what it printed last."""
-    process = services.processes.get(ctx, pid)
+    process = await to_thread.run_sync(services.processes.get, ctx, pid)
     if "text/event-stream" not in request.headers.get("accept", ""):
         return public(process)
     return StreamingResponse(_events(services, process), media_type="text/event-stream")
@@ -137,7 +137,7 @@ async def write_input(
     pid: Pid, body: ProcessInputArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> Response:
     """Write text to its stdin (started with ``stdin: true``); ``eof`` closes it."""
-    process = services.processes.find(ctx, pid=pid)
+    process = await to_thread.run_sync(lambda: services.processes.find(ctx, pid=pid))
     if not process.stdin:
         msg = f"process {pid} does not read input (started without stdin, or it was closed)"
         raise StdinClosed(msg, pid=pid)
@@ -161,7 +161,7 @@ async def send_signal(
     pid: Pid, body: ProcessSignalArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> Response:
     """Send a signal to its whole process group (``SIGKILL`` ends it at once)."""
-    process = services.processes.find(ctx, pid=pid)
+    process = await to_thread.run_sync(lambda: services.processes.find(ctx, pid=pid))
     shown = {"pid": pid, "signal": body.signal}
 
     def signal() -> None:

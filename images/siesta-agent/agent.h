@@ -61,6 +61,7 @@
 #define RINGS_TOTAL (64u << 20)
 #define RECORD_HEADER 5                   /* u8 stream, u32 length */
 #define MAX_TAG 1024
+#define FROM_TAKEN (UINT64_MAX - 1)      /* ATTACH from the process's TAKE cursor */
 #define ARGV_SUMMARY 4096
 #define MAX_ATTACHMENTS 256
 
@@ -69,7 +70,7 @@ enum frame_type {
     T_SIGNAL = 7, T_RESIZE = 8,
     T_OUT = 10, T_EXIT = 11, T_PONG = 12, T_ERROR = 13, T_STARTED = 14,
     T_LIST = 20, T_ATTACH = 21, T_CREDIT = 22, T_DETACH = 23, T_PINPUT = 24, T_PEOF = 25,
-    T_PSIGNAL = 26, T_PRESIZE = 27, T_FORGET = 28,
+    T_PSIGNAL = 26, T_PRESIZE = 27, T_FORGET = 28, T_TAKE = 29,
     T_ATTACHED = 41, T_DATA = 42, T_PEXIT = 43, T_TABLE = 44, T_OK = 45,
 };
 
@@ -155,6 +156,7 @@ struct proc {                    /* an entry of the process table */
     int32_t exit_code;
     uint64_t started_ms, ended_ms;   /* wall clock */
     uint32_t duration_ms;
+    uint64_t taken;              /* TAKE's cursor: where the next reader "from what is taken" starts */
     struct ring ring;
 };
 

@@ -64,7 +64,7 @@ void handle_frame(int ch, unsigned type, uint64_t id, const unsigned char *paylo
     case T_LIST: if (!n) { send_table(ch, id); return; } empty_only = "LIST"; break;
     case T_DETACH: if (!n) { detach(ch, id); return; } empty_only = "DETACH"; break;
     case T_ATTACH: case T_CREDIT: case T_PINPUT: case T_PEOF: case T_PSIGNAL: case T_PRESIZE:
-    case T_FORGET:
+    case T_FORGET: case T_TAKE:
         table_frame(ch, type, id, payload, n);
         return;
     default:

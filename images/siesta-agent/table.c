@@ -251,13 +251,15 @@ static void attach(int ch, uint64_t id, struct proc *p, uint64_t from, uint32_t 
         if (!attachments[i].used) a = &attachments[i];
     if (!a) { send_error(ch, id, EBUSY, "%d attachments, at most %d", MAX_ATTACHMENTS, MAX_ATTACHMENTS); return; }
     struct ring *g = &p->ring;
+    if (from == FROM_TAKEN) from = p->taken;  /* where the last TAKE left it */
     if (from > g->end) from = g->end;        /* all ones: from the current end */
     uint64_t first = from > g->first ? from : g->first;
     *a = (struct attachment){ .used = 1, .chan = ch, .id = id, .p = p, .next = first, .credit = credit };
     unsigned char *f = frame_begin(T_ATTACHED, id);
     put64(f, first);
     put64(f + 8, g->end);
-    frame_send(ch, f + 16);
+    put64(f + 16, from);                     /* what was asked, resolved: first - from was lost */
+    frame_send(ch, f + 24);
     pump(a);
 }
 
@@ -306,7 +308,8 @@ void table_frame(int ch, unsigned type, uint64_t id, const unsigned char *payloa
         }
         return;
     }
-    static const size_t sizes[] = { [T_ATTACH] = 16, [T_PEOF] = 4, [T_PSIGNAL] = 8, [T_PRESIZE] = 8, [T_FORGET] = 4 };
+    static const size_t sizes[] = { [T_ATTACH] = 16, [T_PEOF] = 4, [T_PSIGNAL] = 8, [T_PRESIZE] = 8, [T_FORGET] = 4,
+                                    [T_TAKE] = 12 };
     if (n < 4 || (type != T_PINPUT && n != sizes[type])) {
         send_error(ch, id, EINVAL, "frame type %u: a payload of %zu bytes is malformed", type, n);
         return;
@@ -315,6 +318,13 @@ void table_frame(int ch, unsigned type, uint64_t id, const unsigned char *payloa
     struct proc *p = proc_by_pid(pid);
     if (!p) { send_error(ch, id, ESRCH, "no process %u in the table", pid); return; }
     if (type == T_ATTACH) { attach(ch, id, p, get64(payload + 4), get32(payload + 12)); return; }
+    if (type == T_TAKE) {           /* a shared reader's cursor (a watcher's events) moves on */
+        uint64_t upto = get64(payload + 4);
+        if (upto > p->ring.end) upto = p->ring.end;
+        if (upto > p->taken) p->taken = upto;
+        ok(ch, id);
+        return;
+    }
     if (type == T_FORGET) {
         if (!p->exited) { send_error(ch, id, EBUSY, "process %u is running", pid); return; }
         drop_proc(p);

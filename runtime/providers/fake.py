@@ -315,6 +315,14 @@ class FakeInside:
     ) -> list[tuple[str, bytes]]:
         return []
 
+    def untaken_output(
+        self, sandbox_id: str, entry: ProcessEntry
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        return 0, []
+
+    def take_output(self, sandbox_id: str, entry: ProcessEntry, upto: int) -> None:
+        return None
+
     def _workspace(self, sandbox_id: str) -> _FakeWorkspace:
         return _FakeWorkspace(self._root / sandbox_id)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.core.errors import (
@@ -33,7 +34,8 @@ from runtime.sandbox.user_files import (
     UserFiles,
     check_exit,
 )
-from runtime.seams.providers import RunningProcess
+from runtime.sandbox.watchers import Parsed, SharedWatchers, watcher_tag
+from runtime.seams.providers import ProcessEntry, RunningProcess
 
 ENTRY_FORMAT = r"%y\t%Y\t%s\t%m\t%M\t%u\t%g\t%T@\t%l\t%p\0"
 """type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path."""
@@ -173,9 +175,13 @@ def _too_large(exc: TransferTooLarge, path: str) -> TransferTooLarge:
 
 
 class SandboxFilesystem:
-    def __init__(self, files: UserFiles, limits: FsLimits) -> None:
+    def __init__(
+        self, files: UserFiles, limits: FsLimits, shared: SharedWatchers | None = None
+    ) -> None:
         self._files = files
         self._limits = limits
+        self._shared = shared
+        """Watchers in the sandbox's process table, which any instance reads."""
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
 
@@ -228,8 +234,11 @@ class SandboxFilesystem:
 
     def create_watcher(self, who: AsUser, path: str, recursive: bool) -> Watcher:
         """Watching ``path`` when this returns (events from then on are kept)."""
+        shared = self._shared.running(who.ctx) if self._shared is not None else None
         with self._lock:
             watching = sum(1 for w in self._watchers.values() if w.owner == who.ctx.key)
+        if shared is not None:
+            watching = len(shared)  # every instance's
         if watching >= self._limits.max_watchers:
             limit = self._limits.max_watchers
             msg = (
@@ -237,8 +246,16 @@ class SandboxFilesystem:
                 "(SIESTA_PROCESSES__MAX_WATCHERS_PER_SANDBOX); remove a watcher first"
             )
             raise TooManyWatchers(msg, limit=limit)
-        process = self._files.start_program(who, WATCH, path, "1" if recursive else "0")
-        watcher = Watcher(process, who.ctx.key, path, self._limits.max_watcher_bytes)
+        watcher_id = uuid.uuid4().hex
+        tag = watcher_tag(watcher_id, path)
+        ring = self._limits.max_watcher_bytes
+        process = self._files.start_program(
+            who, WATCH, path, "1" if recursive else "0", kept=(ring, tag)
+        )
+        watcher = Watcher(process, who.ctx.key, path, ring, watcher_id=watcher_id)
+        if shared is not None and self._shared is not None:
+            entry = ProcessEntry(process.pid, running=True, exit_code=0, pty=False, tag=tag)
+            watcher.share(self._shared.reader(who.ctx, entry))
         watcher.start()
         with self._lock:
             self._watchers[watcher.id] = watcher
@@ -247,10 +264,21 @@ class SandboxFilesystem:
     def watcher(self, who: AsUser, watcher_id: str) -> Watcher:
         with self._lock:
             watcher = self._watchers.get(watcher_id)
-        if watcher is None or watcher.owner != who.ctx.key:
+        if watcher is not None and watcher.owner == who.ctx.key:
+            return watcher
+        shared = self._shared.running(who.ctx) if self._shared is not None else None
+        entry = shared.get(watcher_id) if shared is not None else None
+        if entry is None or self._shared is None:  # (another conversation's: not found)
             msg = f"watcher {watcher_id} not found"
             raise NotFound(msg)
-        return watcher
+        shared_watchers = self._shared
+        return Watcher.elsewhere(
+            watcher_id,
+            who.ctx.key,
+            self._limits.max_watcher_bytes,
+            shared_watchers.reader(who.ctx, entry),
+            lambda: shared_watchers.stop(who.ctx, entry),
+        )
 
     def sweep(self, idle_seconds: float = WATCHER_IDLE_SECONDS) -> None:
         """Stop the watchers nobody reads any more (a client that went away)."""
@@ -273,8 +301,16 @@ class Watcher:
     ``max_bytes`` (names a sandbox makes up: up to 4 KiB each): the newer ones past it
     are dropped and counted, never kept."""
 
-    def __init__(self, process: RunningProcess, owner: str, path: str, max_bytes: int) -> None:
-        self.id = uuid.uuid4().hex
+    def __init__(
+        self,
+        process: RunningProcess | None,
+        owner: str,
+        path: str,
+        max_bytes: int,
+        *,
+        watcher_id: str | None = None,
+    ) -> None:
+        self.id = watcher_id or uuid.uuid4().hex
         self.owner = owner
         """The key of the conversation whose sandbox it watches."""
         self._path = path
@@ -290,9 +326,32 @@ class Watcher:
         self._lock = threading.Lock()
         self._taken_at = time.monotonic()
         self.failure: str | None = None
+        self._shared: Callable[[], Parsed] | None = None
+        self._stop_elsewhere: Callable[[], None] | None = None
+
+    def share(self, read: Callable[[], Parsed]) -> None:
+        """Its events are read from the sandbox (``read``), as every instance reads them,
+        not from what this instance's own follow of it keeps."""
+        self._shared = read
+
+    @classmethod
+    def elsewhere(
+        cls,
+        watcher_id: str,
+        owner: str,
+        max_bytes: int,
+        read: Callable[[], Parsed],
+        stop: Callable[[], None],
+    ) -> Watcher:
+        """A watcher another instance made, read through the sandbox's agent."""
+        watcher = cls(None, owner, "", max_bytes, watcher_id=watcher_id)
+        watcher.share(read)
+        watcher._stop_elsewhere = stop
+        return watcher
 
     def start(self) -> None:
         """Returns once the folder is watched; raises what the watch failed with."""
+        assert self._process is not None
         threading.Thread(target=self._run, name=f"e2b-watch-{self.id[:8]}", daemon=True).start()
         self._ready.wait(WATCH_START_SECONDS)
         if self.failure is not None or not self._ready.is_set():
@@ -315,6 +374,7 @@ class Watcher:
         return InvalidRequest(msg, path=self._path)
 
     def _run(self) -> None:
+        assert self._process is not None
         try:
             self._process.wait(self._output)
         except SiestaError as exc:
@@ -342,6 +402,8 @@ class Watcher:
                 self._keep(Change(kind, name), len(line))
 
     def _keep(self, change: Change, size: int) -> None:
+        if self._shared is not None:
+            return  # read from the sandbox instead
         cost = size + CHANGE_OVERHEAD_BYTES
         with self._lock:
             full = len(self._changes) >= MAX_KEPT_CHANGES
@@ -352,10 +414,17 @@ class Watcher:
             self._kept_bytes += cost
 
     def stop(self) -> None:
-        if not self._ended.is_set():
+        if self._stop_elsewhere is not None:
+            self._stop_elsewhere()
+        elif self._process is not None and not self._ended.is_set():
             self._process.kill()  # its wait thread then ends and lets go of it
 
     def take(self) -> Changes:
+        if self._shared is not None:
+            parsed = self._shared()
+            self._taken_at = time.monotonic()
+            changes = [Change(kind, name) for kind, name in parsed.changes]
+            return Changes(changes, parsed.overflows, self._max_bytes)
         with self._lock:
             changes, self._changes = self._changes, []
             dropped, self._dropped = self._dropped, 0
@@ -368,7 +437,11 @@ class Watcher:
         return self._ended.is_set()
 
     def forgotten(self, idle_seconds: float) -> bool:
-        """Nobody took its changes for ``idle_seconds`` (or it has ended)."""
+        """Nobody took its changes for ``idle_seconds`` (or it has ended). One read
+        through the sandbox is never idle here: other instances may be reading it; it
+        ends when removed (through any instance) or with its sandbox."""
+        if self._shared is not None:
+            return self.ended
         return self.ended or time.monotonic() - self._taken_at > idle_seconds
 
 

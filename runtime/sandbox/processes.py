@@ -172,6 +172,7 @@ def describe(config: ProcessConfig, tag: str | None, user: str, *, stdin: bool) 
     sandbox (the agent's tag, at most ``MAX_PROCESS_TAG_BYTES``: long arguments and the
     names of its variables are dropped first)."""
     fields: dict[str, object] = {
+        "kind": "process",
         "tag": tag,
         "user": user,
         "cmd": config.cmd,
@@ -180,22 +181,23 @@ def describe(config: ProcessConfig, tag: str | None, user: str, *, stdin: bool) 
         "args": config.args,
         "envs": sorted(config.envs),
     }
-    for dropped in ("", "envs", "args", "cwd", "cmd"):
+    for dropped in ("", "envs", "args", "cwd", "cmd", "user"):
         fields.pop(dropped, None)
         text = json.dumps(fields, separators=(",", ":"))
         if len(text.encode()) <= MAX_PROCESS_TAG_BYTES:
             return text
-    return json.dumps({"tag": None, "user": user})[:MAX_PROCESS_TAG_BYTES]
+    return json.dumps({"kind": "process", "tag": None})
 
 
-def described(text: str) -> tuple[ProcessConfig, str | None, bool]:
-    """(config, tag, takes input) of a process another instance started."""
+def described(text: str) -> tuple[ProcessConfig, str | None, bool] | None:
+    """(config, tag, takes input) of a process another instance started; ``None`` for
+    what is not one of these processes (a watcher, a file transfer)."""
     try:
         fields = json.loads(text)
     except ValueError:
-        fields = {}
-    if not isinstance(fields, dict):
-        fields = {}
+        return None
+    if not isinstance(fields, dict) or fields.get("kind") != "process":
+        return None
     args = fields.get("args")
     config = ProcessConfig(
         cmd=str(fields.get("cmd") or ""),
@@ -417,7 +419,10 @@ class SandboxProcesses:
         for entry in entries:
             if entry.pid in known or (not entry.running and entry.pid in seen):
                 continue
-            config, tag, stdin = described(entry.tag)
+            found = described(entry.tag)
+            if found is None:
+                continue
+            config, tag, stdin = found
             handle = self._inside.follow_process(record.sandbox_id, entry)
             process = Process(ctx, config, tag, handle, stdin=stdin and entry.running)
             process.terminal = entry.pty

@@ -94,13 +94,20 @@ class UserFiles:
             raise
 
     def start_program(
-        self, who: AsUser, script: str, *args: str, stdin: bool = False
+        self,
+        who: AsUser,
+        script: str,
+        *args: str,
+        stdin: bool = False,
+        kept: tuple[int, str] | None = None,
     ) -> RunningProcess:
         """``script`` with ``args`` as ``who.user`` in ``who.cwd``. The conversation's
         lease is held only to start it: a long transfer or a watch never keeps the
-        sandbox's other calls waiting."""
+        sandbox's other calls waiting. ``kept``: (ring bytes, tag) in the sandbox's
+        process table (a watcher); otherwise its output is kept nowhere but here."""
         argv = as_user(who.user, who.cwd, {}, ["/bin/sh", "-c", script, "sh", *args])
-        spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin)
+        ring, tag = kept if kept is not None else (0, "")
+        spec = ProcessSpec(argv, 0, 0, self._grace, stdin=stdin, ring_bytes=ring, tag=tag)
         with self._sessions.operation(who.ctx) as session:
             return self._inside.start_process(session.record.sandbox_id, spec)
 

@@ -218,8 +218,10 @@ class ProcessSpec:
     pty: tuple[int, int] | None = None
     """A terminal of (columns, rows) for stdin, stdout and stderr: its output comes as
     ``pty``, what ``write`` sends is typed into it."""
-    ring_bytes: int = 1024 * 1024
-    """Its recent output its agent keeps for any reader (``SIESTA_PROCESSES__RING_BYTES``)."""
+    ring_bytes: int = 0
+    """Its recent output its agent keeps for any reader (a process of the service's
+    tables: ``SIESTA_PROCESSES__RING_BYTES``; a watcher: its byte limit; a transfer:
+    none)."""
     tag: str = ""
     """What the service says about it (at most ``MAX_PROCESS_TAG_BYTES``), kept with it
     in the sandbox: any instance that lists the sandbox's processes reads it back."""
@@ -462,6 +464,17 @@ class SandboxInside(Protocol):
     ) -> list[tuple[str, bytes]]:
         """What the process printed from offset ``start`` to ``entry.end`` that its
         agent still keeps, as (stream, bytes) in order."""
+
+    def untaken_output(
+        self, sandbox_id: str, entry: ProcessEntry
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        """What the process printed on stdout since its TAKE cursor, that its agent
+        still keeps: (the bytes past the cursor its ring no longer keeps, its pieces with
+        their offsets). Output read once by whichever instance asks next (a watcher's
+        events)."""
+
+    def take_output(self, sandbox_id: str, entry: ProcessEntry, upto: int) -> None:
+        """Move the process's TAKE cursor up to ``upto`` (what was read and used)."""
 
 
 class SandboxProvider:

@@ -19,6 +19,8 @@ E2B_TOKEN = "e2b_" + "f1" * 16
 """A token with the ``sandbox`` scope bound to ``E2B_ORG`` (the E2B SDK's key)."""
 E2B_ORG = "org-fleet"
 INSTANCES = 3
+PORTS_DOMAIN = "e2b-fleet.localhost"
+"""E2B's host form of a sandbox's port (``PORT-SANDBOXID.DOMAIN``), sent as ``Host``."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,12 @@ def fleet(
         ("e2b-fleet", E2B_TOKEN, ["sandbox"], E2B_ORG),
     )
     instances = [
-        start_service("docker", SIESTA_STORE__URL=redis_server.url, SIESTA_TOKENS=tokens)
+        start_service(
+            "docker",
+            SIESTA_STORE__URL=redis_server.url,
+            SIESTA_TOKENS=tokens,
+            SIESTA_E2B__PORTS_DOMAIN=PORTS_DOMAIN,
+        )
         for _ in range(INSTANCES)
     ]
     proxy = RoundRobinProxy([instance.base_url for instance in instances])

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 import websocket
 from e2b import CommandExitException, Sandbox
@@ -16,7 +17,7 @@ from e2b import CommandExitException, Sandbox
 from siesta_contract.processes import ProcessPublic
 
 from siesta_client import SiestaClient
-from tests.fleet.conftest import INSTANCES, Fleet
+from tests.fleet.conftest import E2B_ORG, INSTANCES, Fleet
 from tests.helpers import TOKEN, headers, new_conversation
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
@@ -173,3 +174,63 @@ def _next_message(terminal: websocket.WebSocket) -> dict[str, Any]:
         if opcode == websocket.ABNF.OPCODE_TEXT:
             message: dict[str, Any] = json.loads(data)
             return message
+
+
+def test_watchers_and_ports_are_served_by_any_instance(fleet: Fleet) -> None:
+    """An E2B watcher made through one instance, its events read through the others,
+    each once; a /v1 watcher likewise; a port the sandbox serves, reached through all."""
+    sandbox = Sandbox.create("base", **fleet.e2b_options())
+    try:
+        sandbox.files.make_dir("watched")
+        handle = sandbox.files.watch_dir("watched")
+        sandbox.files.write("watched/a.txt", "one")
+        seen = _events_until(handle, {("create", "a.txt"), ("write", "a.txt")})
+        sandbox.commands.run("echo two > watched/b.txt")
+        later = _events_until(handle, {("create", "b.txt")})
+        handle.stop()
+
+        sandbox.files.write("site/hello.txt", "hello from the sandbox")
+        sandbox.commands.run("cd site && python3 -m http.server 8000", background=True, timeout=0)
+        host = sandbox.get_host(8000)
+        with fleet.client() as client:
+            pages = [_page(client, host) for _ in range(INSTANCES)]
+
+            path = f"/v1/conversations/{sandbox.sandbox_id}/sandbox/fs/watchers"
+            # The same sandbox as a conversation of the E2B token's org and user (its name).
+            e2b_headers = headers(org=E2B_ORG, user="e2b-fleet", image=None)
+            made = client.post(path, json={"path": "/home/user/watched"}, headers=e2b_headers)
+            made.raise_for_status()
+            watcher = made.json()["id"]
+            sandbox.commands.run("touch watched/c.txt")
+            reads = [
+                client.get(f"{path}/{watcher}?waitSeconds=5", headers=e2b_headers).json()
+                for _ in range(INSTANCES)
+            ]
+            removed = client.delete(f"{path}/{watcher}", headers=e2b_headers)
+    finally:
+        sandbox.kill()
+    assert {("create", "a.txt"), ("write", "a.txt")} <= seen
+    assert ("create", "a.txt") not in later  # read once, whichever instance read it
+    assert pages == ["hello from the sandbox"] * INSTANCES
+    changes = [(c["type"], c["name"]) for read in reads for c in read["changes"]]
+    assert changes.count(("create", "c.txt")) == 1, reads
+    assert removed.status_code == 204
+    assert len(fleet.proxy.instances_of("/e2b/envd/filesystem.Filesystem/GetWatcherEvents")) > 1
+
+
+def _events_until(handle: Any, wanted: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    seen: set[tuple[str, str]] = set()
+    deadline = time.monotonic() + 15
+    while not wanted <= seen:
+        assert time.monotonic() < deadline, f"saw only {seen}"
+        seen |= {(event.type.value, event.name) for event in handle.get_new_events()}
+        time.sleep(0.2)
+    return seen
+
+
+def _page(client: httpx.Client, host: str) -> str:
+    deadline = time.monotonic() + 30
+    while (answer := client.get("/hello.txt", headers={"Host": host})).status_code == 502:
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.1)
+    return answer.text

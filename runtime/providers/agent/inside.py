@@ -91,6 +91,31 @@ class AgentInside:
             msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
             raise SandboxUnavailable(msg) from exc
 
+    def untaken_output(
+        self, sandbox_id: str, entry: ProcessEntry
+    ) -> tuple[int, list[tuple[int, bytes]]]:
+        channel = self._private(sandbox_id)
+        try:
+            return table.untaken(channel, entry)
+        except (ChannelClosed, SpawnFailed) as exc:
+            msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
+
+    def take_output(self, sandbox_id: str, entry: ProcessEntry, upto: int) -> None:
+        channel = self._private(sandbox_id)
+        try:
+            table.take(channel, entry.pid, upto)
+        except (ChannelClosed, SpawnFailed) as exc:
+            msg = f"the sandbox's agent did not move a process's cursor: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
+
+    def _private(self, sandbox_id: str) -> AgentChannel:
+        channel = self._channel(sandbox_id)
+        if not channel.private:
+            msg = "this sandbox's agent keeps no process table this instance can ask"
+            raise SandboxUnavailable(msg)
+        return channel
+
     def _helper(self, sandbox_id: str) -> ops.HelperIO:
         """Runs a file helper (``siesta-fs``) in the sandbox, over its channel."""
 

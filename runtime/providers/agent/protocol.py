@@ -47,6 +47,7 @@ class FrameType(enum.IntEnum):
     PSIGNAL = 26
     PRESIZE = 27
     FORGET = 28
+    TAKE = 29
     ATTACHED = 41
     DATA = 42
     PEXIT = 43
@@ -80,6 +81,8 @@ AGENT_FRAMES_V3 = AGENT_FRAMES | {
 """What an agent of protocol 3 may send on a channel that asks for the process table."""
 FROM_CURRENT_END = 2**64 - 1
 """ATTACH's ``from`` for: only output still to come."""
+FROM_TAKEN = 2**64 - 2
+"""ATTACH's ``from`` for: where the process's TAKE cursor is."""
 
 
 class ProtocolError(Exception):
@@ -316,6 +319,9 @@ class Attached:
     first: int
     """The offset the attachment starts from (above the one asked for: a gap)."""
     end: int
+    asked: int
+    """The offset asked for, resolved (the end's, the TAKE cursor's): ``first - asked``
+    bytes were lost to the ring."""
 
 
 @dataclass(frozen=True)
@@ -359,7 +365,12 @@ def _parse(what: str, parse: Callable[[], T]) -> T:
 
 
 def parse_attached(payload: bytes) -> Attached:
-    return _parse("ATTACHED", lambda: Attached(*struct.unpack("<QQ", payload)))
+    def parse() -> Attached:
+        first, end = struct.unpack_from("<QQ", payload)
+        asked = struct.unpack_from("<Q", payload, 16)[0] if len(payload) >= 24 else first
+        return Attached(first, end, asked)
+
+    return _parse("ATTACHED", parse)
 
 
 def parse_data(payload: bytes) -> Data:

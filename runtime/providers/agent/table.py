@@ -19,6 +19,7 @@ from runtime.core.output import captured
 from runtime.providers.agent.channel import STDIN_CHUNK, AgentChannel, ChannelClosed, SpawnFailed
 from runtime.providers.agent.inbox import Inbox
 from runtime.providers.agent.protocol import (
+    FROM_TAKEN,
     Frame,
     FrameType,
     ProtocolError,
@@ -97,6 +98,49 @@ def output(channel: AgentChannel, entry: ProcessEntry, start: int) -> list[tuple
         finally:
             with contextlib.suppress(ChannelClosed):
                 channel._send(encode(FrameType.DETACH, request_id))
+
+
+def untaken(channel: AgentChannel, entry: ProcessEntry) -> tuple[int, list[tuple[int, bytes]]]:
+    """``entry``'s stdout from its TAKE cursor to its end now: (the bytes its ring lost
+    past the cursor, unread; its pieces with their offsets)."""
+    chunks: list[tuple[int, bytes]] = []
+    lost = 0
+    with channel._request() as (request_id, frames):
+        credit = min(max(entry.end - entry.first, 1) + CREDIT_BYTES, 2**32 - 1)
+        payload = attach_payload(entry.pid, FROM_TAKEN, credit)
+        channel._send(encode(FrameType.ATTACH, request_id, payload))
+        deadline = time.monotonic() + ANSWER_SECONDS
+        end = None
+        try:
+            while True:
+                frame = channel._next(frames, deadline)
+                if frame.type is FrameType.ATTACHED:
+                    attached = parse_attached(frame.payload)
+                    lost, end = attached.first - attached.asked, attached.end
+                    if attached.first >= end:
+                        break
+                elif frame.type is FrameType.DATA:
+                    data = parse_data(frame.payload)
+                    if data.stream == 1:
+                        chunks.append((data.offset, data.data))
+                    if end is not None and data.offset + len(data.data) >= end:
+                        break
+                elif frame.type is FrameType.PEXIT:
+                    break
+                elif frame.type is FrameType.ERROR:
+                    raise SpawnFailed(*parse_error(frame.payload))
+                else:
+                    raise _unexpected(channel, frame)
+        finally:
+            with contextlib.suppress(ChannelClosed):
+                channel._send(encode(FrameType.DETACH, request_id))
+    return lost, chunks
+
+
+def take(channel: AgentChannel, pid: int, upto: int) -> None:
+    with _answer(channel, FrameType.TAKE, pid_payload(pid, upto, fmt="Q")) as frame:
+        if frame.type is not FrameType.OK:
+            raise _unexpected(channel, frame)
 
 
 class FollowedProcess:

@@ -110,6 +110,7 @@ def start_container(
     stream = api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stream": 1})
     api.start(container)
     channel = Channel(stream)
+    OPENED.append(channel)  # closed with the others (``close_all``)
     channel.send(FrameType.PING, 1)
     channel.take(FrameType.PONG, 1, timeout=30)
     return container, channel
@@ -125,6 +126,6 @@ def open_channel(client: docker.DockerClient, container: str, *command: str) -> 
 
 
 def close_all() -> None:
-    """Closes every channel ``open_channel`` made (a test's teardown)."""
+    """Closes every channel ``open_channel`` and ``start_container`` made (a test's teardown)."""
     while OPENED:
         OPENED.pop().close()
