@@ -9,7 +9,8 @@ listFiles, JavaScript, idle density, a fork and a snapshot of a sandbox holding 
 (``bench/forks.py``), and the E2B SDK's ``commands.run("true")``
 and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then,
 on services of their own, a new conversation's first call under arrival patterns
-(``bench/arrivals.py``); last, in this process, ``search_memory``'s recall on
+(``bench/arrivals.py``) and a process reached through another instance than the one
+that started it (``bench/attach.py``); last, in this process, ``search_memory``'s recall on
 paraphrased questions beside keyword matching (``bench/memory_recall.py``) and what the
 one door costs a call (``bench/door.py``). Prints the
 table and writes ``bench/results.md`` with the machine, the date and the commit.
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, door, e2b, forks, jail, measures, memory_recall, ports
+from bench import arrivals, attach, door, e2b, forks, jail, measures, memory_recall, ports
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -94,8 +95,10 @@ def main() -> int:
             service.stop()
             bench.remove_everything(client)
     try:
-        # Last, on services of its own: this service's pool must not compete.
+        # Last, on services of their own: this service's pool must not compete.
         figures += arrivals.run(bench, client, quick=args.quick)
+        print("measuring: a process through another instance ...", flush=True)
+        figures += attach.measure(bench, 10 if args.quick else 50)
     finally:
         client.close()
     print("measuring: memory search recall ...", flush=True)

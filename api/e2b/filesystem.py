@@ -47,7 +47,7 @@ from api.e2b.protocol.filesystem.filesystem_pb import (
     WatchDirResponse,
 )
 from api.e2b.rpc import in_thread
-from runtime.sandbox import filesystem
+from runtime.sandbox import filesystem, watchers
 from runtime.services import Services
 
 FILE_TYPES = {"file": FileType.FILE, "directory": FileType.DIRECTORY}
@@ -81,11 +81,11 @@ def entry_info(entry: filesystem.Entry) -> EntryInfo:
     )
 
 
-def change_event(change: filesystem.Change) -> FilesystemEvent:
+def change_event(change: watchers.Change) -> FilesystemEvent:
     return FilesystemEvent(name=change.name, type=EVENT_TYPES[change.kind])
 
 
-def _say_dropped(headers: MutableMapping[str, str], taken: filesystem.Changes) -> None:
+def _say_dropped(headers: MutableMapping[str, str], taken: watchers.Changes) -> None:
     """envd's messages have no place for lost changes: headers (trailers of a stream)
     say how many were lost past the watcher's limit, for a client that looks."""
     headers[DROPPED_HEADER] = str(taken.dropped)

@@ -42,8 +42,9 @@ from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
 from runtime.core.records import ToolExecution
-from runtime.sandbox.filesystem import Change, Changes, Entry, Watcher
+from runtime.sandbox.filesystem import Entry
 from runtime.sandbox.user_files import AsUser
+from runtime.sandbox.watchers import Change, Changes, Watcher
 from runtime.services import Services
 
 router = APIRouter(

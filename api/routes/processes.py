@@ -11,12 +11,15 @@ instances, a conversation's process calls go to the one that started them.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from siesta_contract.processes import (
@@ -31,8 +34,11 @@ from siesta_contract.text import WORKSPACE
 from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
 from api.responses import SANDBOX, error_responses
 from api.streaming import SSE_CONTENT
+from runtime.core.context import CallContext
+from runtime.core.errors import InvalidRequest, SiestaError
 from runtime.sandbox import processes
 from runtime.sandbox.background import SIGNALS, StdinClosed, public
+from runtime.seams.providers import OutputAt, OutputEnded, OutputEvent, OutputLost
 from runtime.services import Services
 
 router = APIRouter(
@@ -91,20 +97,141 @@ def list_processes(ctx: ContextDep, services: ServicesDep) -> ProcessList:
     responses={
         200: {
             "description": "The process. With `Accept: text/event-stream`: its live output "
-            'from now on as `output` events (`{"stream": "stdout" | "stderr", "text"}`), '
-            "then one `end` event with this body.",
+            'from now on as `output` events (`{"stream": "stdout" | "stderr", "text"}`; '
+            "each with an `id`, the offset its output has reached: `?from=` or "
+            '`Last-Event-ID` reads on from it), a `gap` event (`{"lostBytes"}`) when '
+            "output from that offset is no longer kept, then one `end` event with this "
+            'body (or an `error` event, `{"code", "message"}`).',
             "content": SSE_CONTENT,
         }
     },
 )
 async def get_process(
-    pid: Pid, ctx: ContextDep, services: ServicesDep, request: Request
+    pid: Pid,
+    ctx: ContextDep,
+    services: ServicesDep,
+    request: Request,
+    start: Annotated[int | None, Query(alias="from", ge=0)] = None,
 ) -> ProcessPublic | StreamingResponse:
-    """Whether it runs, how it ended, and what it printed last."""
+    """Whether it runs, how it ended, and what it printed last. Streamed, each
+    ``output`` event's ``id`` is where the process's output stands after it: ``?from=``
+    that offset (or ``Last-Event-ID``, which browsers' and SSE clients' reconnects send)
+    reads on from there, through any instance, while the sandbox's agent keeps it (a
+    ``gap`` event says how many bytes it no longer kept)."""
     process = await to_thread.run_sync(services.processes.get, ctx, pid)
     if "text/event-stream" not in request.headers.get("accept", ""):
         return public(process)
+    resume = start if start is not None else _last_event_id(request)
+    stop = threading.Event()
+    positioned = await to_thread.run_sync(
+        lambda: services.processes.output_from(ctx, pid, resume, stop)
+    )
+    if positioned is not None:
+        events = _positioned(services, ctx, pid, positioned, stop)
+        return StreamingResponse(events, media_type="text/event-stream")
+    if resume is not None:
+        msg = (
+            "this sandbox's processes cannot be read from a position (its agent keeps no "
+            "process table this instance can ask); read from now on, without from"
+        )
+        raise ResumeNotSupported(msg, pid=pid)
     return StreamingResponse(_events(services, process), media_type="text/event-stream")
+
+
+class ResumeNotSupported(InvalidRequest):
+    code = "resume_not_supported"
+
+
+def _last_event_id(request: Request) -> int | None:
+    value = request.headers.get("last-event-id", "").strip()
+    if not value:
+        return None
+    if not value.isdigit():
+        msg = f"Last-Event-ID is an output offset (digits), not {value[:40]!r}"
+        raise InvalidRequest(msg)
+    return int(value)
+
+
+async def _positioned(
+    services: Services,
+    ctx: CallContext,
+    pid: int,
+    events: Iterator[OutputEvent],
+    stop: threading.Event,
+) -> AsyncIterator[str]:
+    """The agent's events as server-sent events, each output with its offset as ``id``."""
+    keepalive = services.settings.http.sse_keepalive_seconds
+    queue: asyncio.Queue[OutputEvent | SiestaError | None] = asyncio.Queue(POSITIONED_QUEUE)
+    pump = threading.Thread(
+        target=_pump, args=(events, queue, asyncio.get_running_loop(), stop), daemon=True
+    )
+    pump.start()
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), keepalive)
+            except TimeoutError:
+                yield ": keepalive\n\n"
+                continue
+            if isinstance(event, OutputAt):
+                text = event.data.decode("utf-8", errors="replace")
+                data = json.dumps({"stream": event.stream, "text": text})
+                yield f"id: {event.end}\nevent: output\ndata: {data}\n\n"
+            elif isinstance(event, OutputLost):
+                yield _sse("gap", {"lostBytes": event.lost_bytes})
+            elif isinstance(event, SiestaError):
+                yield _sse("error", {"code": event.code, "message": str(event)})
+                return
+            else:  # ended (or the stream did): how the process stands now
+                process = await to_thread.run_sync(services.processes.get, ctx, pid)
+                await to_thread.run_sync(process.wait_ended, END_WAIT_SECONDS)
+                yield _sse("end", public(process).model_dump(mode="json"))
+                return
+    finally:
+        stop.set()
+
+
+POSITIONED_QUEUE = 64
+"""Events waiting for a slow client; past it the agent's stream waits (its credit)."""
+END_WAIT_SECONDS = 5.0
+"""How long the ``end`` event waits for this instance to see the process's end."""
+
+
+def _pump(
+    events: Iterator[OutputEvent],
+    queue: asyncio.Queue[OutputEvent | SiestaError | None],
+    loop: asyncio.AbstractEventLoop,
+    stop: threading.Event,
+) -> None:
+    """On its own thread: the agent's events into ``queue``, waiting while it is full,
+    until they end or the reader has gone (``stop``)."""
+
+    def put(item: OutputEvent | SiestaError | None) -> bool:
+        while not stop.is_set():
+            future = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+            try:
+                future.result(timeout=1)
+                return True
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+            except RuntimeError:  # the loop has closed
+                return False
+        return False
+
+    try:
+        for event in events:
+            if not put(event):
+                return
+            if isinstance(event, OutputEnded):
+                return
+        put(None)
+    except SiestaError as exc:
+        put(exc)
+    finally:
+        with contextlib.suppress(Exception):
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
 
 
 async def _events(services: Services, process: processes.Process) -> AsyncIterator[str]:

@@ -283,7 +283,10 @@ int main(int argc, char **argv) {
                 refs[n++] = (struct ref){ i, r->gen, REF_STATUS };
             }
             for (int k = 0; k < 2; k++)
-                if (r->out[k].fd >= 0) {
+                /* Backpressure: a command's output is read no faster than the channel
+                 * it goes to takes it (the attach blocks the same way), so a slow
+                 * reader stalls its own command, never loses its channel. */
+                if (r->out[k].fd >= 0 && (r->chan <= 0 || chan_room(r->chan))) {
                     pfds[n] = (struct pollfd){ .fd = r->out[k].fd, .events = POLLIN };
                     refs[n++] = (struct ref){ i, r->gen, k ? REF_OUT1 : REF_OUT0 };
                 }

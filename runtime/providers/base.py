@@ -59,7 +59,19 @@ from runtime.seams.providers import (
     LimitPressure as LimitPressure,
 )
 from runtime.seams.providers import (
+    OutputAt as OutputAt,
+)
+from runtime.seams.providers import (
+    OutputEnded as OutputEnded,
+)
+from runtime.seams.providers import (
+    OutputEvent as OutputEvent,
+)
+from runtime.seams.providers import (
     OutputListener as OutputListener,
+)
+from runtime.seams.providers import (
+    OutputLost as OutputLost,
 )
 from runtime.seams.providers import (
     ProcessEntry as ProcessEntry,

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -38,6 +38,7 @@ from runtime.providers.base import (
     DiskUsage,
     ExecRequest,
     ExecResult,
+    OutputEvent,
     ProcessEntry,
     ProcessSpec,
     RunningProcess,
@@ -314,6 +315,12 @@ class FakeInside:
         self, sandbox_id: str, entry: ProcessEntry, start: int
     ) -> list[tuple[str, bytes]]:
         return []
+
+    def stream_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int, stop: threading.Event
+    ) -> Iterator[OutputEvent]:
+        msg = "the fake provider runs no processes of their own"
+        raise SandboxUnavailable(msg)
 
     def untaken_output(
         self, sandbox_id: str, entry: ProcessEntry

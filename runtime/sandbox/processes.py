@@ -33,6 +33,7 @@ import logging
 import math
 import signal
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from runtime.core.context import CallContext
@@ -42,6 +43,7 @@ from runtime.core.records import SessionStatus
 from runtime.egress.service import Egress
 from runtime.seams.providers import (
     MAX_PROCESS_TAG_BYTES,
+    OutputEvent,
     ProcessSpec,
     RunningProcess,
     SandboxInside,
@@ -308,6 +310,11 @@ class Process:
             for stream, data in output:
                 self._tails[stream].write(data)
 
+    @property
+    def lost(self) -> bool:
+        """Its wait here ended without its end (the channel to its sandbox failed)."""
+        return self.ended is not None and self.ended.status == "unknown"
+
     def mark_ended(self, ended: Ended) -> None:
         """It had ended before this instance learned of it (from the sandbox's table)."""
         with self._lock:
@@ -412,7 +419,9 @@ class SandboxProcesses:
             return
         with self._lock:
             known = set(self._table.get(ctx.key, {}))
-            known |= {p.pid for p in self._ended.get(ctx.key, ())}
+            # One whose wait here failed (its channel ended under it: a command killed
+            # the relay) is not known to have ended: the agent's word is taken instead.
+            known |= {p.pid for p in self._ended.get(ctx.key, ()) if not p.lost}
             seen = self._seen_ended.setdefault(ctx.key, set())
             if len(seen) > SEEN_ENDED:
                 seen.clear()
@@ -437,6 +446,10 @@ class SandboxProcesses:
             with self._lock:
                 if entry.pid in self._table.get(ctx.key, {}):
                     continue  # another thread of this instance adopted it meanwhile
+                ended = self._ended.get(ctx.key)
+                if ended is not None:  # a lost one it replaces
+                    for stale in [p for p in ended if p.pid == entry.pid and p.lost]:
+                        ended.remove(stale)
                 if not entry.running:
                     seen.add(entry.pid)
                     status = f"exit status {entry.exit_code}"
@@ -454,6 +467,26 @@ class SandboxProcesses:
                 daemon=True,
             )
             thread.start()
+
+    def output_from(
+        self, ctx: CallContext, pid: int, start: int | None, stop: threading.Event
+    ) -> Iterator[OutputEvent] | None:
+        """The process's output from offset ``start`` (``None``: from now on), read from
+        its sandbox's agent with a position of its own: through any instance, and again
+        from where a reader was (what the ring still keeps). ``None``: this sandbox's
+        processes cannot be read so (an agent older than protocol 3, gVisor)."""
+        record = self._sessions.describe(ctx)
+        if record is None or record.status is not SessionStatus.ACTIVE:
+            return None
+        entries = self._inside.process_table(record.sandbox_id)
+        if entries is None:
+            return None
+        entry = next((e for e in entries if e.pid == pid and described(e.tag)), None)
+        if entry is None:
+            msg = f"no process with pid {pid} in this conversation's sandbox"
+            raise ProcessNotFound(msg, pid=pid)
+        begin = entry.end if start is None else start
+        return self._inside.stream_output(record.sandbox_id, entry, begin, stop)
 
     def running(self, ctx: CallContext) -> list[Process]:
         self._adopt(ctx)

@@ -12,7 +12,8 @@ protocols, their value types and documented semantics), which reads best in one 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -249,6 +250,36 @@ class ProcessEntry:
     """The offset its output has reached."""
 
 
+@dataclass(frozen=True)
+class OutputAt:
+    """A chunk of a process's output and where it starts in its output (both streams
+    counted together, from the process's start)."""
+
+    offset: int
+    stream: str
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
+
+
+@dataclass(frozen=True)
+class OutputLost:
+    """Output the agent's ring no longer kept between the position asked for and what
+    follows."""
+
+    lost_bytes: int
+
+
+@dataclass(frozen=True)
+class OutputEnded:
+    exit_code: int
+
+
+OutputEvent = OutputAt | OutputLost | OutputEnded
+
+
 class RunningProcess(Protocol):
     """A started ``ProcessSpec``. One thread calls ``wait``; the rest may come from any."""
 
@@ -464,6 +495,14 @@ class SandboxInside(Protocol):
     ) -> list[tuple[str, bytes]]:
         """What the process printed from offset ``start`` to ``entry.end`` that its
         agent still keeps, as (stream, bytes) in order."""
+
+    def stream_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int, stop: threading.Event
+    ) -> Iterator[OutputEvent]:
+        """The process's output from offset ``start`` (what its ring no longer keeps:
+        ``OutputLost`` first), as it comes, until it ends (``OutputEnded``) or ``stop``
+        is set; for one reader, with its own position (a client resuming where it was,
+        through any instance)."""
 
     def untaken_output(
         self, sandbox_id: str, entry: ProcessEntry

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 import websocket
-from e2b import CommandExitException, Sandbox
+from e2b import CommandExitException, PtySize, Sandbox
 
 from siesta_contract.processes import ProcessPublic
 
@@ -195,26 +195,23 @@ def test_watchers_and_ports_are_served_by_any_instance(fleet: Fleet) -> None:
         with fleet.client() as client:
             pages = [_page(client, host) for _ in range(INSTANCES)]
 
-            path = f"/v1/conversations/{sandbox.sandbox_id}/sandbox/fs/watchers"
-            # The same sandbox as a conversation of the E2B token's org and user (its name).
-            e2b_headers = headers(org=E2B_ORG, user="e2b-fleet", image=None)
-            made = client.post(path, json={"path": "/home/user/watched"}, headers=e2b_headers)
-            made.raise_for_status()
-            watcher = made.json()["id"]
-            sandbox.commands.run("touch watched/c.txt")
-            reads = [
-                client.get(f"{path}/{watcher}?waitSeconds=5", headers=e2b_headers).json()
-                for _ in range(INSTANCES)
-            ]
-            removed = client.delete(f"{path}/{watcher}", headers=e2b_headers)
+        # The same sandbox as a conversation of the E2B token's org and user (its name).
+        siesta = SiestaClient(fleet.url, TOKEN)
+        same = siesta.conversation(sandbox.sandbox_id, org=E2B_ORG, user="e2b-fleet")
+        watcher = same.watch("/home/user/watched").id
+        sandbox.commands.run("touch watched/c.txt")
+        reads = [same.changes(watcher, wait_seconds=wait) for wait in (5, 0, 0)]
+        same.stop_watching(watcher)
+        siesta.close()
     finally:
         sandbox.kill()
     assert {("create", "a.txt"), ("write", "a.txt")} <= seen
     assert ("create", "a.txt") not in later  # read once, whichever instance read it
     assert pages == ["hello from the sandbox"] * INSTANCES
-    changes = [(c["type"], c["name"]) for read in reads for c in read["changes"]]
-    assert changes.count(("create", "c.txt")) == 1, reads
-    assert removed.status_code == 204
+    changes = [(c.type, c.name) for read in reads for c in read.changes]
+    assert changes.count(("create", "c.txt")) == 1, reads  # read once, by one instance
+    watchers = f"/v1/conversations/{sandbox.sandbox_id}/sandbox/fs/watchers/{watcher}"
+    assert len(fleet.proxy.instances_of(watchers)) == INSTANCES
     assert len(fleet.proxy.instances_of("/e2b/envd/filesystem.Filesystem/GetWatcherEvents")) > 1
 
 
@@ -234,3 +231,32 @@ def _page(client: httpx.Client, host: str) -> str:
         assert time.monotonic() < deadline, answer.text
         time.sleep(0.1)
     return answer.text
+
+
+def test_an_e2b_terminal_is_served_by_any_instance(fleet: Fleet) -> None:
+    """``pty`` created through one instance, typed into, resized and killed through the
+    others; its output stream stays on the instance that created it."""
+    sandbox = Sandbox.create("base", **fleet.e2b_options())
+    try:
+        terminal = sandbox.pty.create(PtySize(rows=24, cols=80), timeout=30)
+        output = bytearray()
+
+        def until(text: bytes) -> None:
+            deadline = time.monotonic() + 15
+            for event in terminal:  # (stdout, stderr, pty) chunks as they come
+                output.extend(event[2] or b"")
+                if text in output or time.monotonic() > deadline:
+                    break
+            assert text in output, output.decode(errors="replace")
+
+        sandbox.pty.send_stdin(terminal.pid, b"stty size; echo typed-$((6*7))\n")
+        until(b"typed-42")
+        sandbox.pty.resize(terminal.pid, PtySize(rows=50, cols=132))
+        sandbox.pty.send_stdin(terminal.pid, b"stty size\n")
+        until(b"50 132")
+        killed = sandbox.pty.kill(terminal.pid)
+    finally:
+        sandbox.kill()
+    assert b"24 80" in output and killed is True
+    envd = fleet.proxy.instances_of("/e2b/envd/process.Process/")
+    assert len(envd) == INSTANCES

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from runtime.core.output import CapturedStream
-from runtime.sandbox.filesystem import CHANGE_OVERHEAD_BYTES, Watcher
+from runtime.sandbox.watchers import CHANGE_OVERHEAD_BYTES, Watcher
 from runtime.seams.providers import ExecResult, OutputListener
 
 LIMIT = 64 * 1024

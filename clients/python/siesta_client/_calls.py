@@ -19,7 +19,16 @@ from siesta_contract.agents import (
 )
 from siesta_contract.conversations import ConversationDeleted, SandboxPublic
 from siesta_contract.files import FilePublic, FilesPublic
-from siesta_contract.filesystem import FsEntries, FsEntry, FsListArgs, FsMoveArgs, FsPathArgs
+from siesta_contract.filesystem import (
+    FsChanges,
+    FsEntries,
+    FsEntry,
+    FsListArgs,
+    FsMoveArgs,
+    FsPathArgs,
+    FsWatchArgs,
+    FsWatcher,
+)
 from siesta_contract.functions.js import JsResult, RunScriptBody
 from siesta_contract.functions.memory import AddedEntry
 from siesta_contract.functions.sandbox import (
@@ -357,6 +366,28 @@ def remove(ctx: Context, conversation: str, path: str, user: str | None) -> Op[N
     body = args(FsPathArgs, path=path, user=user)
     url = _conv(conversation, "/sandbox/fs/remove")
     return Op("POST", url, no_content, ctx.headers(), body, body=FsPathArgs)
+
+
+def watch(
+    ctx: Context, conversation: str, path: str, recursive: bool, user: str | None
+) -> Op[FsWatcher]:
+    body = args(FsWatchArgs, path=path, recursive=recursive, user=user)
+    url = _conv(conversation, "/sandbox/fs/watchers")
+    return Op("POST", url, model(FsWatcher), ctx.headers(), body, body=FsWatchArgs)
+
+
+def watcher_changes(
+    ctx: Context, conversation: str, watcher_id: str, wait_seconds: int
+) -> Op[FsChanges]:
+    url = _conv(conversation, f"/sandbox/fs/watchers/{watcher_id}")
+    params = {"waitSeconds": wait_seconds}
+    read = model(FsChanges)
+    return Op("GET", url, read, ctx.headers(), params=params, runs_for=wait_seconds)
+
+
+def stop_watching(ctx: Context, conversation: str, watcher_id: str) -> Op[None]:
+    url = _conv(conversation, f"/sandbox/fs/watchers/{watcher_id}")
+    return Op("DELETE", url, no_content, ctx.headers())
 
 
 def take_snapshot(

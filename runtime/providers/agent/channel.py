@@ -51,9 +51,11 @@ from runtime.providers.agent.protocol import (
     parse_error,
     parse_exit,
     spawn_payload,
-    table_spawn_payload,
 )
 from runtime.providers.agent.send_watch import SEND_WATCH
+from runtime.providers.agent.table_frames import (
+    table_spawn_payload,
+)
 
 log = logging.getLogger(__name__)
 

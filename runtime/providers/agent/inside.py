@@ -8,7 +8,8 @@ lifecycle drops a sandbox's channel when it stops or removes the sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 
 from runtime.core.errors import SandboxUnavailable
 from runtime.providers.agent import ops, processes, table
@@ -19,6 +20,7 @@ from runtime.providers.base import (
     DirListing,
     ExecRequest,
     ExecResult,
+    OutputEvent,
     ProcessEntry,
     ProcessSpec,
     RunningProcess,
@@ -89,6 +91,16 @@ class AgentInside:
             return table.output(channel, entry, start)
         except (ChannelClosed, SpawnFailed) as exc:
             msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
+            raise SandboxUnavailable(msg) from exc
+
+    def stream_output(
+        self, sandbox_id: str, entry: ProcessEntry, start: int, stop: threading.Event
+    ) -> Iterator[OutputEvent]:
+        channel = self._private(sandbox_id)
+        try:
+            yield from table.stream(channel, entry, start, stop)
+        except (ChannelClosed, SpawnFailed) as exc:
+            msg = f"the process's output stream ended: {exc}; connect again"
             raise SandboxUnavailable(msg) from exc
 
     def untaken_output(

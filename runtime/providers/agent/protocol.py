@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -154,8 +154,8 @@ def parse_exit(payload: bytes) -> Exit:
         for _ in range(2):
             (total,) = struct.unpack_from("<Q", payload, offset)
             offset += 8
-            head, offset = _string(payload, offset)
-            tail, offset = _string(payload, offset)
+            head, offset = string_at(payload, offset)
+            tail, offset = string_at(payload, offset)
             streams.append(StreamPart(total, head, tail))
         pressure: tuple[int, ...] = (0, 0, UNKNOWN_SIZE, UNKNOWN_SIZE)
         if len(payload) - offset >= LIMITS.size:  # agents before these fields send none
@@ -180,14 +180,14 @@ def parse_exit(payload: bytes) -> Exit:
 def parse_error(payload: bytes) -> tuple[int, str]:
     try:
         (errno,) = struct.unpack_from("<I", payload, 0)
-        message, _ = _string(payload, 4)
+        message, _ = string_at(payload, 4)
     except struct.error as exc:
         msg = f"malformed ERROR frame ({exc})"
         raise ProtocolError(msg, "payload") from exc
     return errno, message.decode("utf-8", errors="replace")
 
 
-def _string(payload: bytes, offset: int) -> tuple[bytes, int]:
+def string_at(payload: bytes, offset: int) -> tuple[bytes, int]:
     (length,) = struct.unpack_from("<I", payload, offset)
     start = offset + 4
     if start + length > len(payload):
@@ -280,136 +280,3 @@ class FrameReader:
         if frame_type is not None and frame_type not in self._types:
             msg = f"frame type {frame_type} (for request {request_id:x}) is not expected here"
             raise ProtocolError(msg, "frame_type")
-
-
-def table_spawn_payload(
-    argv: list[str],
-    *,
-    ring_bytes: int,
-    tag: str = "",
-    timeout_ms: int = 0,
-    grace_ms: int = 0,
-    cap_bytes: int = 0,
-    flags: SpawnFlag = SpawnFlag.DETACHED,
-) -> bytes:
-    """A DETACHED SPAWN with its ring's size and a tag (protocol 3)."""
-    base = spawn_payload(
-        argv,
-        timeout_ms=timeout_ms,
-        grace_ms=grace_ms,
-        cap_bytes=cap_bytes,
-        flags=flags | SpawnFlag.DETACHED | SpawnFlag.RING,
-    )
-    data = tag.encode()
-    return base + struct.pack("<II", ring_bytes, len(data)) + data
-
-
-def attach_payload(pid: int, start: int, credit: int) -> bytes:
-    """ATTACH: read ``pid``'s output from offset ``start`` (``FROM_CURRENT_END``: new output)."""
-    return struct.pack("<IQI", pid, start, credit)
-
-
-def pid_payload(pid: int, *more: int, fmt: str = "") -> bytes:
-    """PINPUT/PEOF/PSIGNAL/PRESIZE/FORGET: the pid, then ``more`` packed as ``fmt``."""
-    return struct.pack("<I" + fmt, pid, *more)
-
-
-@dataclass(frozen=True)
-class Attached:
-    first: int
-    """The offset the attachment starts from (above the one asked for: a gap)."""
-    end: int
-    asked: int
-    """The offset asked for, resolved (the end's, the TAKE cursor's): ``first - asked``
-    bytes were lost to the ring."""
-
-
-@dataclass(frozen=True)
-class Data:
-    offset: int
-    stream: int
-    data: bytes
-
-
-@dataclass(frozen=True)
-class ProcessExit:
-    exit_code: int
-    end: int
-    duration_ms: int
-
-
-@dataclass(frozen=True)
-class TableEntry:
-    pid: int
-    request_id: int
-    exited: bool
-    exit_code: int
-    pty: bool
-    started_ms: int
-    ended_ms: int
-    first: int
-    end: int
-    tag: str
-    argv: list[str]
-
-
-_ENTRY = struct.Struct("<IQBiBQQQQ")
-
-
-def _parse(what: str, parse: Callable[[], T]) -> T:
-    try:
-        return parse()
-    except struct.error as exc:
-        msg = f"malformed {what} frame ({exc})"
-        raise ProtocolError(msg, "payload") from exc
-
-
-def parse_attached(payload: bytes) -> Attached:
-    def parse() -> Attached:
-        first, end = struct.unpack_from("<QQ", payload)
-        asked = struct.unpack_from("<Q", payload, 16)[0] if len(payload) >= 24 else first
-        return Attached(first, end, asked)
-
-    return _parse("ATTACHED", parse)
-
-
-def parse_data(payload: bytes) -> Data:
-    def parse() -> Data:
-        offset, stream = struct.unpack_from("<QB", payload)
-        return Data(offset, stream, payload[9:])
-
-    return _parse("DATA", parse)
-
-
-def parse_pexit(payload: bytes) -> ProcessExit:
-    return _parse("PEXIT", lambda: ProcessExit(*struct.unpack("<iQI", payload)))
-
-
-def parse_table(payload: bytes) -> list[TableEntry]:
-    def parse() -> list[TableEntry]:
-        (count,) = struct.unpack_from("<I", payload)
-        offset, entries = 4, []
-        for _ in range(count):
-            pid, rid, state, code, pty, started, ended, first, end = _ENTRY.unpack_from(
-                payload, offset
-            )
-            tag, offset = _string(payload, offset + _ENTRY.size)
-            argv, offset = _string(payload, offset)
-            entries.append(
-                TableEntry(
-                    pid,
-                    rid,
-                    state == 1,
-                    code,
-                    bool(pty),
-                    started,
-                    ended,
-                    first,
-                    end,
-                    tag.decode(errors="replace"),
-                    argv.decode(errors="surrogateescape").split("\0"),
-                )
-            )
-        return entries
-
-    return _parse("TABLE", parse)

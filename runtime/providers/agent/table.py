@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -23,16 +24,26 @@ from runtime.providers.agent.protocol import (
     Frame,
     FrameType,
     ProtocolError,
-    attach_payload,
     encode,
+    parse_error,
+)
+from runtime.providers.agent.table_frames import (
+    attach_payload,
     parse_attached,
     parse_data,
-    parse_error,
     parse_pexit,
     parse_table,
     pid_payload,
 )
-from runtime.providers.base import ExecResult, OutputListener, ProcessEntry
+from runtime.providers.base import (
+    ExecResult,
+    OutputAt,
+    OutputEnded,
+    OutputEvent,
+    OutputListener,
+    OutputLost,
+    ProcessEntry,
+)
 
 ANSWER_SECONDS = 30.0
 """How long a table request may wait for the agent's answer (a busy sandbox)."""
@@ -135,6 +146,52 @@ def untaken(channel: AgentChannel, entry: ProcessEntry) -> tuple[int, list[tuple
             with contextlib.suppress(ChannelClosed):
                 channel._send(encode(FrameType.DETACH, request_id))
     return lost, chunks
+
+
+POLL_SECONDS = 1.0
+"""How often a reader's stream looks whether its reader has gone (``stop``)."""
+
+
+def stream(
+    channel: AgentChannel, entry: ProcessEntry, start: int, stop: threading.Event
+) -> Iterator[OutputEvent]:
+    """``entry``'s output from ``start`` as it comes, until it ends or ``stop`` is set."""
+    names = {1: "pty", 2: "pty"} if entry.pty else STREAMS
+    with channel._request() as (request_id, frames):
+        channel._send(
+            encode(FrameType.ATTACH, request_id, attach_payload(entry.pid, start, CREDIT_BYTES))
+        )
+        credit = CREDIT_BYTES
+        try:
+            while not stop.is_set():
+                try:
+                    frame = channel._next(frames, time.monotonic() + POLL_SECONDS)
+                except TimeoutError:
+                    continue
+                if frame.type is FrameType.ATTACHED:
+                    attached = parse_attached(frame.payload)
+                    if attached.first > attached.asked:
+                        yield OutputLost(attached.first - attached.asked)
+                elif frame.type is FrameType.DATA:
+                    data = parse_data(frame.payload)
+                    credit -= len(data.data)
+                    if credit <= CREDIT_BYTES // 2:
+                        grant = CREDIT_BYTES - credit
+                        more = grant.to_bytes(4, "little")
+                        channel._send(encode(FrameType.CREDIT, request_id, more))
+                        credit += grant
+                    if data.data and data.stream in names:
+                        yield OutputAt(data.offset, names[data.stream], data.data)
+                elif frame.type is FrameType.PEXIT:
+                    yield OutputEnded(parse_pexit(frame.payload).exit_code)
+                    return
+                elif frame.type is FrameType.ERROR:
+                    raise SpawnFailed(*parse_error(frame.payload))
+                else:
+                    raise _unexpected(channel, frame)
+        finally:
+            with contextlib.suppress(ChannelClosed):
+                channel._send(encode(FrameType.DETACH, request_id))
 
 
 def take(channel: AgentChannel, pid: int, upto: int) -> None:

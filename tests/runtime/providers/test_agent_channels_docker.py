@@ -23,15 +23,17 @@ from runtime.providers.agent.protocol import (
     FROM_CURRENT_END,
     FrameType,
     SpawnFlag,
+    parse_error,
+    parse_exit,
+    spawn_payload,
+)
+from runtime.providers.agent.table_frames import (
     attach_payload,
     parse_attached,
     parse_data,
-    parse_error,
-    parse_exit,
     parse_pexit,
     parse_table,
     pid_payload,
-    spawn_payload,
     table_spawn_payload,
 )
 from tests.helpers import REPO, TEST_RUN_ID, TEST_RUN_LABEL
