@@ -11,7 +11,7 @@ import dataclasses
 import secrets
 from collections.abc import Callable, Iterable
 
-from runtime.core.errors import SandboxUnavailable
+from runtime.core.errors import SandboxUnavailable, SiestaError
 from runtime.core.output import HeadTailBuffer, captured
 from runtime.providers.agent import fshelper
 from runtime.providers.agent.channel import (
@@ -185,7 +185,10 @@ def surviving_command(
         if not _relay_ended(channel, lost):
             raise
     for _ in range(RECONNECTS):
-        fresh = reopen()
+        try:
+            fresh = reopen()
+        except SiestaError:  # the sandbox itself is gone: what the call lost says so
+            break
         if fresh is None or not fresh.private:
             break
         try:
