@@ -6,14 +6,24 @@ flight, until none is in flight or its drain time is over; then ``serve`` stops
 
 While draining, every answer says ``Connection: close``: a client's next request
 opens a new connection, which the load balancer sends to another instance once it
-has seen this one is not ready."""
+has seen this one is not ready.
+
+A stream the client can resume elsewhere is handed off instead of held: a process's
+output stream (``Last-Event-ID`` reads on through any instance) closes without its
+``end`` event, and a terminal closes with 1012 (service restart) without hanging the
+terminal up. Both wait on ``Drain.handing_off``; neither holds a roll up for the
+drain time."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+HANDOFF_POLL_SECONDS = 0.25
+"""How soon a resumable stream notices a drain and closes."""
 
 
 class Drain:
@@ -33,6 +43,13 @@ class Drain:
         """Start draining (again: no change). Safe in a signal handler."""
         if self.deadline is None:
             self.deadline = self._clock() + self.seconds
+
+    async def handing_off(self) -> None:
+        """Returns once this instance drains (within ``HANDOFF_POLL_SECONDS``): a
+        polled flag, since ``begin`` runs in a signal handler, where waking an
+        asyncio waiter is not safe."""
+        while self.deadline is None:
+            await asyncio.sleep(HANDOFF_POLL_SECONDS)
 
     def over(self) -> bool:
         """Draining, and nothing is in flight or the drain time is up."""

@@ -11,6 +11,7 @@ themselves live in their packages.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable
@@ -49,7 +50,7 @@ from runtime.sandbox.network import SandboxNetwork
 from runtime.sandbox.operations import Sandbox
 from runtime.sandbox.ports.connection import SandboxPorts
 from runtime.sandbox.ports.tokens import PortTokens
-from runtime.sandbox.processes import ProcessLimits, SandboxProcesses
+from runtime.sandbox.processes import ProcessLimits, SandboxProcesses, runs_processes
 from runtime.sandbox.snapshots import SnapshotLeftovers, Snapshots
 from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
@@ -259,6 +260,7 @@ class Services:
             settings.reconcile,
             services.teardown_conversation,
             pool=pool,
+            busy=functools.partial(runs_processes, provider.inside),
             sweeps=[
                 ExecutionsSweep(stores.executions, settings.tools),
                 SnapshotLeftovers(

@@ -46,6 +46,7 @@ SLOWEST_FIRST = (
     "tests/api/test_run_command_docker.py",
     "tests/clients/test_standalone_install.py",
     "tests/faults/test_engine_restart.py",
+    "tests/faults/test_process_readers_docker.py",
     "tests/api/test_openapi_document.py",
 )
 """Modules of a minute or more, started first: with the suite in several processes

@@ -165,11 +165,12 @@ def spawn_service(
     environment: dict[str, str],
     overrides: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
+    log_mode: str = "wb",
 ) -> ServiceProcess:
     """``siesta-runtime serve`` on a free port with this environment; ready when returned."""
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
-    with (data_dir / "service.log").open("wb") as log:
+    with (data_dir / "service.log").open(log_mode) as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "serve", "--port", str(port), *args],
             cwd=REPO,
@@ -185,8 +186,9 @@ def spawn_service(
 
 
 def respawn(service: ServiceProcess) -> ServiceProcess:
-    """The same service started again on its data (after ``kill`` or ``stop``)."""
-    return spawn_service(service.data_dir, service.environment, service.env)
+    """The same service started again on its data (after ``kill`` or ``stop``); its log
+    goes on after the first one's."""
+    return spawn_service(service.data_dir, service.environment, service.env, log_mode="ab")
 
 
 def free_port() -> int:

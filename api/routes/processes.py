@@ -4,8 +4,10 @@ A server, a watcher or a REPL is started here and goes on in the sandbox; its
 recent output and how it ended can be read at any time, its live output streamed
 (``Accept: text/event-stream``), its stdin written, its process group signalled.
 The same processes as E2B's (``runtime.sandbox.processes``): they end at their
-timeout, a signal or the sandbox's end. The table is this instance's: with several
-instances, a conversation's process calls go to the one that started them.
+timeout, a signal or the sandbox's end. Their table is kept by the sandbox's agent, so
+any instance serves any of these calls; an instance that stops hands its output
+streams off (``api/drain.py``): they close without ``end``, and the client's
+``Last-Event-ID`` reads on through another instance.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import concurrent.futures
 import contextlib
 import json
 import threading
+from asyncio import FIRST_COMPLETED
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated
 
@@ -32,6 +35,7 @@ from siesta_contract.processes import (
 from siesta_contract.text import WORKSPACE
 
 from api.deps import CallerDep, ContextDep, ServicesDep, requires, through_door
+from api.drain import Drain
 from api.responses import SANDBOX, error_responses
 from api.streaming import SSE_CONTENT
 from runtime.core.context import CallContext
@@ -127,7 +131,8 @@ async def get_process(
         lambda: services.processes.output_from(ctx, pid, resume, stop)
     )
     if positioned is not None:
-        events = _positioned(services, ctx, pid, positioned, stop)
+        drain: Drain = request.app.state.drain
+        events = _positioned(services, ctx, pid, positioned, stop, drain)
         return StreamingResponse(events, media_type="text/event-stream")
     if resume is not None:
         msg = (
@@ -158,21 +163,30 @@ async def _positioned(
     pid: int,
     events: Iterator[OutputEvent],
     stop: threading.Event,
+    drain: Drain,
 ) -> AsyncIterator[str]:
-    """The agent's events as server-sent events, each output with its offset as ``id``."""
+    """The agent's events as server-sent events, each output with its offset as ``id``,
+    until the process ends or this instance drains (then the stream closes without
+    ``end``: the client reads on elsewhere from its last ``id``)."""
     keepalive = services.settings.http.sse_keepalive_seconds
     queue: asyncio.Queue[OutputEvent | SiestaError | None] = asyncio.Queue(POSITIONED_QUEUE)
     pump = threading.Thread(
         target=_pump, args=(events, queue, asyncio.get_running_loop(), stop), daemon=True
     )
     pump.start()
+    handoff = asyncio.ensure_future(drain.handing_off())
     try:
         while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), keepalive)
-            except TimeoutError:
+            got = asyncio.ensure_future(queue.get())
+            await asyncio.wait({got, handoff}, timeout=keepalive, return_when=FIRST_COMPLETED)
+            if handoff.done():
+                got.cancel()
+                return  # whatever ``got`` held was not sent: the client resumes before it
+            if not got.done():
+                got.cancel()
                 yield ": keepalive\n\n"
                 continue
+            event = got.result()
             if isinstance(event, OutputAt):
                 text = event.data.decode("utf-8", errors="replace")
                 data = json.dumps({"stream": event.stream, "text": text})
@@ -188,6 +202,7 @@ async def _positioned(
                 yield _sse("end", public(process).model_dump(mode="json"))
                 return
     finally:
+        handoff.cancel()
         stop.set()
 
 

@@ -16,6 +16,11 @@ Closing the socket hangs the terminal up (SIGHUP, as closing a terminal window
 does) unless the client detached first: then it runs on, listed among the
 conversation's processes, and ``?pid=`` attaches to it again. A refused
 connection is answered before the upgrade with the error's status and body.
+
+An instance that stops (SIGTERM) hands its terminals off (``api/drain.py``): it
+sends ``{"type": "reconnect", "pid"}``, closes with 1012 (service restart) and leaves
+the terminal running; the client attaches again with ``?pid=`` (any instance) and
+gets its screen back.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ router = APIRouter(prefix="/v1/conversations/{conversation_id}/sandbox", tags=["
 SHELL = processes.ProcessConfig(cmd="/bin/bash", args=["-i", "-l"])
 MAX_SIZE = 1000
 """The most columns or rows a terminal may have."""
+RECONNECT_CLOSE_CODE = 1012
+"""Service restart (RFC 6455's registry): this instance stops; attach again."""
 
 
 class NotATerminal(InvalidRequest):
@@ -77,17 +84,20 @@ async def terminal(
     )
     process.subscribe(reader, replay="pty")
     await websocket.accept()
-    detached = False
+    detached = handed_off = False
     keys = asyncio.create_task(_keys(websocket, services, process))
+    handoff = asyncio.ensure_future(websocket.app.state.drain.handing_off())
     try:
         with contextlib.suppress(WebSocketDisconnect, OSError):  # the client is gone
-            await _screen(websocket, services, process, reader, keys)
+            await _screen(websocket, services, process, reader, keys, handoff)
     finally:
         process.unsubscribe(reader)
+        handed_off = handoff.done() and not handoff.cancelled()
+        handoff.cancel()
         keys.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):  # a write that failed
             detached = await keys
-        if not detached and process.ended is None:
+        if not detached and not handed_off and process.ended is None:
             await to_thread.run_sync(lambda: services.processes.hang_up(process))
 
 
@@ -126,12 +136,20 @@ async def _screen(
     process: processes.Process,
     reader: processes.Reader,
     keys: asyncio.Task[bool],
+    handoff: asyncio.Future[None],
 ) -> None:
-    """The terminal's events to the socket until it ends or the client goes."""
+    """The terminal's events to the socket until it ends, the client goes or this
+    instance drains (the terminal is handed off: it runs on, the client reattaches)."""
     keepalive = services.settings.http.sse_keepalive_seconds
     while not keys.done():
         next_event = asyncio.ensure_future(reader.next(keepalive))
-        await asyncio.wait({next_event, keys}, return_when=asyncio.FIRST_COMPLETED)
+        waits: set[asyncio.Future[Any]] = {next_event, keys, handoff}
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if handoff.done():
+            next_event.cancel()
+            await websocket.send_json({"type": "reconnect", "pid": process.pid})
+            await websocket.close(RECONNECT_CLOSE_CODE)
+            return
         if not next_event.done():
             next_event.cancel()
             return  # the client went away, or detached

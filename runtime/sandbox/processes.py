@@ -191,6 +191,17 @@ def describe(config: ProcessConfig, tag: str | None, user: str, *, stdin: bool) 
     return json.dumps({"kind": "process", "tag": None})
 
 
+def runs_processes(inside: SandboxInside, sandbox_id: str) -> bool:
+    """Whether the sandbox's agent keeps one of these processes running, whichever
+    instance started it (False where it cannot be asked: then only this instance's
+    own table keeps the sandbox awake, ``SandboxProcesses.keep_running``)."""
+    try:
+        table = inside.process_table(sandbox_id)
+    except SiestaError:
+        return False
+    return any(entry.running and described(entry.tag) is not None for entry in table or ())
+
+
 def described(text: str) -> tuple[ProcessConfig, str | None, bool] | None:
     """(config, tag, takes input) of a process another instance started; ``None`` for
     what is not one of these processes (a watcher, a file transfer)."""

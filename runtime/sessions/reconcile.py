@@ -8,7 +8,9 @@ background loop):
 * records whose sandbox *and* workspace vanished are marked lost; a sandbox that
   stopped (or vanished, its workspace kept) without the service is noted as stopped,
   never retired: its next operation starts it again with its files;
-* idle sessions are paused, stopped or retired per the lifecycle settings;
+* idle sessions are paused, stopped or retired per the lifecycle settings, except
+  that a sandbox running processes of its own (a server an agent left running,
+  whichever instance started it: ``busy``) is kept awake, its idle time started over;
 * conversations deleted while busy are torn down; expired leases are cleared;
 * approvals past their deadline expire, and executions log entries past the
   retention are removed (not in a dry run).
@@ -107,6 +109,7 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
         pool: WarmPool | None = None,
         sweeps: Sequence[Sweep] = (),
+        busy: Callable[[str], bool] | None = None,
     ) -> None:
         self._sessions = sessions
         self._deletions = deletions
@@ -119,6 +122,8 @@ class Reconciler:
         self._clock = clock
         self._pool = pool
         self._sweeps = list(sweeps)
+        self._busy = busy
+        """Whether a running sandbox runs processes of its own (asked of its agent)."""
 
     def run(self, *, dry_run: bool = False) -> Report:
         """One pass. Unreachable store or provider raise; everything else is reported."""
@@ -225,10 +230,24 @@ class Reconciler:
             # Started behind the service's back (say, by the engine's restart policy)
             # while off capacity: back to what the session says.
             self._apply("running_sandboxes_stopped", lifecycle.stop, fresh, lease, report)
+        elif idle >= tiers.pause_after_seconds and self._runs_processes(fresh, state):
+            report.act("busy_sandboxes_kept_awake", fresh.session_id)
+            if not report.dry_run:
+                self._sessions.touch_session(
+                    fresh.org, fresh.conversation, fresh.session_id, self._clock(), fresh.fence
+                )
         elif idle >= tiers.stop_after_seconds and status is not SessionStatus.STOPPED:
             self._apply("idle_sessions_stopped", lifecycle.stop, fresh, lease, report)
         elif idle >= tiers.pause_after_seconds and status is SessionStatus.ACTIVE:
             self._apply("idle_sessions_paused", lifecycle.pause, fresh, lease, report)
+
+    def _runs_processes(self, record: SessionRecord, state: SandboxState) -> bool:
+        return (
+            self._busy is not None
+            and state is SandboxState.RUNNING
+            and record.status is SessionStatus.ACTIVE
+            and self._busy(record.sandbox_id)
+        )
 
     def _apply(
         self,

@@ -4,6 +4,8 @@ when a drain is over. The process side (SIGTERM) is ``tests/cli/test_server.py``
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -11,7 +13,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocket
 
-from api.drain import Drain, DrainMiddleware
+from api.drain import HANDOFF_POLL_SECONDS, Drain, DrainMiddleware
 from runtime.settings import DRAIN_MARGIN_SECONDS, Settings
 from tests.manual_clock import ManualClock
 
@@ -70,3 +72,17 @@ def test_the_drain_time_defaults_to_the_longest_command_and_its_kill_grace() -> 
     assert settings.drain_seconds == 100 + 3 + DRAIN_MARGIN_SECONDS
     settings = Settings(http={"drain_seconds": 7})
     assert settings.drain_seconds == 7
+
+
+def test_handing_off_returns_once_the_drain_begins() -> None:
+    """What a resumable stream waits on (a process's output, a terminal)."""
+    drain = Drain(30)
+
+    async def wait() -> None:
+        waiting = asyncio.ensure_future(drain.handing_off())
+        await asyncio.sleep(HANDOFF_POLL_SECONDS * 2)
+        assert not waiting.done()
+        drain.begin()
+        await asyncio.wait_for(waiting, HANDOFF_POLL_SECONDS * 4)
+
+    asyncio.run(wait())

@@ -30,6 +30,7 @@ from tests.helpers import (
     deployment_of,
     headers,
     new_conversation,
+    respawn,
     run_cli,
     run_command,
     run_reconcile,
@@ -125,6 +126,40 @@ def test_pause_then_resume_keeps_processes_and_memory(start_service: StartServic
     assert int(resumed["stdout"]) >= rss_before * 0.9  # ... with its memory
     assert rss_before > 25_000  # KB: the holder really held ~30 MB
     assert state_of(service, conversation)["status"] == "active"
+
+
+def test_a_sandbox_running_a_process_is_kept_awake_by_a_pass_that_did_not_start_it(
+    start_service: StartService,
+) -> None:
+    """The instance that started the process is killed (its own upkeep kept the sandbox
+    awake while it lived); the pass is the CronJob's, with no table of processes: it
+    asks the sandbox's agent, which keeps the process running. Once it ends, the
+    sandbox is paused like any idle one."""
+    service = start(start_service, pause="1")
+    conversation = new_conversation()
+    url = f"/v1/conversations/{conversation}/sandbox/processes"
+    started = service.client.post(url, json={"command": "sleep 600"}, headers=headers())
+    assert started.status_code == 201, started.text
+    pid = started.json()["pid"]
+    session_id = state_of(service, conversation)["sessionId"]
+    service.kill()
+    time.sleep(1.2)
+
+    kept = reconcile(service, pause="1")
+    assert acted(kept, "busy_sandboxes_kept_awake") == [session_id]
+    assert not acted(kept, "idle_sessions_paused")
+    service = respawn(service)
+    assert state_of(service, conversation)["state"] == "running"
+
+    ended = service.client.post(
+        f"{url}/{pid}/signal", json={"signal": "SIGKILL"}, headers=headers()
+    )
+    assert ended.status_code == 204, ended.text
+    time.sleep(1.2)
+    paused = reconcile(service, pause="1")
+    service.stop()
+    assert acted(paused, "idle_sessions_paused") == [session_id]
+    assert not acted(paused, "busy_sandboxes_kept_awake")
 
 
 def test_stop_then_resume_keeps_files_and_packages_but_not_processes(

@@ -10,7 +10,8 @@ the engine restarts, the other instance is killed.
 What must hold: every acknowledged line (answered 200 with exit code 0) is in its
 conversation's file, and no line is there twice (no command ran twice). A call
 answered ``outcome_unknown`` was not acknowledged: its line may or may not be there,
-once at most.
+once at most. Background processes and their readers have a fault run of their own:
+``test_process_readers_docker.py``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,11 @@ proxy (``roundrobin.py``): every request lands on the next instance."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
@@ -12,7 +15,7 @@ import httpx
 import pytest
 
 from tests.fleet.roundrobin import RoundRobinProxy
-from tests.helpers import TOKEN, ServiceProcess, StartService, tokens_setting
+from tests.helpers import TOKEN, ServiceProcess, StartService, respawn, tokens_setting
 from tests.redis_server import RedisServer
 
 E2B_TOKEN = "e2b_" + "f1" * 16
@@ -27,6 +30,8 @@ PORTS_DOMAIN = "e2b-fleet.localhost"
 class Fleet:
     instances: list[ServiceProcess]
     proxy: RoundRobinProxy
+    respawned: list[ServiceProcess] = field(default_factory=list)
+    """Instances started again by ``stop``: stopped with the fleet."""
 
     @property
     def url(self) -> str:
@@ -34,6 +39,27 @@ class Fleet:
 
     def client(self, timeout: float = 120) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=timeout)
+
+    def stop(self, index: int, how: signal.Signals, within: float) -> float:
+        """Stop instance ``index`` with ``how`` (SIGKILL, or SIGTERM: it drains), start
+        it again on its data behind the proxy; how many seconds it took to exit (at
+        most ``within``: past it, it is killed and the test fails)."""
+        stopping = self.instances[index]
+        began = time.monotonic()
+        stopping.process.send_signal(how)
+        try:
+            stopping.process.wait(within)
+        finally:
+            took = time.monotonic() - began
+            if stopping.process.poll() is None:
+                stopping.kill()
+            stopping.client.close()
+        started = respawn(stopping)
+        self.respawned.append(started)
+        self.instances[index] = started
+        self.proxy.replace(index, started.base_url)
+        assert took < within, f"instance {index} took {took:.1f} s to stop on {how.name}"
+        return took
 
     def e2b_options(self) -> dict[str, Any]:
         """What the E2B SDKs take instead of E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY."""
@@ -63,5 +89,9 @@ def fleet(
     ]
     proxy = RoundRobinProxy([instance.base_url for instance in instances])
     proxy.start()
-    yield Fleet(instances, proxy)
+    fleet = Fleet(instances, proxy)
+    yield fleet
     proxy.stop()
+    for started in fleet.respawned:
+        with contextlib.suppress(Exception):
+            started.stop()

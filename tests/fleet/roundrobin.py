@@ -4,7 +4,8 @@ Service in front of N replicas may do to a client at worst, made certain: two ca
 in a row never reach the same instance (with more than one).
 
 Requests and answers are streamed both ways (a process's output stream, an upload),
-so a long stream holds its instance exactly as behind a real load balancer. Which
+so a long stream holds its instance exactly as behind a real load balancer; an
+instance that cannot be reached is answered 502, and a stream it cuts is cut. Which
 instance served each request is kept in ``served`` (by path) for the tests' asserts.
 """
 
@@ -56,6 +57,10 @@ class RoundRobinProxy:
         self._thread.join(10)
         self._loop.close()
 
+    def replace(self, index: int, upstream: str) -> None:
+        """Instance ``index`` is now at ``upstream`` (started again on another port)."""
+        self._upstreams[index] = upstream
+
     def instances_of(self, prefix: str) -> set[int]:
         """The instances that served the requests whose path starts with ``prefix``."""
         return {index for path, index in self.served if path.startswith(prefix)}
@@ -92,9 +97,13 @@ class RoundRobinProxy:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Host"] = request.host
         body = request.content if request.body_exists else None
-        async with self._session.request(
-            request.method, upstream, headers=headers, data=body, allow_redirects=False
-        ) as answer:
+        try:
+            opened = await self._session.request(
+                request.method, upstream, headers=headers, data=body, allow_redirects=False
+            )
+        except aiohttp.ClientConnectionError as error:  # as a load balancer answers
+            return web.Response(status=502, text=f"upstream {upstream}: {error}")
+        async with opened as answer:
             response = web.StreamResponse(status=answer.status, reason=answer.reason)
             for name, value in answer.headers.items():
                 if name.lower() not in HOP_BY_HOP:
@@ -135,4 +144,5 @@ async def _pump(
             await sink.send_bytes(message.data)
         else:
             break
-    await sink.close()
+    # The closing code goes through (1012: the instance stops, attach again elsewhere).
+    await sink.close(code=source.close_code or aiohttp.WSCloseCode.OK)

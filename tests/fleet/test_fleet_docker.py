@@ -18,6 +18,7 @@ from siesta_contract.processes import ProcessPublic
 
 from siesta_client import SiestaClient
 from tests.fleet.conftest import E2B_ORG, INSTANCES, Fleet
+from tests.fleet.terminals import next_message, screen_until
 from tests.helpers import TOKEN, headers, new_conversation
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
@@ -113,16 +114,16 @@ def test_a_v1_process_and_a_terminal_are_served_by_any_instance(fleet: Fleet) ->
         )
         pid = json.loads(terminal.recv())["pid"]
         terminal.send_binary(b"echo $((6*7))-first\n")
-        _screen_until(terminal, "42-first")
+        screen_until(terminal, "42-first")
         terminal.send(json.dumps({"type": "detach"}))
         terminal.close()
         again = websocket.create_connection(
             f"{url}/sandbox/terminal?pid={pid}", header=header, timeout=30
         )  # the next instance: it never saw this terminal start
         assert json.loads(again.recv()) == {"type": "started", "pid": pid}
-        shown = _screen_until(again, "42-first")  # the last screenful, shown again
+        shown = screen_until(again, "42-first")  # the last screenful, shown again
         again.send_binary(b"exit 3\n")
-        exit_message = _next_message(again)
+        exit_message = next_message(again)
         again.close()
     finally:
         conversation.delete()
@@ -155,25 +156,6 @@ def _until_ended(read: Callable[[], ProcessPublic]) -> ProcessPublic:
             return process
         assert time.monotonic() < deadline, process
         time.sleep(0.1)
-
-
-def _screen_until(terminal: websocket.WebSocket, wanted: str) -> str:
-    seen = ""
-    deadline = time.monotonic() + 20
-    while wanted not in seen:
-        assert time.monotonic() < deadline, f"no {wanted!r} in {seen!r}"
-        opcode, data = terminal.recv_data()
-        if opcode == websocket.ABNF.OPCODE_BINARY:
-            seen += data.decode(errors="replace")
-    return seen
-
-
-def _next_message(terminal: websocket.WebSocket) -> dict[str, Any]:
-    while True:
-        opcode, data = terminal.recv_data()
-        if opcode == websocket.ABNF.OPCODE_TEXT:
-            message: dict[str, Any] = json.loads(data)
-            return message
 
 
 def test_watchers_and_ports_are_served_by_any_instance(fleet: Fleet) -> None:

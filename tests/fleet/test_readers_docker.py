@@ -1,21 +1,32 @@
 """A reader of a process's output that loses its instance (stopped, killed) goes on
 through another from where it was, missing nothing the sandbox's agent still keeps,
-while the process runs on; ``tests/fleet/conftest.py``'s fleet, its own in this module
-(one of its instances is killed)."""
+while the process runs on; an instance stopping (SIGTERM) hands its streams and
+terminals off at once instead of holding them for its drain time.
+``tests/fleet/conftest.py``'s fleet, its own in this module (its instances are killed
+and stopped, and started again)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
+import signal
+import threading
+import time
+from collections.abc import Generator
 
 import httpx
 import pytest
+import websocket
 
+from siesta_client import ProcessEnded, ProcessOutput, Retries, SiestaClient
 from tests.fleet.conftest import Fleet
-from tests.helpers import ServiceProcess, headers, new_conversation
+from tests.fleet.terminals import next_message, screen_until
+from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 
+Events = Generator[tuple[str, str, str | None], None, None]
+"""(event, data, id) of a server-sent event stream."""
 LINES = 200
 COUNTER = f"for i in $(seq 1 {LINES}); do echo line-$i; sleep 0.02; done"
 
@@ -31,9 +42,7 @@ def start(client: httpx.Client, conversation: str) -> int:
     return pid
 
 
-def events(
-    service: ServiceProcess | str, conversation: str, pid: int, last: str | None
-) -> Iterator[tuple[str, str, str | None]]:
+def events(service: ServiceProcess | str, conversation: str, pid: int, last: str | None) -> Events:
     """(event, data, id) of the process's output stream through ``service``."""
     base = service if isinstance(service, str) else service.base_url
     wanted = {**headers(), "Accept": "text/event-stream"}
@@ -55,11 +64,14 @@ def events(
                 name, data, event_id = "", "", None
 
 
-def read(
-    stream: Iterator[tuple[str, str, str | None]], text: list[str], until_lines: int | None
-) -> tuple[str | None, str]:
+def read(stream: Events, text: list[str], until_lines: int | None) -> tuple[str | None, str]:
     """Output into ``text`` until ``until_lines`` lines (``None``: the end); (the last
-    id, the event that stopped it)."""
+    id, the event that stopped it). The stream is closed (its connection too) either way."""
+    with contextlib.closing(stream):
+        return _read(stream, text, until_lines)
+
+
+def _read(stream: Events, text: list[str], until_lines: int | None) -> tuple[str | None, str]:
     last = None
     for name, data, event_id in stream:
         if name == "output":
@@ -84,8 +96,7 @@ def test_a_reader_goes_on_through_another_instance_from_where_it_was(fleet: Flee
     last, why = read(events(second, conversation, pid, last), text, 80)
     assert why == "enough" and last is not None
 
-    first.process.kill()  # SIGKILL: an instance lost; the process runs on in its sandbox
-    first.process.wait(10)
+    fleet.stop(0, signal.SIGKILL, within=10)  # lost; the process runs on in its sandbox
     last, why = read(events(third, conversation, pid, last), text, None)
     assert why.startswith("end "), why
     assert json.loads(why[4:])["exitCode"] == 0
@@ -99,3 +110,79 @@ def test_a_reader_goes_on_through_another_instance_from_where_it_was(fleet: Flee
     assert why.startswith("end ") and "".join(text).count("\n") == LINES
     with httpx.Client(base_url=third.base_url, timeout=30) as client:
         client.delete(f"/v1/conversations/{conversation}", headers=headers())
+
+
+STOP_WITHIN = 20.0
+"""Seconds a stopping instance may take: its drain time is 607 s (the default), so one
+that held its streams instead of handing them off would not stop in time."""
+
+
+def test_a_stopping_instance_hands_its_readers_off_and_stops_at_once(fleet: Fleet) -> None:
+    """The Python client follows a process through the proxy; the instance serving the
+    stream gets SIGTERM (a rollout). Its stream closes without the end, the client reads
+    on through another instance from its offset, and the instance stops within seconds."""
+    siesta = SiestaClient(fleet.url, TOKEN, retries=Retries(attempts=8))
+    conversation = siesta.conversation(
+        new_conversation(), org="org-a", user="user-1", base_image="debian-base"
+    )
+    started = conversation.start_process(COUNTER)
+    text: list[str] = []
+    ended: list[ProcessEnded] = []
+
+    def follow() -> None:
+        for event in conversation.follow_process(started.pid):
+            if isinstance(event, ProcessOutput):
+                text.append(event.text)
+            elif isinstance(event, ProcessEnded):
+                ended.append(event)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    deadline = time.monotonic() + 30
+    while "".join(text).count("\n") < 20:
+        assert time.monotonic() < deadline and reader.is_alive(), text
+        time.sleep(0.05)
+    route = f"/v1/conversations/{conversation.id}/sandbox/processes/{started.pid}"
+    serving = [index for path, index in fleet.proxy.served if path == route][-1]
+    fleet.stop(serving, signal.SIGTERM, within=STOP_WITHIN)
+    reader.join(60)
+    try:
+        assert not reader.is_alive()
+        assert "".join(text).splitlines() == [f"line-{i}" for i in range(1, LINES + 1)]
+        assert ended and ended[0].process.exitCode == 0
+        assert len(fleet.proxy.instances_of(route)) >= 2
+    finally:
+        conversation.delete()
+        siesta.close()
+
+
+def test_a_stopping_instance_hands_its_terminals_off(fleet: Fleet) -> None:
+    """A terminal's instance gets SIGTERM: it says ``reconnect`` and closes with 1012,
+    the shell is not hung up, and attaching again (through another instance) goes on
+    in the same shell."""
+    conversation = new_conversation()
+    url = f"ws{fleet.url.removeprefix('http')}/v1/conversations/{conversation}/sandbox"
+    header = [f"{k}: {v}" for k, v in headers().items()]
+    terminal = websocket.create_connection(f"{url}/terminal", header=header, timeout=30)
+    pid = json.loads(terminal.recv())["pid"]
+    terminal.send_binary(b"MARK=kept; echo $((6*7))-before\n")
+    screen_until(terminal, "42-before")
+    route = f"/v1/conversations/{conversation}/sandbox/terminal"
+    serving = [index for path, index in fleet.proxy.served if path == route][-1]
+
+    fleet.stop(serving, signal.SIGTERM, within=STOP_WITHIN)
+    told = next_message(terminal)
+    opcode, frame = terminal.recv_data(control_frame=True)
+    terminal.shutdown()  # type: ignore[no-untyped-call]  # closed by the service
+    again = websocket.create_connection(f"{url}/terminal?pid={pid}", header=header, timeout=30)
+    assert json.loads(again.recv()) == {"type": "started", "pid": pid}
+    again.send_binary(b"echo $MARK-after\n")
+    screen_until(again, "kept-after")  # the same shell: its variable is still set
+    again.send_binary(b"exit\n")
+    assert next_message(again)["type"] == "exit"
+    again.shutdown()  # type: ignore[no-untyped-call]
+    with httpx.Client(base_url=fleet.url, timeout=60) as client:
+        client.delete(f"/v1/conversations/{conversation}", headers=headers())
+    assert told == {"type": "reconnect", "pid": pid}
+    assert opcode == websocket.ABNF.OPCODE_CLOSE
+    assert int.from_bytes(frame[:2], "big") == 1012

@@ -11,6 +11,7 @@ answers raise ``SiestaError`` subclasses (``siesta_client.errors``).
 
 from __future__ import annotations
 
+from siesta_client._follow import OutputGap, ProcessEnded, ProcessEvent, ProcessOutput
 from siesta_client._retry import Retries
 from siesta_client._version import version
 from siesta_client.aio import AsyncConversation, AsyncSiestaClient, AsyncTools
@@ -49,6 +50,10 @@ __all__ = [
     "LimitError",
     "NotFound",
     "OutcomeUnknown",
+    "OutputGap",
+    "ProcessEnded",
+    "ProcessEvent",
+    "ProcessOutput",
     "Retries",
     "SessionBusy",
     "SiestaClient",

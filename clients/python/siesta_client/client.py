@@ -45,6 +45,7 @@ from siesta_contract.tools import (
 )
 
 from siesta_client import _calls
+from siesta_client._follow import ProcessEvent, follow
 from siesta_client._ops import Context, Op
 from siesta_client._retry import RETRYABLE_STATUSES, Retries
 from siesta_client._sending import Answer, build, configured, failure
@@ -261,6 +262,15 @@ class Conversation:
     def process(self, pid: int) -> ProcessPublic:
         """Whether it runs, how it ended, and the last of what it printed."""
         return self.client.call(_calls.process(self.context, self.id, pid))
+
+    def follow_process(self, pid: int, *, start: int = 0) -> Iterator[ProcessEvent]:
+        """Its output from offset ``start`` (0: the first byte the sandbox still keeps)
+        as it comes, then how it ended (``ProcessEnded``). A stream cut short (an
+        instance stopping, a broken connection) reads on from where it was through any
+        instance: nothing is missed or repeated while the sandbox keeps it
+        (``OutputGap`` says how much it no longer kept)."""
+        op = _calls.process(self.context, self.id, pid)
+        return follow(self.client._http, op, start, self.client.retries)
 
     def send_input(self, pid: int, data: str = "", *, eof: bool = False) -> None:
         self.client.call(_calls.process_input(self.context, self.id, pid, data, eof))

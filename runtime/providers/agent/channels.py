@@ -57,10 +57,16 @@ class AgentChannels:
             if channel is None:
                 self._without_agent.add(sandbox_id)
                 return None
-            stale = self._channels.get(sandbox_id)
-            self._channels[sandbox_id] = channel
-        if stale is not None:
-            stale.close()
+            other = self._channels.get(sandbox_id)
+            if other is not None and not other.closed:
+                # Opened meanwhile by another thread, which may be using it already:
+                # keep that one (closing it would end that thread's request).
+                spare, channel = channel, other
+            else:
+                self._channels[sandbox_id] = channel
+                spare = None
+        if spare is not None:
+            spare.close()
         return channel
 
     def existing(self, sandbox_id: str) -> AgentChannel | None:
