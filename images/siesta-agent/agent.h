@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
@@ -132,11 +133,18 @@ struct channel {
     int reading;                 /* its input has not ended */
     int blocked;                 /* its next frame waits for a command to read its stdin */
     int dead;                    /* closed at the loop's next turn (never channel 0) */
+    int hello;                   /* a socket's first byte is still to come: HELLO_* */
     unsigned char *inbuf;
     size_t in_start, in_end;
     uint64_t in_skip;            /* bytes of an oversized or bogus frame still to drop */
     unsigned char *queue;        /* a socket's unwritten frames: queue[q_start..q_end) */
     size_t q_start, q_end, q_cap;
+};
+
+enum {                           /* the relay's first byte, sent with its credentials */
+    HELLO_NONE = 0,              /* read: frames follow */
+    HELLO_TAKE,                  /* the peer was checked at accept: the byte is only dropped */
+    HELLO_CHECK,                 /* gVisor: the peer is checked by the credentials the byte carries */
 };
 
 struct ring {                    /* records (u8 stream, u32 length, bytes), oldest at head */

@@ -21,6 +21,8 @@ void channels_init(void) {
     }
 }
 
+static void read_hello(int ch);
+
 /* ---- frames out ---- */
 
 static void queue_frame(struct channel *c, const unsigned char *p, size_t n) {
@@ -134,6 +136,7 @@ void process_input(int ch) {
 
 void read_channel(int ch) {
     struct channel *c = &channels[ch];
+    if (ch && c->hello) { read_hello(ch); return; }
     if (c->in_start > 0) {
         memmove(c->inbuf, c->inbuf + c->in_start, c->in_end - c->in_start);
         c->in_end -= c->in_start;
@@ -168,6 +171,19 @@ void close_channel(int ch) {
 
 /* ---- the socket ---- */
 
+/* Whether pid is named as a relay is (`Name:` in its status, the executable's
+ * name: /proc/<pid>/exe cannot be read, a relay being non-dumpable). */
+static int named_as_relay(pid_t pid) {
+    char path[64], text[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int sfd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = sfd >= 0 ? read(sfd, text, sizeof text - 1) : -1;
+    if (sfd >= 0) close(sfd);
+    if (n <= 0) return 0;
+    text[n] = 0;
+    return strncmp(text, "Name:\tsiesta-agent\n", 19) == 0;
+}
+
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
@@ -175,9 +191,35 @@ void close_channel(int ch) {
 /* The peer must have entered the sandbox's PID namespace from outside (an
  * engine exec): its parent is not in the namespace, so /proc says PPid 0.
  * Every process the sandbox starts has its parent inside (orphans go to us).
- * The pidfd (Linux 6.5+), checked after /proc was read, proves the pid was
- * not reused meanwhile by another process. */
-static int peer_is_outside(int fd, int *peer, char *why, size_t why_len) {
+ * The pidfd (Linux 6.5+; -1 where there is none), checked after /proc was
+ * read, proves the pid was not reused meanwhile by another process. */
+static int pid_is_outside(pid_t pid, int pidfd, char *why, size_t why_len) {
+    if (pid <= 0) { snprintf(why, why_len, "peer pid %d is not in this namespace", (int)pid); return 0; }
+    char path[64], text[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    int sfd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = sfd >= 0 ? read(sfd, text, sizeof text - 1) : -1;
+    if (sfd >= 0) close(sfd);
+    if (n <= 0) { snprintf(why, why_len, "pid %d: no status", (int)pid); return 0; }
+    text[n] = 0;
+    char *ppid = strstr(text, "\nPPid:");
+    long parent = ppid ? strtol(ppid + 6, NULL, 10) : -1;
+    if (parent != 0) {
+        snprintf(why, why_len, "pid %d has parent %ld inside the sandbox", (int)pid, parent);
+        return 0;
+    }
+    if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+        snprintf(why, why_len, "pid %d exited while checked", (int)pid);
+        return 0;
+    }
+    return 1;
+}
+
+/* At accept: the peer by SO_PEERCRED. gVisor answers it with the listener's
+ * own credentials, so there the check waits for the relay's first byte and
+ * the credentials the kernel checked on it (SCM_CREDENTIALS: a sender names
+ * only its own pid without CAP_SYS_ADMIN, which sandboxes do not have). */
+static int peer_is_outside(int fd, int *peer, int *hello, char *why, size_t why_len) {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
@@ -185,32 +227,55 @@ static int peer_is_outside(int fd, int *peer, char *why, size_t why_len) {
         return 0;
     }
     *peer = (int)cred.pid;
-    if (cred.pid <= 0) { snprintf(why, why_len, "peer pid %d is not in this namespace", (int)cred.pid); return 0; }
-    /* gVisor answers SO_PEERCRED with the listener's own credentials: no peer
-     * can be told from another there, so none is let in. */
-    if (cred.pid == self_pid) { snprintf(why, why_len, "SO_PEERCRED names the agent itself (gVisor)"); return 0; }
+    if (cred.pid == self_pid) {
+        *hello = HELLO_CHECK;
+        return 1;
+    }
+    *hello = HELLO_TAKE;
     int pidfd = -1;
     len = sizeof pidfd;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) pidfd = -1;
-    char path[64], text[4096];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)cred.pid);
-    int sfd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = sfd >= 0 ? read(sfd, text, sizeof text - 1) : -1;
-    if (sfd >= 0) close(sfd);
-    int ok = 0;
-    if (n <= 0) {
-        snprintf(why, why_len, "pid %d: no status", (int)cred.pid);
-    } else {
-        text[n] = 0;
-        char *ppid = strstr(text, "\nPPid:");
-        long parent = ppid ? strtol(ppid + 6, NULL, 10) : -1;
-        if (parent != 0) snprintf(why, why_len, "pid %d has parent %ld inside the sandbox", (int)cred.pid, parent);
-        else if (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
-            snprintf(why, why_len, "pid %d exited while checked", (int)cred.pid);
-        else ok = 1;
-    }
+    int ok = pid_is_outside(cred.pid, pidfd, why, why_len);
     if (pidfd >= 0) close(pidfd);
     return ok;
+}
+
+/* The relay's first byte. Under gVisor its credentials are the check: the
+ * pid must be a process from outside named as a relay is, and still be alive
+ * once /proc was read (its pidfd, where pidfd_open works). What
+ * is left is a pid reused between a sandbox process's send and this read by
+ * a relay exec'd that moment: pids are not reused until they wrap. */
+static void read_hello(int ch) {
+    struct channel *c = &channels[ch];
+    unsigned char byte;
+    union { struct cmsghdr align; char buf[CMSG_SPACE(sizeof(struct ucred))]; } control;
+    struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                          .msg_control = control.buf, .msg_controllen = sizeof control.buf };
+    ssize_t n = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) { c->dead = 1; return; }
+    if (c->hello == HELLO_CHECK) {
+        struct ucred cred = { .pid = 0 };
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h))
+            if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_CREDENTIALS)
+                memcpy(&cred, CMSG_DATA(h), sizeof cred);
+        char why[160];
+        int pidfd = cred.pid > 0 ? (int)syscall(SYS_pidfd_open, cred.pid, 0) : -1;
+        int ok = pid_is_outside(cred.pid, pidfd, why, sizeof why);
+        if (ok && !named_as_relay(cred.pid)) {
+            snprintf(why, sizeof why, "pid %d is not a relay (siesta-agent --channel)", (int)cred.pid);
+            ok = 0;
+        }
+        if (pidfd >= 0) close(pidfd);
+        if (!ok) {
+            note("socket channel %d refused: %s (by the credentials of its first byte)", ch, why);
+            c->dead = 1;
+            return;
+        }
+        note("channel %d open: pid %d (by its credentials)", ch, (int)cred.pid);
+    }
+    c->hello = HELLO_NONE;
 }
 
 void accept_channels(void) {
@@ -222,8 +287,8 @@ void accept_channels(void) {
             return;
         }
         char why[160];
-        int peer = 0;
-        if (!peer_is_outside(fd, &peer, why, sizeof why)) {
+        int peer = 0, hello = HELLO_TAKE;
+        if (!peer_is_outside(fd, &peer, &hello, why, sizeof why)) {
             note("socket channel refused: %s", why);
             close(fd);
             continue;
@@ -236,8 +301,13 @@ void accept_channels(void) {
             close(fd);
             continue;
         }
-        channels[ch] = (struct channel){ .used = 1, .fd = fd, .reading = 1, .inbuf = buf };
-        note("channel %d open: pid %d", ch, peer);
+        channels[ch] = (struct channel){ .used = 1, .fd = fd, .reading = 1, .inbuf = buf, .hello = hello };
+        if (hello == HELLO_CHECK) {
+            int on = 1;
+            setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+        } else {
+            note("channel %d open: pid %d", ch, peer);
+        }
     }
 }
 
@@ -272,6 +342,24 @@ int run_relay(void) {
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(SOCKET_NAME));
     if (s < 0 || connect(s, (struct sockaddr *)&addr, len) < 0) {
         fprintf(stderr, "siesta-agent --channel: connect @%s: %s\n", SOCKET_NAME, strerror(errno));
+        return 2;
+    }
+    /* The first byte carries the relay's credentials (the agent's check under
+     * gVisor, where SO_PEERCRED names the agent itself). */
+    struct ucred me = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+    union { struct cmsghdr align; char buf[CMSG_SPACE(sizeof me)]; } control;
+    memset(&control, 0, sizeof control);
+    unsigned char hello = 0;
+    struct iovec iov = { .iov_base = &hello, .iov_len = 1 };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                          .msg_control = control.buf, .msg_controllen = sizeof control.buf };
+    struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_CREDENTIALS;
+    h->cmsg_len = CMSG_LEN(sizeof me);
+    memcpy(CMSG_DATA(h), &me, sizeof me);
+    if (sendmsg(s, &msg, MSG_NOSIGNAL) != 1) {
+        fprintf(stderr, "siesta-agent --channel: hello: %s\n", strerror(errno));
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);

@@ -14,10 +14,10 @@ of its recent output (protocol 3), so a process started through one instance is
 listed, connected to, fed and signalled through any other (a round-robin load
 balancer, a reconnect after an instance stopped). This instance's table is a cache:
 what it does not know it asks the agent for (``_adopt``), and follows from then on
-through its own channel. A sandbox whose agent is older, or that this instance reaches
-only through the shared attach (gVisor), has only the processes this instance
-started. Processes outlive the call and the conversation's lease, not the sandbox:
-they end with it.
+through its own channel. A sandbox whose agent is older, which this instance reaches only
+through the shared attach, has only the processes this instance started.
+Processes outlive the call and the conversation's lease, not the sandbox: they end
+with it.
 
 Over 400 lines: the process table, its readers and their buffers are one lock's
 state; splitting them would spread that lock's invariants over modules.
@@ -485,7 +485,7 @@ class SandboxProcesses:
         """The process's output from offset ``start`` (``None``: from now on), read from
         its sandbox's agent with a position of its own: through any instance, and again
         from where a reader was (what the ring still keeps). ``None``: this sandbox's
-        processes cannot be read so (an agent older than protocol 3, gVisor)."""
+        processes cannot be read so (an agent older than protocol 3)."""
         record = self._sessions.describe(ctx)
         if record is None or record.status is not SessionStatus.ACTIVE:
             return None

@@ -108,38 +108,23 @@ def test_each_instance_has_a_channel_of_its_own(
     assert seen_by_a_third == [] and seen_by_the_attach == []
 
 
-def test_under_gvisor_the_channel_is_the_attach_and_the_pod_is_asked_once(
-    api: ApiServerDouble,
-) -> None:
-    """gVisor's agent refuses socket channels: the relay's exec ends without a PONG.
-    The pod is not asked again while it runs; a new pod is."""
+def test_under_gvisor_each_instance_has_a_channel_of_its_own_too(api: ApiServerDouble) -> None:
+    """gVisor's kernel does not say who a socket's peer is; the agent lets each relay in
+    by the credentials its first byte carries, so each instance has its own channel."""
     api.runtime_classes["gvisor"] = "runsc"
-    provider = provider_for(api, runtime_class="gvisor")
-    first = len(api.requests)
-    name = provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
+    first = provider_for(api, runtime_class="gvisor")
+    second = provider_for(api, runtime_class="gvisor")
+    name = first.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     try:
-        shared = wire(api, name, private=False)
-        ran = run(provider, name, "echo under-gvisor")
-        channel = provider.lifecycle.channels.existing(name)
-        seen = seen_until_pong(shared)
-        shared.close()
-        provider.lifecycle.channels.drop(name)  # as when the stream breaks: opened again
-        assert run(provider, name, "true") == ""
-        asked = streams_opened(api, name, "exec", first)
-        attached = streams_opened(api, name, "attach", first)
-        provider.lifecycle.stop(name)
-        provider.lifecycle.start(name)
-        assert run(provider, name, "true") == ""
-        asked_again = streams_opened(api, name, "exec", first)
+        ran = run(first, name, "echo under-gvisor")
+        ran_too = run(second, name, "echo and-again")
+        channels = [p.lifecycle.channels.existing(name) for p in (first, second)]
     finally:
-        provider.lifecycle.destroy(name)
-        provider.close()
-    assert ran == "under-gvisor\n"
-    assert channel is not None and not channel.private
-    # Shared: the attach sees the provider's PONG and its SPAWN's EXIT (which shows the
-    # observer would see them where they reach it).
-    assert {FrameType.PONG, FrameType.EXIT} <= {frame.type for frame in seen}
-    assert (asked, attached, asked_again) == (1, 3, 2)  # 3: the test's, two openings
+        first.lifecycle.destroy(name)
+        first.close()
+        second.close()
+    assert (ran, ran_too) == ("under-gvisor\n", "and-again\n")
+    assert [c is not None and c.private for c in channels] == [True, True]
 
 
 def test_a_role_without_pods_exec_leaves_the_attach(
@@ -161,7 +146,9 @@ def test_an_agent_without_private_channels_leaves_the_attach(
 ) -> None:
     """An agent of protocol 2 exits 127 at once when given ``--channel``: here the
     relay's path is such a program (put there as root from outside, as an older image
-    would have it)."""
+    would have it). The pod is not asked again while it runs; a new pod is (made from
+    the image, its relay is one: its channel is the instance's own)."""
+    first = len(api.requests)
     name = provider.lifecycle.create(SandboxSpec(uuid.uuid4().hex, IMAGE, {}))
     try:
         container = api.docker.containers.get(api._container(KUBERNETES_NAMESPACE, name))
@@ -172,8 +159,18 @@ def test_an_agent_without_private_channels_leaves_the_attach(
         ran = run(provider, name, "echo attached")
         seconds = time.monotonic() - started
         channel = provider.lifecycle.channels.existing(name)
+        provider.lifecycle.channels.drop(name)  # as when the stream breaks: opened again
+        assert run(provider, name, "true") == ""
+        asked = streams_opened(api, name, "exec", first)
+        provider.lifecycle.stop(name)
+        provider.lifecycle.start(name)
+        assert run(provider, name, "true") == ""
+        asked_again = streams_opened(api, name, "exec", first)
+        renewed = provider.lifecycle.channels.existing(name)
     finally:
         provider.lifecycle.destroy(name)
     assert ran == "attached\n"
     assert channel is not None and not channel.private
     assert seconds < 5  # the exec's end is the answer: no ping timeout is waited out
+    assert (asked, asked_again) == (1, 2)  # asked once per pod
+    assert renewed is not None and renewed.private

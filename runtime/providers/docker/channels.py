@@ -3,9 +3,10 @@
 First a channel of this instance's own: an engine exec of ``siesta-agent --channel``,
 which relays to the agent's socket (protocol 3; any number of instances at once, each
 with its own replies, so any of them may serve the sandbox's processes). Where that
-cannot answer (an agent of protocol 2, which runs ``--channel`` as a command and fails;
-gVisor, whose kernel does not say who a socket's peer is, so the agent lets no one in),
-the attach to the container's PID 1, shared by every instance. A container without an
+cannot answer (an agent of protocol 2, which runs ``--channel`` as a command and fails),
+the attach to the container's PID 1, shared by every instance. Under gVisor the relay
+is let in by the credentials of its first byte (its kernel does not name a socket's
+peer). A container without an
 open stdin was made before the agent existed: it has no channel (``inside.py`` falls
 back to one engine exec per call).
 """

@@ -3,8 +3,9 @@
 First a private one (protocol 3): an exec of the agent's relay, ``siesta-agent
 --channel``, whose stdin and stdout are this instance's own connection to the agent.
 Where that exec cannot serve, the attach to the agent's stdin and stdout (shared with
-every instance): an old agent (protocol 2) exits at once, gVisor's agent refuses
-socket channels (the relay ends), and a Role without ``pods/exec`` is refused (403).
+every instance): an old agent (protocol 2) exits at once, and a Role without
+``pods/exec`` is refused (403). (gVisor's agent lets a relay in by the credentials of
+its first byte, as its kernel does not name a socket's peer.)
 Both go over the ``channel.k8s.io`` websocket protocol, and both are pinged.
 Which one a pod serves is remembered per pod (by uid, so a new pod is asked again).
 """

@@ -320,16 +320,17 @@ def test_round_trips_and_throughput(
     print(f"LIST {list_ms:.2f} ms, ATTACH {attach_ms:.2f} ms, DATA {size / seconds / 1e6:.0f} MB/s")
 
 
-def test_under_gvisor_no_socket_channel_is_let_in(
+def test_under_gvisor_a_relay_is_let_in_by_its_credentials_and_one_from_inside_is_not(
     docker_client: docker.DockerClient, image: str
 ) -> None:
-    """gVisor's SO_PEERCRED names the listener (the agent), not the peer: the peer check
-    cannot tell an engine exec from a sandbox process there, so it refuses both."""
+    """gVisor's SO_PEERCRED names the listener (the agent), not the peer; the relay's
+    first byte carries its credentials, which the kernel checked: a relay the engine
+    exec'd is let in, the same relay started by a sandbox process is refused."""
     container, zero = start_container(docker_client, image, "runsc")
     try:
         relay = open_channel(docker_client, container)
         relay.send(FrameType.PING, 1)
-        assert relay.quiet(1) == [] and relay.ended
+        relay.take(FrameType.PONG, 1)
         flags = SpawnFlag.STDIN
         zero.send(
             FrameType.SPAWN,
@@ -341,10 +342,12 @@ def test_under_gvisor_no_socket_channel_is_let_in(
         zero.send(FrameType.STDIN, 9, struct.pack("<IBQ", 9, FrameType.PING, 55))
         zero.send(FrameType.STDIN_EOF, 9)
         result = parse_exit(zero.take(FrameType.EXIT, 9).payload)
-        assert (result.exit_code, result.stdout.total_bytes) == (0, 0)
+        assert (result.exit_code, result.stdout.total_bytes) == (0, 0)  # no PONG for it
         logs = docker_client.api.logs(container, stdout=False, stderr=True).decode()
-        assert logs.count("SO_PEERCRED names the agent itself") == 2, logs
-        zero.send(FrameType.PING, 2)
-        zero.take(FrameType.PONG, 2)
+        assert logs.count("open: pid") == 1 and "(by its credentials)" in logs, logs
+        assert logs.count("by the credentials of its first byte") == 1, logs
+        assert "inside the sandbox" in logs, logs  # refused for its parent
+        relay.send(FrameType.PING, 2)  # the relay let in is untouched
+        relay.take(FrameType.PONG, 2)
     finally:
         docker_client.api.remove_container(container, force=True)

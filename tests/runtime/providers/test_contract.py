@@ -23,6 +23,7 @@ from runtime.seams.provider_settings import KubernetesProviderSettings, SandboxS
 from runtime.seams.providers import (
     ExecRequest,
     ExecResult,
+    ProcessSpec,
     SandboxProvider,
     SandboxSpec,
     SandboxState,
@@ -348,3 +349,34 @@ def test_exec_into_a_stopped_sandbox_is_a_clear_error(docker_client: docker.Dock
     finally:
         provider.lifecycle.destroy(sandbox_id)
         provider.close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("make", [docker_provider, gvisor_provider], ids=["docker", "gvisor"])
+def test_a_second_instance_lists_and_reads_a_process_it_did_not_start(
+    docker_client: docker.DockerClient, make: Any
+) -> None:
+    """Two providers as two service instances would have them, each with its own
+    channel to the sandbox's agent (an engine exec of its relay): the process one
+    starts, the other lists with its tag and reads from its first byte. Under gVisor
+    too: the agent lets a relay in by the credentials of its first byte."""
+    first: SandboxProvider = make()
+    second: SandboxProvider = make()
+    sandbox_id = first.lifecycle.create(
+        SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", {"siesta.test": "contract"})
+    )
+    try:
+        spec = ProcessSpec(["sh", "-c", "echo one; echo two"], 30, 0, 1, ring_bytes=4096, tag="t")
+        started = first.inside.start_process(sandbox_id, spec)
+        started.wait(lambda stream, data: None)
+        entries = second.inside.process_table(sandbox_id)
+        assert entries is not None, "no channel of its own: only the shared attach"
+        entry = next(e for e in entries if e.pid == started.pid)
+        output = second.inside.process_output(sandbox_id, entry, 0)
+    finally:
+        first.lifecycle.destroy(sandbox_id)
+        first.close()
+        second.close()
+    assert (entry.tag, entry.running, entry.exit_code) == ("t", False, 0)
+    assert {stream for stream, _ in output} == {"stdout"}
+    assert b"".join(data for _, data in output) == b"one\ntwo\n"
