@@ -176,13 +176,15 @@ def ask(creds):
     try:
         cred = (socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("3i", *creds))
         s.sendmsg([b"\\0"], [cred])
+    except (BrokenPipeError, ConnectionResetError):  # closed at accept
+        return "closed"
     except OSError as e:
         return "send: " + os.strerror(e.errno)
-    s.sendall(struct.pack("<IBQ", 9, %(ping)d, 7) + struct.pack("<IBQ", 9, %(list)d, 8))
     s.settimeout(3)
     try:
+        s.sendall(struct.pack("<IBQ", 9, %(ping)d, 7) + struct.pack("<IBQ", 9, %(list)d, 8))
         got = s.recv(64)
-    except ConnectionResetError:  # closed with its frames unread
+    except (BrokenPipeError, ConnectionResetError):  # closed, its frames unread
         return "closed"
     except OSError as e:
         return "recv: " + type(e).__name__
