@@ -83,7 +83,7 @@ def main() -> int:
                 lambda: measures.idle_density(bench, service, client, 10 if args.quick else 30),
             ),
             ("ports", lambda: ports.measure(bench, service, n)),
-            ("forks", lambda: forks.measure(bench, service, 1 if args.quick else 3)),
+            ("forks", lambda: forks.measure(bench, service, *forks.sizes(args.quick))),
             # Last on this service: its sandbox is another image (E2B's "base").
             ("E2B beside /v1", lambda: e2b.measure(bench, service, n)),
         ]

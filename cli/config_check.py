@@ -32,6 +32,10 @@ OTHER_VARIABLES = frozenset(
         "SIESTA_SETUP_YES",
         "SIESTA_GVISOR",
         "SIESTA_USERNS_REMAP",
+        "SIESTA_REFLINK_DISKS",  # scripts/setup.sh: the disk folder on XFS with reflink
+        "SIESTA_REFLINK_DISK_GB",
+        "SIESTA_REFLINK_IMAGE",
+        "SIESTA_DISK_ROOT",
         "SIESTA_TEST_ARTIFACTS",  # the console's browser tests
     }
 )

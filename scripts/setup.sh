@@ -55,6 +55,8 @@ apt_packages_missing() {
     # Fixed-size workspaces: one ext4 file system per sandbox on a loop device.
     command -v mkfs.ext4 >/dev/null || missing+=(e2fsprogs)
     command -v losetup >/dev/null || missing+=(mount)
+    # Copy-on-write snapshots and forks: the disk folder on XFS with reflink=1.
+    if [ "${SIESTA_REFLINK_DISKS:-1}" = 1 ]; then command -v mkfs.xfs >/dev/null || missing+=(xfsprogs); fi
     if [ "$SETUP" = test ]; then
         # The tests start private Redis servers; several service instances share one.
         command -v redis-server >/dev/null || missing+=(redis-server)
@@ -148,6 +150,40 @@ raise_key_quotas() {
         as_root sh -c "printf 'kernel.keys.maxkeys = 100000\nkernel.keys.maxbytes = 10000000\n' > /etc/sysctl.d/60-siesta-keys.conf"
         as_root sh -c "echo 100000 > $keys/maxkeys && echo 10000000 > $keys/maxbytes"
     fi
+}
+
+reflink_disks() {
+    # Sandboxes' disks (workspaces, writable layers, snapshots) live in one folder; on
+    # a file system that clones files by reference (XFS reflink=1, btrfs) a snapshot or
+    # a fork clones them in milliseconds and shares their blocks until they diverge. An
+    # ext4 host cannot, so the folder gets an XFS file system of its own, on a sparse
+    # file (it takes on the host only what is written; deleted blocks go back).
+    [ "${SIESTA_REFLINK_DISKS:-1}" = 1 ] || return 0
+    local dir="${SIESTA_DISK_ROOT:-/var/lib/siesta/disks}"
+    local image="${SIESTA_REFLINK_IMAGE:-/var/lib/siesta/disks.xfs}"
+    local size="${SIESTA_REFLINK_DISK_GB:-200}"
+    as_root mkdir -p "$dir"
+    if mountpoint -q "$dir"; then return 0; fi
+    local probe="$dir/.reflink-probe-$$"
+    if as_root sh -c "head -c 4096 /dev/zero > '$probe' && cp --reflink=always '$probe' '$probe.clone'" 2>/dev/null; then
+        as_root rm -f "$probe" "$probe.clone"
+        return 0  # the host's own file system clones by reference
+    fi
+    as_root rm -f "$probe" "$probe.clone"
+    if [ -n "$(as_root ls -A "$dir" 2>/dev/null)" ]; then
+        die "$dir holds files and its file system cannot clone by reference: move them away (or set SIESTA_REFLINK_DISKS=0: snapshots and forks then copy)"
+    fi
+    if [ ! -f "$image" ]; then
+        # Sparse, but never promised past what the host has: 90 % of its free space.
+        local free_gb
+        free_gb=$(( $(df -Pk "$(dirname "$image")" | awk 'NR == 2 { print $4 }') * 9 / 10 / 1024 / 1024 ))
+        [ "$free_gb" -lt "$size" ] && size=$free_gb
+        [ "$size" -ge 8 ] || die "too little free space for the sandboxes' disks next to $image (${size} GiB)"
+        step "making an XFS file system with reflink for sandbox disks ($image, ${size} GiB sparse, at $dir)"
+        as_root truncate -s "${size}G" "$image"
+        as_root mkfs.xfs -q -m reflink=1 "$image"
+    fi
+    as_root mount -o loop,discard "$image" "$dir"
 }
 
 start_docker() {
@@ -245,6 +281,7 @@ main() {
     install_system_packages
     configure_docker
     raise_key_quotas
+    reflink_disks
     start_docker
     setup_venv
     if [ "$SETUP" = test ]; then install_node_packages; fi

@@ -158,6 +158,7 @@ def public(record: SnapshotRecord) -> SnapshotPublic:
         workspaceBytes=record.workspace_bytes,
         workspaceAllocatedBytes=record.workspace_allocated_bytes,
         imageBytes=record.image_bytes,
+        copyOnWrite=record.copy_on_write,
     )
 
 

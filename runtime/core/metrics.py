@@ -31,6 +31,12 @@ BUILD_INFO = Gauge(
     registry=REGISTRY,
 )
 BUILD_INFO.labels(version(), platform.python_version()).set(1)
+DISK_COPY_ON_WRITE = Gauge(
+    "siesta_disk_copy_on_write",
+    "1 if the sandboxes' disk folder clones files by reference (XFS with reflink=1): "
+    "snapshots and forks clone their disks in milliseconds; 0: they copy the bytes",
+    registry=REGISTRY,
+)
 READINESS = Gauge(
     "siesta_readiness",
     "1 if the dependency answered this instance's last readiness check (GET /readyz, "

@@ -320,6 +320,11 @@ class SnapshotRecord:
     created_at: float
     name: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    layer: str = ""
+    """Where the provider keeps its clone of the writable layer (``image`` is then the
+    base image under it); empty: ``image`` is a committed image."""
+    copy_on_write: bool = False
+    """Whether its copies are clones sharing blocks with the source (reflinks)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

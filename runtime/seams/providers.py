@@ -118,6 +118,11 @@ class SnapshotArtifacts:
     """What the copy occupies on the host (sparse, and shared when copied on write)."""
     image_bytes: int = 0
     """What the snapshot adds to its base image (the committed layer)."""
+    layer: str = ""
+    """Where a clone of the sandbox's writable layer is (Docker: its disk image file);
+    then ``image`` is the base image that layer goes over, and nothing was committed."""
+    copy_on_write: bool = False
+    """Whether the copies are clones sharing blocks with their source (reflinks)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Snapshots and forks through /v1 on Docker: the workspace and what was installed
 outside it survive into a fork and into a conversation started from a snapshot; the
 source runs on; later changes on either side stay there; deleting a snapshot removes
-its image and workspace copy and breaks nothing started from it."""
+its disk clones and breaks nothing started from it."""
 
 from __future__ import annotations
 
@@ -68,8 +68,9 @@ def test_files_and_installed_packages_survive_into_forks_and_starts(
         "installed",
         "debian-base",
     )
-    assert taken["imageBytes"] > 0  # /opt/tool is in the committed layer
+    assert taken["imageBytes"] > 0  # /opt/tool is in the layer's clone
     assert 0 < taken["workspaceAllocatedBytes"] < taken["workspaceBytes"]  # a sparse copy
+    assert taken["copyOnWrite"] is True  # setup's disk folder clones by reference
 
     fork, started = new_conversation(), new_conversation()
     forked = post(service, f"/v1/conversations/{source}/fork", {"conversationId": fork})
@@ -107,7 +108,7 @@ def test_files_and_installed_packages_survive_into_forks_and_starts(
     assert missing.status_code == 404
 
 
-def test_deleting_a_snapshot_removes_its_image_and_workspace_copy(
+def test_deleting_a_snapshot_removes_its_disk_clones_and_commits_nothing(
     service: ServiceProcess, docker_client: docker.DockerClient
 ) -> None:
     source = new_conversation()
@@ -117,34 +118,36 @@ def test_deleting_a_snapshot_removes_its_image_and_workspace_copy(
     copies = (
         Path(service.environment["SIESTA_SANDBOX__DISK_DIR"]) / deployment_of(service) / "snapshots"
     )
-    assert [p.name for p in copies.glob(f"{snapshot_id}.*")] == [f"{snapshot_id}.img"]
-    assert len(snapshot_image(docker_client, snapshot_id)) == 1
+    made = sorted(p.name for p in copies.glob(f"{snapshot_id}.*"))
+    assert made == [f"{snapshot_id}.img", f"{snapshot_id}.layer.img"]  # workspace, layer
+    assert snapshot_image(docker_client, snapshot_id) == []  # no docker commit
 
     other = service.client.delete(f"/v1/snapshots/{snapshot_id}", headers=headers(org="org-b"))
     assert other.status_code == 404
     deleted = service.client.delete(f"/v1/snapshots/{snapshot_id}", headers=headers())
     assert deleted.status_code == 204
     assert list(copies.glob(f"{snapshot_id}.*")) == []
-    assert snapshot_image(docker_client, snapshot_id) == []
 
 
-def test_a_forks_image_outlives_its_snapshot_until_clean_up_finds_it_unused(
+def test_a_fork_leaves_no_snapshot_behind_and_clean_up_finds_nothing(
     service: ServiceProcess, docker_client: docker.DockerClient
 ) -> None:
+    """A fork's snapshot is taken for it alone: its clones become the fork's disks, so
+    nothing of it is left (no image, no copy) and deleting the fork leaves nothing."""
     source, fork = new_conversation(), new_conversation()
+    copies = (
+        Path(service.environment["SIESTA_SANDBOX__DISK_DIR"]) / deployment_of(service) / "snapshots"
+    )
     run_command(service.client, source, INSTALL)
+    before = set(copies.iterdir()) if copies.is_dir() else set()
     post(service, f"/v1/conversations/{source}/fork", {"conversationId": fork})
+    assert set(copies.iterdir()) == before
     image = docker_client.containers.get(sandbox_of(service, fork)).image
-    assert image is not None
-    snapshot_id = image.labels[SNAPSHOT_LABEL]
-    # The fork's snapshot has no record: clean-up may remove it, but the engine keeps
-    # an image its container runs on.
-    kept = run_reconcile(service, SIESTA_SNAPSHOTS__LEFTOVER_GRACE_SECONDS="0")
-    assert "snapshot_leftovers_removed" not in kept["actions"]
+    assert image is not None and SNAPSHOT_LABEL not in image.labels  # the base image
     assert run_command(service.client, fork, CHECK)["stdout"] == "tool works\nworkspace-data\n"
 
     deleted = service.client.delete(f"/v1/conversations/{fork}", headers=headers())
     assert deleted.status_code == 200, deleted.text
     swept = run_reconcile(service, SIESTA_SNAPSHOTS__LEFTOVER_GRACE_SECONDS="0")
-    assert snapshot_id in swept["actions"]["snapshot_leftovers_removed"]["ids"]
-    assert snapshot_image(docker_client, snapshot_id) == []
+    assert "snapshot_leftovers_removed" not in swept["actions"]
+    assert run_command(service.client, source, CHECK)["stdout"] == "tool works\nworkspace-data\n"

@@ -1,4 +1,5 @@
-"""Engine restarts and reboots are ordinary: every conversation finds its files after them.
+"""Engine restarts and reboots are ordinary: every conversation finds its files after them,
+and a snapshot (of a conversation deleted since) still starts new ones.
 
 On an engine of the module's own (``engine.py``): stopping, killing and "rebooting"
 it touches nothing else on the machine, so this module runs in any order.
@@ -129,6 +130,14 @@ def test_after_an_engine_restart_every_conversation_finds_its_files(
     run_command(service.client, active, MAKE_STATE)
     wait_for(lambda: len(pool_members(engine)) == 1)
     assert tiers["actions"]["idle_sessions_paused"]["count"] == 1
+    source = new_conversation()  # snapshot, then deleted: the snapshot must outlive both
+    run_command(service.client, source, MAKE_STATE)
+    snapshot = service.client.post(
+        f"/v1/conversations/{source}/snapshots", json={}, headers=headers()
+    )
+    assert snapshot.status_code == 201, snapshot.text
+    gone = service.client.delete(f"/v1/conversations/{source}", headers=headers())
+    assert gone.status_code == 200, gone.text
 
     engine.restart(kill=how == "killed")
 
@@ -139,6 +148,15 @@ def test_after_an_engine_restart_every_conversation_finds_its_files(
         result = first_call(service, conversation, READ_STATE)
         assert result["stdout"] == "kept\ninstalled\n", result
         assert (result["workspaceReset"], result["sandboxRecreated"]) == (False, False)
+    # The snapshot outlived its source and the restart: a conversation starts from it.
+    restored = new_conversation()
+    started = service.client.post(
+        f"/v1/snapshots/{snapshot.json()['snapshotId']}/conversations",
+        json={"conversationId": restored},
+        headers=headers(),
+    )
+    assert started.status_code == 201, started.text
+    assert first_call(service, restored, READ_STATE)["stdout"] == "kept\ninstalled\n"
     # Pool members that did not survive are discarded; a new conversation is served.
     fresh = first_call(service, new_conversation(), "echo new")
     assert fresh["stdout"] == "new\n" and fresh["workspaceReset"] is False

@@ -30,6 +30,10 @@ class SnapshotPublic(BaseModel):
     imageBytes: int
     """What the snapshot's image adds to its base image: files installed or changed
     outside the workspace."""
+    copyOnWrite: bool = False
+    """Whether its copies are clones sharing blocks with the sandbox they were taken of
+    (the host's disk folder clones by reference: XFS with reflink): a snapshot then
+    costs milliseconds and disk only as either side changes. False: byte copies."""
 
 
 class SnapshotsPublic(BaseModel):

@@ -182,6 +182,30 @@ class LoopDisks:
         }
 
 
+def clone_file(source: Path, target: Path) -> None:
+    """``source`` copied to ``target``: a clone sharing its blocks (a reflink: O(its
+    extents), whatever its size) where the file system can, else a sparse byte copy."""
+    run_tool("cp", "--sparse=always", "--reflink=auto", str(source), str(target))
+
+
+def clones_by_reference(directory: Path) -> bool:
+    """Whether files in ``directory`` can be cloned by reference (XFS with reflink=1,
+    btrfs): a probe file cloned with ``cp --reflink=always``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    probe = directory / f".reflink-probe-{uuid.uuid4().hex}"
+    clone = probe.with_name(probe.name + ".clone")
+    try:
+        probe.write_bytes(b"\0" * 4096)
+        result = subprocess.run(
+            ["cp", "--reflink=always", str(probe), str(clone)], capture_output=True, check=False
+        )
+        return result.returncode == 0
+    finally:
+        for path in (probe, clone):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
 def _attached_device(image: Path) -> str | None:
     output = _run("losetup", "--associated", str(image), "--noheadings", "-O", "NAME", check=False)
     devices = [line.strip() for line in (output or "").splitlines() if line.strip()]

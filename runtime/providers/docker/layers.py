@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 
-from runtime.providers.docker.disks import LoopDisks, run_tool
+from runtime.providers.docker.disks import LoopDisks, clone_file, run_tool
 
 MOUNT_DIR = Path("/run/siesta/layers")
 LAYER_SUFFIX = ".layer"
@@ -63,6 +64,41 @@ class WritableLayers:
             made = layer.stat()
             os.chown(staging, made.st_uid, made.st_gid)
             staging.chmod(made.st_mode & 0o7777)
+        run_tool("mount", "--bind", str(staging), str(layer))
+
+    def mountpoint(self, sandbox: str) -> Path:
+        """Where the layer's own file system is mounted (what a snapshot freezes)."""
+        return self._mounts / sandbox
+
+    def image(self, sandbox: str) -> Path:
+        return self._disks.image(self.name_of(sandbox))
+
+    def adopt(self, sandbox: str, layer: Path, source: Path, *, consume: bool) -> None:
+        """The container's layer from a snapshot's clone of another's: ``source`` (a
+        layer's disk image) cloned (``consume``: moved) to this sandbox's, mounted, and
+        given this container's own notes from the engine (``link``: its layer's short
+        name; ``lower``: the layers under it, its own init layer first), overlayfs'
+        scratch folder emptied; then bind-mounted over the engine's folder, as
+        ``ensure`` does."""
+        image = self.image(sandbox)
+        if consume:
+            source.rename(image)
+        else:
+            making = image.with_name(f".{image.name}.new")
+            clone_file(source, making)
+            making.rename(image)
+        staging = self._mounts / sandbox
+        staging.mkdir(parents=True, exist_ok=True)
+        run_tool("mount", "-o", "loop,discard", str(image), str(staging))
+        for note in ("link", "lower"):
+            if (layer / note).exists():
+                shutil.copy2(layer / note, staging / note)
+        work = staging / "work"
+        for leftover in work.iterdir() if work.is_dir() else ():
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
         run_tool("mount", "--bind", str(staging), str(layer))
 
     def release(self, sandbox: str, layer: Path | None) -> None:

@@ -122,7 +122,11 @@ class DockerLifecycle:
                 raise ConfigurationError(msg)
         self.channels = docker_channels(self.api, settings.channel_stall_seconds)
         disk_dir = disks.directory if disks is not None else settings.disk_dir / deployment_id
-        self._snapshots = DockerSnapshots(self.api, disks, deployment_id, disk_dir / FOLDER)
+        self._snapshots = DockerSnapshots(
+            self.api, disks, deployment_id, disk_dir / FOLDER, self._layers
+        )
+        if disks is not None:
+            _ = self._snapshots.copy_on_write  # probed at start: said once, in the log
         """The open agent channels of this instance, one per sandbox (``inside.py``)."""
         # An engine restart leaves the pooled connections dead: drop them with the stream.
         self._events = EngineEvents(self.api, self._label_filters(), self.api.close)
@@ -186,7 +190,15 @@ class DockerLifecycle:
     def _labels(self, spec: SandboxSpec) -> dict[str, str]:
         return {**self._settings.extra_labels, **spec.labels, DEPLOYMENT_LABEL: self._deployment_id}
 
-    def _create_container(self, name: str, spec: SandboxSpec, labels: dict[str, str]) -> None:
+    def _create_container(
+        self,
+        name: str,
+        spec: SandboxSpec,
+        labels: dict[str, str],
+        layer_from: tuple[Path, bool] | None = None,
+    ) -> None:
+        """Create and start it; its writable layer a blank disk of its own, or
+        (``layer_from``: a snapshot's clone, and whether to consume it) that clone."""
         config = container_config(
             self.api,
             self._settings,
@@ -201,8 +213,12 @@ class DockerLifecycle:
             self.api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]
         if self._layers is not None:
             with metrics.create_phase("layer"):
-                size = self._settings.container_disk_mb
-                self._layers.create(name, size, self._layer_folder(name))
+                if layer_from is not None:
+                    source, consume = layer_from
+                    self._layers.adopt(name, self._layer_folder(name), source, consume=consume)
+                else:
+                    size = self._settings.container_disk_mb
+                    self._layers.create(name, size, self._layer_folder(name))
         with metrics.create_phase("start"):
             self.api.start(name)
 
@@ -229,11 +245,24 @@ class DockerLifecycle:
         name = self.sandbox_id_for(spec.session_id)
         spec = replace(spec, image=artifacts.image)
         labels = self._labels(spec)
+        layer_from = None
+        if artifacts.layer:
+            if self._layers is None:
+                msg = (
+                    f"the snapshot {artifacts.snapshot_id} keeps its installed files on a "
+                    "disk of their own, and this deployment gives sandboxes none "
+                    "(SIESTA_SANDBOX__CONTAINER_DISK_MB=0)"
+                )
+                raise ProvisioningFailed(msg)
+            if not Path(artifacts.layer).exists():
+                msg = f"the snapshot {artifacts.snapshot_id} has no layer copy any more"
+                raise ProvisioningFailed(msg)
+            layer_from = (Path(artifacts.layer), consume)
         try:
             with docker_errors(), _provisioning_errors(spec.image):
                 with metrics.create_phase("workspace"):
                     self._workspace_from(name, labels, artifacts, consume)
-                self._create_container(name, spec, labels)
+                self._create_container(name, spec, labels, layer_from)
         except BaseException:
             self.destroy(name)
             raise

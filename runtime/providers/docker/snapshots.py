@@ -1,20 +1,26 @@
-"""Snapshots of Docker sandboxes: the writable layer committed, the workspace copied.
+"""Snapshots of Docker sandboxes: their disks cloned (or copied), at one instant.
 
 A snapshot is two things taken at one instant, with the sandbox's processes frozen
 (``docker pause``: the cgroup freezer) for both:
 
-* the container's writable layer (what was installed, /tmp, /root), committed to an
-  image ``siesta-snapshot:<id>`` labelled with the snapshot and the deployment;
-* the workspace: its disk image copied with ``cp --sparse=always --reflink=auto``
-  (copy on write where the host file system can, sparse otherwise) while the file
-  system is frozen (``fsfreeze``). The pause alone keeps the sandbox's processes from
-  writing, but not the kernel: the ext4 journal, lazy inode-table zeroing and
-  discards go on under a paused container. A frozen file system is flushed and
-  clean on disk, so the copy mounts without a journal replay. A workspace without a
-  disk (``WORKSPACE_SIZE_MB=0``) is a folder on the engine's disk, copied as a folder.
+* the workspace: its disk image cloned with ``cp --sparse=always --reflink=auto``
+  while its file system is frozen (``fsfreeze``). The pause alone keeps the
+  sandbox's processes from writing, but not the kernel: the ext4 journal, lazy
+  inode-table zeroing and discards go on under a paused container. A frozen file
+  system is flushed and clean on disk, so the clone mounts without a journal replay.
+  A workspace without a disk (``WORKSPACE_SIZE_MB=0``) is a folder, copied as one.
+* the container's writable layer (what was installed, /tmp, /root): where it has a
+  disk of its own (``layers.py``), that disk image is cloned the same way, frozen,
+  and a sandbox made from the snapshot runs the source's base image over a clone of
+  it (``WritableLayers.adopt``); without one, it is committed to an image
+  ``siesta-snapshot:<id>`` (``docker commit``: a byte copy of the layer).
 
-Running processes and memory are not kept: a sandbox made from a snapshot boots
-afresh on those files. The copies live in ``<disk dir>/snapshots/``.
+On a file system that clones by reference (XFS with reflink=1: ``scripts/setup.sh``
+makes one for the disk folder) a clone costs O(extents), whatever the size, and the
+copies share blocks until either side writes; elsewhere ``cp`` copies the bytes
+(sparse), as ``copy_on_write`` in the artifacts says. Running processes and memory
+are not kept: a sandbox made from a snapshot boots afresh on those files. The
+copies live in ``<disk dir>/snapshots/``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from runtime.core import metrics
 from runtime.core.errors import ProvisioningFailed, SandboxUnavailable
 from runtime.providers.base import (
     CONVERSATION_LABEL,
@@ -45,12 +52,15 @@ from runtime.providers.base import (
     SnapshotArtifacts,
     SnapshotLeftover,
 )
-from runtime.providers.docker.disks import LoopDisks, run_tool
+from runtime.providers.docker.disks import LoopDisks, clone_file, clones_by_reference, run_tool
+from runtime.providers.docker.layers import WritableLayers
 
 REPOSITORY = "siesta-snapshot"
 THAW_AFTER_SECONDS = 600
 """Longer than any copy of a workspace takes (10 GiB at 100 MB/s: under 2 minutes)."""
 FOLDER = "snapshots"
+LAYER_SUFFIX = ".layer.img"
+"""A snapshot's clone of its source's writable layer: ``<id>.layer.img``."""
 _CLEARED = (DEPLOYMENT_LABEL, POOL_LABEL, ORG_LABEL, CONVERSATION_LABEL, SESSION_LABEL)
 """The source's labels its image must not carry: a container made from it would
 inherit them (and an image claiming the deployment makes its containers unlisted)."""
@@ -60,12 +70,34 @@ log = logging.getLogger(__name__)
 
 class DockerSnapshots:
     def __init__(
-        self, api: docker.APIClient, disks: LoopDisks | None, deployment_id: str, folder: Path
+        self,
+        api: docker.APIClient,
+        disks: LoopDisks | None,
+        deployment_id: str,
+        folder: Path,
+        layers: WritableLayers | None = None,
     ) -> None:
         self._api = api
         self._disks = disks
         self._deployment_id = deployment_id
         self._folder = folder
+        self._layers = layers
+        self._clones: bool | None = None
+
+    @property
+    def copy_on_write(self) -> bool:
+        """Whether the snapshots' folder clones files by reference (probed once)."""
+        if self._clones is None:
+            self._clones = clones_by_reference(self._folder)
+            metrics.DISK_COPY_ON_WRITE.set(1 if self._clones else 0)
+            if not self._clones:
+                log.warning(
+                    "the disk folder %s cannot clone files by reference: snapshots and "
+                    "forks copy every byte of a sandbox's disks (seconds per GiB). Put it "
+                    "on XFS with reflink=1 or btrfs (scripts/setup.sh makes one)",
+                    self._folder,
+                )
+        return self._clones
 
     def take(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
         status = str(self._api.inspect_container(sandbox_id)["State"]["Status"])
@@ -76,9 +108,14 @@ class DockerSnapshots:
         pausing = status == "running"
         if pausing:
             self._api.pause(sandbox_id)
+        layer = ""
         try:
             workspace = self._copy_workspace(sandbox_id, snapshot_id)
-            image = self._commit(sandbox_id, snapshot_id)
+            if self._layers is not None and self._layers.image(sandbox_id).exists():
+                layer = self._clone_layer(sandbox_id, snapshot_id)
+                image = str(self._api.inspect_container(sandbox_id)["Config"]["Image"])
+            else:
+                image = self._commit(sandbox_id, snapshot_id)
         except BaseException:
             self.delete(snapshot_id)
             raise
@@ -92,15 +129,28 @@ class DockerSnapshots:
             workspace,
             workspace_bytes=apparent,
             workspace_allocated_bytes=allocated,
-            image_bytes=self._layer_bytes(image),
+            image_bytes=_sizes(Path(layer))[1] if layer else self._layer_bytes(image),
+            layer=layer,
+            copy_on_write=self.copy_on_write,
         )
+
+    def _clone_layer(self, sandbox_id: str, snapshot_id: str) -> str:
+        assert self._layers is not None
+        target = self._folder / f"{snapshot_id}{LAYER_SUFFIX}"
+        mountpoint = self._layers.mountpoint(sandbox_id)
+        if mountpoint.is_mount():
+            with _frozen(str(mountpoint)):
+                clone_file(self._layers.image(sandbox_id), target)
+        else:  # a stopped sandbox's: nothing writes to it
+            clone_file(self._layers.image(sandbox_id), target)
+        return str(target)
 
     def _copy_workspace(self, sandbox_id: str, snapshot_id: str) -> str:
         mountpoint = str(self._api.inspect_volume(sandbox_id)["Mountpoint"])
         if self._disks is not None and self._disks.image(sandbox_id).exists():
             target = self._folder / f"{snapshot_id}.img"
             with _frozen(mountpoint):
-                _copy(self._disks.image(sandbox_id), target)
+                clone_file(self._disks.image(sandbox_id), target)
             return str(target)
         target = self._folder / f"{snapshot_id}.dir"
         target.mkdir()
@@ -142,11 +192,11 @@ class DockerSnapshots:
             source.rename(target)
         else:
             making = target.with_name(f".{target.name}.new")
-            _copy(source, making)
+            clone_file(source, making)
             making.rename(target)
 
     def delete(self, snapshot_id: str) -> bool:
-        for suffix in (".img", ".dir"):
+        for suffix in (LAYER_SUFFIX, ".img", ".dir"):
             path = self._folder / f"{snapshot_id}{suffix}"
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
@@ -172,8 +222,9 @@ class DockerSnapshots:
                 found[snapshot_id] = float(image.get("Created") or 0)
         if self._folder.is_dir():
             for path in self._folder.iterdir():
-                if path.suffix in (".img", ".dir") and not path.name.startswith("."):
-                    found.setdefault(path.stem, path.stat().st_mtime)
+                name = path.name.removesuffix(LAYER_SUFFIX)
+                if path.suffix in (".img", ".dir") and not name.startswith("."):
+                    found.setdefault(Path(name).stem, path.stat().st_mtime)
         return [SnapshotLeftover(i, created) for i, created in sorted(found.items())]
 
 
@@ -226,10 +277,6 @@ def _thawed(mountpoint: str, attempts: int = 2) -> bool:
         else:
             return True
     return False
-
-
-def _copy(source: Path, target: Path) -> None:
-    run_tool("cp", "--sparse=always", "--reflink=auto", str(source), str(target))
 
 
 def _sizes(path: Path) -> tuple[int, int]:

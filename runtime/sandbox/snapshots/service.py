@@ -113,6 +113,8 @@ class Snapshots:
             created_at=self._clock(),
             name=name,
             metadata=dict(metadata or {}),
+            layer=artifacts.layer,
+            copy_on_write=artifacts.copy_on_write,
         )
         if not self._store.add_snapshot(record, limit):  # others took the last ones meanwhile
             self._provider.lifecycle.delete_snapshot(snapshot_id)
@@ -253,6 +255,8 @@ def _artifacts(record: SnapshotRecord) -> SnapshotArtifacts:
         record.workspace_bytes,
         record.workspace_allocated_bytes,
         record.image_bytes,
+        record.layer,
+        record.copy_on_write,
     )
 
 

@@ -52,35 +52,45 @@ def test_a_sandbox_made_from_a_snapshot_has_what_it_kept(
     made = lifecycle.create_from_snapshot(spec, artifacts)
     try:
         assert run(provider, made, check).stdout.text == kept
-        # Its image stays while a sandbox runs on it (Docker); the copy goes.
-        removed = lifecycle.delete_snapshot(snapshot_id)
-        assert removed is not packages
+        # Deleting the snapshot breaks nothing made from it: its disks are clones of
+        # the snapshot's, its own.
+        assert lifecycle.delete_snapshot(snapshot_id)
         assert run(provider, made, check).stdout.text == kept
+        assert run(provider, made, "echo mine > kept.txt && cat kept.txt").stdout.text == "mine\n"
     finally:
         lifecycle.destroy(made)
-    assert lifecycle.delete_snapshot(snapshot_id)
+    assert lifecycle.delete_snapshot(snapshot_id)  # again: nothing left, nothing to do
     assert snapshot_id not in {left.snapshot_id for left in lifecycle.list_snapshot_leftovers()}
     assert run(provider, source, "cat kept.txt").stdout.text == "later\n"
 
 
 @pytest.mark.docker
-def test_a_workspace_without_a_disk_of_its_own_is_kept_as_a_folder(
+def test_without_disks_of_their_own_the_workspace_is_copied_and_the_layer_committed(
     docker_client: docker.DockerClient,
 ) -> None:
-    """``SIESTA_SANDBOX__WORKSPACE_SIZE_MB=0``: the workspace is a plain volume."""
-    settings = SandboxSettings(extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}, workspace_size_mb=0)
+    """``SIESTA_SANDBOX__WORKSPACE_SIZE_MB=0`` and ``__CONTAINER_DISK_MB=0``: the
+    workspace is a plain volume, kept as a folder, and the writable layer the engine's,
+    committed to an image, which stays while a sandbox runs on it."""
+    settings = SandboxSettings(
+        extra_labels={TEST_RUN_LABEL: TEST_RUN_ID}, workspace_size_mb=0, container_disk_mb=0
+    )
     provider = DockerProvider(settings, deployment_id=TEST_DEPLOYMENT, disks=TEST_DISKS)
     lifecycle = provider.lifecycle
     labels = {"siesta.test": "snapshots"}
     source = lifecycle.create(SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", labels))
     made, snapshot_id = None, f"snap{uuid.uuid4().hex[:12]}"
     try:
-        assert run(provider, source, "mkdir -p a/b && echo kept > a/b/kept.txt").exit_code == 0
+        setup = "mkdir -p a/b /opt/t && echo kept > a/b/kept.txt && echo pkg > /opt/t/f"
+        assert run(provider, source, setup).exit_code == 0
         artifacts = lifecycle.snapshot(source, snapshot_id)
         assert artifacts.workspace.endswith(".dir") and artifacts.workspace_bytes == 5
+        assert not artifacts.layer and artifacts.image.startswith("siesta-snapshot:")
         spec = SandboxSpec(uuid.uuid4().hex, "siesta/debian-base:1", labels)
         made = lifecycle.create_from_snapshot(spec, artifacts)
-        assert run(provider, made, "cat a/b/kept.txt").stdout.text == "kept\n"
+        check = "cat a/b/kept.txt /opt/t/f"
+        assert run(provider, made, check).stdout.text == "kept\npkg\n"
+        assert not lifecycle.delete_snapshot(snapshot_id)  # its image: in use
+        assert run(provider, made, check).stdout.text == "kept\npkg\n"
     finally:
         for sandbox in (made, source):
             if sandbox is not None:
