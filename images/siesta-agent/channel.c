@@ -15,6 +15,10 @@ void channels_init(void) {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     memcpy(addr.sun_path + 1, SOCKET_NAME, strlen(SOCKET_NAME));
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(SOCKET_NAME));
+    /* Credentials ride on what peers send (accepted sockets inherit the flag): under
+     * gVisor, a relay's first byte carries the only proof of who it is. */
+    int on = 1;
+    if (listen_fd >= 0) setsockopt(listen_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
     if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&addr, len) < 0 || listen(listen_fd, 16) < 0) {
         note("socket @%s: %s; channel 0 only", SOCKET_NAME, strerror(errno));
         close_fd(&listen_fd);
@@ -340,6 +344,8 @@ int run_relay(void) {
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     memcpy(addr.sun_path + 1, SOCKET_NAME, strlen(SOCKET_NAME));
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(SOCKET_NAME));
+    int on = 1;  /* and on this side: the kernel then adds them whatever the agent's timing */
+    if (s >= 0) setsockopt(s, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
     if (s < 0 || connect(s, (struct sockaddr *)&addr, len) < 0) {
         fprintf(stderr, "siesta-agent --channel: connect @%s: %s\n", SOCKET_NAME, strerror(errno));
         return 2;

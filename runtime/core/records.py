@@ -310,21 +310,16 @@ class SnapshotRecord:
     session_id: str
     image_id: str
     """The catalog image the source ran (a sandbox made from the snapshot keeps it)."""
-    image: str
-    """The provider's image of the snapshot's root file system."""
-    workspace: str
-    """Where the provider keeps the workspace's copy."""
+    image: str  # the provider's image a sandbox made from it runs
+    workspace: str  # where the provider keeps the workspace's copy
     workspace_bytes: int
     workspace_allocated_bytes: int
     image_bytes: int
     created_at: float
     name: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
-    layer: str = ""
-    """Where the provider keeps its clone of the writable layer (``image`` is then the
-    base image under it); empty: ``image`` is a committed image."""
-    copy_on_write: bool = False
-    """Whether its copies are clones sharing blocks with the source (reflinks)."""
+    layer: str = ""  # the provider's clone of the writable layer (``SnapshotArtifacts``)
+    copy_on_write: bool = False  # clones sharing blocks with the source (reflinks)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

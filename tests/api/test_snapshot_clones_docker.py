@@ -3,15 +3,14 @@ with reflink, as ``scripts/setup.sh`` makes it), on Docker through ``/v1``.
 
 A fork taken while its source writes on, to its workspace and outside it, gets one
 instant of both, each file whole, and from then on neither side sees the other's
-writes; a fork's disks keep their sizes (the limits hold with clones); the disk a
-fork takes at once is next to nothing.
+writes; a fork's disks keep their sizes (the limits hold with clones). The disk a fork
+takes at once is ``bench/forks.py``'s to measure (the file system is shared with
+whatever else runs).
 """
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import docker
 import pytest
@@ -19,7 +18,6 @@ import pytest
 from tests.helpers import (
     ServiceProcess,
     StartService,
-    deployment_of,
     headers,
     new_conversation,
     run_command,
@@ -101,24 +99,3 @@ def test_a_forks_disks_keep_their_sizes(service: ServiceProcess) -> None:
     assert run_command(service.client, source, "ls big.bin 2>&1; echo ok")["stdout"].endswith(
         "ok\n"
     )
-
-
-def test_a_fork_takes_next_to_no_disk_at_once(service: ServiceProcess) -> None:
-    source = new_conversation()
-    run_command(
-        service.client,
-        source,
-        "head -c 40M /dev/urandom > data.bin && head -c 40M /dev/urandom > /opt/blob && sync",
-    )
-    disks = Path(service.environment["SIESTA_SANDBOX__DISK_DIR"]) / deployment_of(service)
-    os.sync()
-    stat = os.statvfs(disks)
-    before = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
-    made = fork(service, source)
-    os.sync()
-    stat = os.statvfs(disks)
-    taken = (stat.f_blocks - stat.f_bfree) * stat.f_frsize - before
-    assert run_command(service.client, made, "stat -c %s data.bin /opt/blob")["stdout"] == (
-        f"{40 * 2**20}\n{40 * 2**20}\n"
-    )
-    assert taken < 8 * 2**20, f"the fork took {taken / 2**20:.1f} MiB of its source's 80 MiB"
