@@ -109,7 +109,8 @@ class SnapshotArtifacts:
 
     snapshot_id: str
     image: str
-    """What a sandbox made from the snapshot runs (Docker: the committed image's tag)."""
+    """What a sandbox made from the snapshot runs (Docker: the base image under the
+    layer's clone, or the committed image's tag where the layer has no disk)."""
     workspace: str
     """Where the workspace's copy is (Docker: its disk image file, or a folder)."""
     workspace_bytes: int = 0
@@ -117,7 +118,8 @@ class SnapshotArtifacts:
     workspace_allocated_bytes: int = 0
     """What the copy occupies on the host (sparse, and shared when copied on write)."""
     image_bytes: int = 0
-    """What the snapshot adds to its base image (the committed layer)."""
+    """What the snapshot adds to its base image (the layer's clone, allocated; or the
+    committed layer)."""
     layer: str = ""
     """Where a clone of the sandbox's writable layer is (Docker: its disk image file);
     then ``image`` is the base image that layer goes over, and nothing was committed."""

@@ -1,14 +1,14 @@
 """Snapshots of a conversation's sandbox, and new conversations started from them.
 
 A snapshot keeps the sandbox's files: its workspace and what was installed outside
-it (the provider's ``snapshot``: Docker commits the writable layer and copies the
-workspace's disk). Running processes and memory are not kept. It is taken under the
-source conversation's lease, so no command of that conversation runs meanwhile; the
-source keeps running and keeps its files.
+it (the provider's ``snapshot``: Docker clones the workspace's and the writable
+layer's disks, by reference where the disk folder can). Running processes and memory
+are not kept. It is taken under the source conversation's lease, so no command of
+that conversation runs meanwhile; the source keeps running and keeps its files.
 
 A conversation started from a snapshot is a new session like any first one (its own
 lease, capacity slot, labels, egress credentials), whose sandbox starts from the
-snapshot's image with its own copy of the workspace: what either side changes later
+snapshot's image and clones of its disks, its own: what either side changes later
 the other never sees. A fork is both in one call; its snapshot is never recorded,
 and its workspace copy becomes the fork's own (one copy, not two; of several forks,
 the last one's). A fork also starts with the source's network rules, so it can reach
