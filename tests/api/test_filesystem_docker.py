@@ -17,6 +17,7 @@ import websocket
 from siesta_client import AsyncSiestaClient, SiestaClient
 from siesta_client.errors import SiestaError
 from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation, run_command
+from tests.terminals import next_message, screen_until
 
 pytestmark = [pytest.mark.docker]
 
@@ -180,27 +181,6 @@ def open_terminal(service: ServiceProcess, conversation: str, query: str) -> web
     url = f"{ws_base(service)}/v1/conversations/{conversation}/sandbox/terminal"
     header = [f"{name}: {value}" for name, value in headers().items()]
     return websocket.create_connection(f"{url}?{query}", header=header, timeout=30)
-
-
-def screen_until(terminal: websocket.WebSocket, wanted: str) -> str:
-    """What the terminal printed, up to and including ``wanted``."""
-    seen = ""
-    deadline = time.monotonic() + 20
-    while wanted not in seen:
-        assert time.monotonic() < deadline, f"no {wanted!r} in {seen!r}"
-        opcode, data = terminal.recv_data()
-        assert opcode == websocket.ABNF.OPCODE_BINARY, data
-        seen += data.decode(errors="replace")
-    return seen
-
-
-def next_message(terminal: websocket.WebSocket) -> dict[str, Any]:
-    """The next JSON message, past what the terminal prints meanwhile."""
-    while True:
-        opcode, data = terminal.recv_data()
-        if opcode == websocket.ABNF.OPCODE_TEXT:
-            message: dict[str, Any] = json.loads(data)
-            return message
 
 
 def process_state(service: ServiceProcess, conversation: str, pid: int) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from e2b import (
 
 from tests.e2b.conftest import ORG_A, TOKEN_B, TOKEN_TOOLS, E2bService
 from tests.helpers import TOKEN
+from tests.terminals import pty_until
 
 pytestmark = [pytest.mark.docker]
 
@@ -354,12 +355,7 @@ def test_a_terminal_is_typed_into_resized_and_ended(sandbox: Sandbox) -> None:
     output = bytearray()
 
     def until(text: bytes) -> None:
-        deadline = time.monotonic() + 15
-        for event in terminal:  # (stdout, stderr, pty) chunks as they come
-            output.extend(event[2] or b"")
-            if text in output or time.monotonic() > deadline:
-                break
-        assert text in output, output.decode(errors="replace")
+        pty_until(terminal, output, text)
 
     sandbox.pty.send_stdin(terminal.pid, b"tty; stty size; echo typed-$((6*7))\n")
     until(b"typed-42")

@@ -18,8 +18,8 @@ from siesta_contract.processes import ProcessPublic
 
 from siesta_client import SiestaClient
 from tests.fleet.conftest import E2B_ORG, INSTANCES, Fleet
-from tests.fleet.terminals import next_message, screen_until
 from tests.helpers import TOKEN, headers, new_conversation
+from tests.terminals import next_message, pty_until, screen_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 
@@ -224,12 +224,7 @@ def test_an_e2b_terminal_is_served_by_any_instance(fleet: Fleet) -> None:
         output = bytearray()
 
         def until(text: bytes) -> None:
-            deadline = time.monotonic() + 15
-            for event in terminal:  # (stdout, stderr, pty) chunks as they come
-                output.extend(event[2] or b"")
-                if text in output or time.monotonic() > deadline:
-                    break
-            assert text in output, output.decode(errors="replace")
+            pty_until(terminal, output, text)
 
         sandbox.pty.send_stdin(terminal.pid, b"stty size; echo typed-$((6*7))\n")
         until(b"typed-42")

@@ -20,8 +20,8 @@ import websocket
 
 from siesta_client import ProcessEnded, ProcessOutput, Retries, SiestaClient
 from tests.fleet.conftest import Fleet
-from tests.fleet.terminals import next_message, screen_until
 from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation
+from tests.terminals import next_message, screen_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 

@@ -12,7 +12,6 @@ nothing it still keeps is missed or repeated. Only the sync client follows for n
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from siesta_contract.processes import ProcessPublic
 
 from siesta_client._ops import Op, raise_for_error
 from siesta_client._retry import RETRYABLE_STATUSES, Retries
-from siesta_client._sending import EVENT_STREAM
+from siesta_client._sending import EVENT_STREAM, EventLines
 from siesta_client.errors import ConnectionFailed, error_from
 
 RECONNECT_CODES = frozenset({"sandbox_unavailable"})
@@ -113,23 +112,11 @@ def follow(
 
 def _events(response: httpx.Response) -> Iterator[tuple[str, Any, str]]:
     """(event, its data, its id) of a server-sent event stream."""
-    name, data, event_id = "", [], ""
+    lines = EventLines()
     for line in response.iter_lines():
-        if line.startswith(":"):  # a keepalive comment
-            continue
-        if line:
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-            elif field == "id":
-                event_id = value
-            continue
-        if data:
-            yield name, json.loads("\n".join(data)), event_id
-        name, data, event_id = "", [], ""
+        event = lines.feed(line)
+        if event is not None:
+            yield event
 
 
 def _event(name: str, data: Any, event_id: str) -> ProcessEvent | None:

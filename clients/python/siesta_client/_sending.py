@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 import httpx
@@ -116,6 +117,33 @@ def ends_stream(request: httpx.Request) -> httpx.RemoteProtocolError:
     return httpx.RemoteProtocolError(msg, request=request)
 
 
+@dataclass
+class EventLines:
+    """Server-sent events read line by line: ``feed`` returns (event, its data as JSON,
+    its id) at the blank line that ends one, else ``None`` (keepalive comments too)."""
+
+    name: str = ""
+    data: list[str] = field(default_factory=list)
+    event_id: str = ""
+
+    def feed(self, line: str) -> tuple[str, Any, str] | None:
+        if line.startswith(":"):  # a keepalive comment
+            return None
+        if line:
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                self.name = value
+            elif name == "data":
+                self.data.append(value)
+            elif name == "id":
+                self.event_id = value
+            return None
+        ended = (self.name, json.loads("\n".join(self.data)), self.event_id) if self.data else None
+        self.name, self.data, self.event_id = "", [], ""
+        return ended
+
+
 class Answer(Generic[T]):
     """Reads one answer: a JSON (or raw) body, or a stream of server-sent events whose
     last one (``result`` or ``error``) is the call's result."""
@@ -124,8 +152,7 @@ class Answer(Generic[T]):
         self.op = op
         self.response = response
         self.streamed = response.headers.get("content-type", "").startswith(EVENT_STREAM)
-        self._name = ""
-        self._data: list[str] = []
+        self._lines = EventLines()
         self.done = False
         self.result: T | None = None
 
@@ -156,20 +183,9 @@ class Answer(Generic[T]):
 
     def line(self, line: str) -> None:
         """One line of the event stream; ``done`` after its last event."""
-        if line.startswith(":"):  # a keepalive comment
-            return
-        if line:
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                self._name = value
-            elif field == "data":
-                self._data.append(value)
-            return
-        if self._data:
-            name, data = self._name, json.loads("\n".join(self._data))
-            self._name, self._data = "", []
-            self._event(name, data)
+        event = self._lines.feed(line)
+        if event is not None:
+            self._event(event[0], event[1])
 
     def _event(self, name: str, data: Any) -> None:
         if name == "result":

@@ -40,7 +40,7 @@ class WritableLayers:
         self.ensure(sandbox, layer)
 
     def exists(self, sandbox: str) -> bool:
-        return self._disks.image(self.name_of(sandbox)).exists()
+        return self.image(sandbox).exists()
 
     def ensure(self, sandbox: str, layer: Path) -> None:
         """The container's layer folder on its own file system (again, after a reboot).
@@ -52,13 +52,7 @@ class WritableLayers:
         """
         if layer.is_mount():
             return
-        staging = self._mounts / sandbox
-        staging.mkdir(parents=True, exist_ok=True)
-        if not staging.is_mount():
-            image = self._disks.image(self.name_of(sandbox))
-            # loop: util-linux attaches the image with autoclear, so the device goes
-            # away with the last mount of it.
-            run_tool("mount", "-o", "loop,discard", str(image), str(staging))
+        staging = self._mounted(sandbox)
         if not any(staging.iterdir()):
             run_tool("cp", "-a", "--preserve=all", f"{layer}/.", f"{staging}/")
             made = layer.stat()
@@ -87,9 +81,7 @@ class WritableLayers:
             making = image.with_name(f".{image.name}.new")
             clone_file(source, making)
             making.rename(image)
-        staging = self._mounts / sandbox
-        staging.mkdir(parents=True, exist_ok=True)
-        run_tool("mount", "-o", "loop,discard", str(image), str(staging))
+        staging = self._mounted(sandbox)
         for note in ("link", "lower"):
             if (layer / note).exists():
                 shutil.copy2(layer / note, staging / note)
@@ -100,6 +92,16 @@ class WritableLayers:
             else:
                 leftover.unlink()
         run_tool("mount", "--bind", str(staging), str(layer))
+
+    def _mounted(self, sandbox: str) -> Path:
+        """The layer's own file system, mounted at its staging folder (once)."""
+        staging = self._mounts / sandbox
+        staging.mkdir(parents=True, exist_ok=True)
+        if not staging.is_mount():
+            # loop: util-linux attaches the image with autoclear, so the device goes
+            # away with the last mount of it.
+            run_tool("mount", "-o", "loop,discard", str(self.image(sandbox)), str(staging))
+        return staging
 
     def release(self, sandbox: str, layer: Path | None) -> None:
         """Unmount (lazily: a running container may still hold them) so the engine finds
@@ -113,4 +115,4 @@ class WritableLayers:
     def remove(self, sandbox: str, layer: Path | None) -> None:
         self.release(sandbox, layer)
         with contextlib.suppress(FileNotFoundError):
-            self._disks.image(self.name_of(sandbox)).unlink()
+            self.image(sandbox).unlink()
