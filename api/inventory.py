@@ -102,6 +102,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("WS", _PORT): GRANT,
     ("POST", f"{_CONV}/snapshots"): "createSnapshot",
     ("POST", f"{_CONV}/fork"): "forkSandbox",
+    ("POST", f"{_CONV}/forks"): "forkSandbox",
     ("GET", "/v1/snapshots"): IDENTITY,
     ("GET", "/v1/snapshots/{snapshot_id}"): IDENTITY,
     ("DELETE", "/v1/snapshots/{snapshot_id}"): IDENTITY,

@@ -346,13 +346,16 @@ def pool_miss(bench: Bench, client: docker.DockerClient, n: int) -> Figure:
         "ms",
         f"{BASELINE}, p50",
         reference,
-        "≤ 1.0x docker run --rm p50",
-        p50 <= reference,
+        f"≤ {MISS_TARGET}x docker run --rm p50",
+        p50 <= MISS_TARGET * reference,
         f"x{p50 / reference:.2f}; where a miss spends its time: {phases}"
         f"{ours.failures('ours')}{base.failures('docker run')}",
     )
 
 
+MISS_TARGET = 0.5
+"""Issue 41's (issue 23 asked for 1.0x): a miss made of clones. Most of a miss is the
+engine's ``start`` of the container, which clones do not shorten."""
 PHASE = "siesta_sandbox_create_phase_seconds"
 
 

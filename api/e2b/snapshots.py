@@ -1,9 +1,10 @@
 """E2B's snapshot and fork routes: ``Sandbox.create_snapshot``, ``list_snapshots``,
 ``delete_snapshot`` (E2B deletes the snapshot's template) and ``fork``.
 
-A snapshot keeps the sandbox's files (workspace and installed packages); E2B's
-``mode``/``memory`` is not honoured: processes and memory are never kept, a sandbox
-made from a snapshot boots afresh on its files.
+A snapshot keeps the sandbox's files (workspace and installed packages): processes
+and memory are never kept, a sandbox made from a snapshot boots afresh on its files.
+``mode="full"`` (``memory: true``) is refused with 501 ``snapshot_memory_not_supported``
+and the reason; without a mode (E2B's default is a full snapshot) the files are kept.
 """
 
 from __future__ import annotations
@@ -31,9 +32,6 @@ from runtime.core.records import E2bSandbox, SnapshotRecord
 from runtime.e2b.snapshots import E2bSnapshots
 from runtime.services import Services
 
-MAX_FORKS = 20
-"""E2B's bound on one fork call's ``count``."""
-
 
 def _snapshots(services: Services) -> E2bSnapshots:
     return E2bSnapshots(services.e2b, services.snapshots)
@@ -53,13 +51,18 @@ async def create_snapshot(request: Request) -> Response:
     name = body.get("name")
     if name is not None and not isinstance(name, str):
         raise refuse(400, "name must be a string")
+    # ``mode="full"`` sends ``memory: true`` (refused where memory cannot be kept); left
+    # out, E2B's default is a full snapshot, here the files alone (see the README).
+    memory = body.get("memory", False)
+    if not isinstance(memory, bool):
+        raise refuse(400, "memory must be a boolean")
     services = services_of(request)
     sandbox_id = request.path_params["sandbox_id"]
 
     def take() -> SnapshotRecord:
         ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
         with through_door(services, ctx, caller.name, "createSnapshot", {"name": name}):
-            return _snapshots(services).take(org, sandbox_id, name or None)
+            return _snapshots(services).take(org, sandbox_id, name or None, memory=memory)
 
     record = await to_thread.run_sync(take)
     return JSONResponse(snapshot_json(record), status_code=201)
@@ -104,10 +107,12 @@ async def fork(request: Request) -> Response:
     body = await _json_body(request)
     count = _optional_int(body, "count")
     count = 1 if count is None else count
-    if not 1 <= count <= MAX_FORKS:
-        raise refuse(400, f"count must be between 1 and {MAX_FORKS}")
-    timeout = _optional_int(body, "timeout")
     services = services_of(request)
+    limit = services.settings.snapshots.max_forks_per_call
+    if not 1 <= count <= limit:
+        msg = f"count must be between 1 and {limit} (SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL)"
+        raise refuse(400, msg)
+    timeout = _optional_int(body, "timeout")
     sandbox_id = request.path_params["sandbox_id"]
 
     def fork() -> list[E2bSandbox | SiestaError]:

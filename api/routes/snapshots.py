@@ -2,9 +2,11 @@
 snapshot: the ``sandbox`` scope.
 
 A snapshot keeps the sandbox's workspace and what was installed outside it; running
-processes are not kept. Snapshots belong to the org (``X-Siesta-Org``): another
-org's answer 404 as if they did not exist. A conversation started from one (or a
-fork) is the caller's new conversation, a session like any first one.
+processes and memory are not kept (``keepMemory`` is refused: 501
+``snapshot_memory_not_supported``, with the provider's reason). Snapshots belong to
+the org (``X-Siesta-Org``): another org's answer 404 as if they did not exist. A
+conversation started from one (or a fork) is the caller's new conversation, a session
+like any first one.
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from typing import Annotated
 from anyio import to_thread
 from fastapi import APIRouter, Header, Query, Response
 
+from siesta_contract.errors import ErrorBody
 from siesta_contract.snapshots import (
     ConversationFromSnapshot,
     ConversationStarted,
+    ForkCreate,
+    ForkOutcome,
     ForkPublic,
+    ForksCreate,
+    ForksPublic,
     SnapshotCreate,
     SnapshotPublic,
     SnapshotsPublic,
@@ -59,7 +66,9 @@ async def take_snapshot(
 
     def take() -> SnapshotRecord:
         with through_door(services, ctx, caller.name, "createSnapshot", shown) as entry:
-            record = services.snapshots.take(ctx, body.name, body.metadata)
+            record = services.snapshots.take(
+                ctx, body.name, body.metadata, keep_memory=body.keepMemory
+            )
             entry.result = {"snapshotId": record.snapshot_id}
         return record
 
@@ -68,7 +77,7 @@ async def take_snapshot(
 
 @conversations.post("/fork", status_code=201)
 async def fork(
-    body: ConversationFromSnapshot, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+    body: ForkCreate, ctx: ContextDep, services: ServicesDep, caller: CallerDep
 ) -> ForkPublic:
     """A new conversation ``conversationId`` whose sandbox starts from this one's files
     as they are now; this one keeps running. 409 ``conversation_exists`` when the new
@@ -77,7 +86,7 @@ async def fork(
 
     def fork() -> Fork:
         with through_door(services, ctx, caller.name, "forkSandbox", shown):
-            return services.snapshots.fork(ctx, [body.conversationId])
+            return services.snapshots.fork(ctx, [body.conversationId], keep_memory=body.keepMemory)
 
     made = await to_thread.run_sync(fork)
     session = made.sessions[0]
@@ -88,6 +97,35 @@ async def fork(
         sourceConversationId=ctx.conversation,
         snapshotSeconds=round(made.snapshot_seconds, 3),
         startSeconds=round(made.start_seconds, 3),
+    )
+
+
+@conversations.post("/forks", status_code=201)
+async def forks(
+    body: ForksCreate, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+) -> ForksPublic:
+    """Several new conversations from this one's files as they are now, with one
+    snapshot (one freeze); this one keeps running. Each fork starts or fails on its own:
+    a failed one answers its ``error`` (``conversation_exists``, a capacity limit) in
+    the list; 422 ``invalid_request`` beyond ``SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL``."""
+    shown = {"conversationIds": body.conversationIds}
+
+    def fork() -> Fork:
+        with through_door(services, ctx, caller.name, "forkSandbox", shown):
+            return services.snapshots.fork(ctx, body.conversationIds, keep_memory=body.keepMemory)
+
+    made = await to_thread.run_sync(fork)
+    outcomes = [
+        ForkOutcome(conversationId=conversation, error=ErrorBody(**session.to_dict()))
+        if isinstance(session, SiestaError)
+        else ForkOutcome(conversationId=conversation, started=started(session))
+        for conversation, session in zip(body.conversationIds, made.sessions, strict=True)
+    ]
+    return ForksPublic(
+        sourceConversationId=ctx.conversation,
+        snapshotSeconds=round(made.snapshot_seconds, 3),
+        startSeconds=round(made.start_seconds, 3),
+        forks=outcomes,
     )
 
 

@@ -67,6 +67,7 @@ each a few lines; split by area, the tree below would no longer be in one place.
     │   └── StoreSchemaTooNew          state_unavailable (storeVersion, codeVersion)
     ├── ConfigurationError             configuration_error
     ├── SnapshotsNotSupported          snapshots_not_supported (the provider cannot)
+    │   └── SnapshotMemoryNotSupported snapshot_memory_not_supported (reason)
     ├── MetricsNotSupported            metrics_not_supported (the provider cannot)
     ├── JsUnavailable                  js_unavailable (limit)
     ├── Cancelled                      cancelled (the caller went away; nobody reads it)
@@ -384,6 +385,13 @@ class SnapshotsNotSupported(SiestaError):
     """The provider cannot snapshot sandboxes (Kubernetes, here)."""
 
     code = "snapshots_not_supported"
+
+
+class SnapshotMemoryNotSupported(SnapshotsNotSupported):
+    """A snapshot or fork that keeps memory and processes, where the provider keeps
+    files only; ``reason`` says why."""
+
+    code = "snapshot_memory_not_supported"
 
 
 class MetricsNotSupported(SiestaError):

@@ -31,9 +31,12 @@ class E2bSnapshots:
         self._sandboxes = sandboxes
         self._snapshots = snapshots
 
-    def take(self, org: str, sandbox_id: str, name: str | None) -> SnapshotRecord:
+    def take(
+        self, org: str, sandbox_id: str, name: str | None, *, memory: bool = False
+    ) -> SnapshotRecord:
         sandbox = self._sandboxes.get(org, sandbox_id)
-        return self._snapshots.take(self._sandboxes.context(sandbox), name)
+        context = self._sandboxes.context(sandbox)
+        return self._snapshots.take(context, name, keep_memory=memory)
 
     def find(self, org: str, sandbox_id: str | None, name: str | None) -> list[SnapshotRecord]:
         found = self._snapshots.list(org, sandbox_id)

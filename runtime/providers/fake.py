@@ -191,6 +191,9 @@ class FakeLifecycle:
         with self._lock:
             return [WorkspaceInfo(i, dict(labels), 0.0) for i, labels in self._labels.items()]
 
+    def memory_snapshot_refusal(self) -> str | None:
+        return "the fake provider's sandboxes are folders: they have no memory to keep"
+
     def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
         """The sandbox's folder copied (the fake has no root file system of its own)."""
         if self.inspect(sandbox_id).state not in (SandboxState.RUNNING, SandboxState.PAUSED):

@@ -405,6 +405,9 @@ class SandboxLifecycle(Protocol):
         are now, as one consistent point; the sandbox runs on unchanged. Processes and
         memory are not kept. ``SnapshotsNotSupported`` where the engine cannot."""
 
+    def memory_snapshot_refusal(self) -> str | None:
+        """Why snapshots here cannot keep memory and processes; ``None`` where they can."""
+
     def create_from_snapshot(
         self, spec: SandboxSpec, artifacts: SnapshotArtifacts, *, consume: bool = False
     ) -> str:

@@ -131,7 +131,8 @@ BODIES: dict[str, dict[str, Any]] = {
     "removePath": {"path": "a.txt"},
     "watchDirectory": {"path": "."},
     "createSnapshot": {},
-    "forkSandbox": {"conversationId": "inventory-fork"},
+    # One body for both of its routes: /fork reads the first id, /forks the list.
+    "forkSandbox": {"conversationId": "inventory-fork", "conversationIds": ["inventory-fork"]},
     "startFromSnapshot": {"conversationId": "inventory-start"},
     "setNetworkRules": {"internet": True},
     "openPort": {},

@@ -3,9 +3,9 @@ with reflink, as ``scripts/setup.sh`` makes it), on Docker through ``/v1``.
 
 A fork taken while its source writes on, to its workspace and outside it, gets one
 instant of both, each file whole, and from then on neither side sees the other's
-writes; a fork's disks keep their sizes (the limits hold with clones). The disk a fork
-takes at once is ``bench/forks.py``'s to measure (the file system is shared with
-whatever else runs).
+writes; several forks in one call all get the same instant; a fork's disks keep their
+sizes (the limits hold with clones). The disk a fork takes at once is
+``bench/forks.py``'s to measure (the file system is shared with whatever else runs).
 """
 
 from __future__ import annotations
@@ -99,3 +99,27 @@ def test_a_forks_disks_keep_their_sizes(service: ServiceProcess) -> None:
     assert run_command(service.client, source, "ls big.bin 2>&1; echo ok")["stdout"].endswith(
         "ok\n"
     )
+
+
+def test_forks_in_one_call_share_one_instant_and_then_go_their_own_ways(
+    service: ServiceProcess,
+) -> None:
+    source = new_conversation()
+    run_command(service.client, source, WRITER)
+    time.sleep(0.5)
+    made = [new_conversation() for _ in range(4)]
+    answer = service.client.post(
+        f"/v1/conversations/{source}/forks", json={"conversationIds": made}, headers=headers()
+    )
+    assert answer.status_code == 201, answer.text
+    assert [f["error"] for f in answer.json()["forks"]] == [None] * len(made)
+    # One freeze for all: every fork holds the very same instant of the source.
+    instants = {counts(service, conversation) for conversation in made}
+    assert len(instants) == 1, instants
+    workspace, layer = instants.pop()
+    assert abs(workspace - layer) <= 1, (workspace, layer)
+    for index, conversation in enumerate(made):
+        run_command(service.client, conversation, f"echo {index} > /opt/mine")
+    for index, conversation in enumerate(made):
+        assert run_command(service.client, conversation, "cat /opt/mine")["stdout"] == f"{index}\n"
+    assert "No such file" in run_command(service.client, source, "cat /opt/mine 2>&1")["stdout"]

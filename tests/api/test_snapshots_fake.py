@@ -155,3 +155,77 @@ def test_a_fork_is_a_session_of_its_own_that_counts_against_capacity(
     )
     assert answer.status_code == 201, answer.text
     assert run_command(client, started, "cat file")["stdout"] == "kept\n"
+
+
+def test_several_forks_in_one_call_each_start_or_say_why_not(
+    start_service: StartService,
+) -> None:
+    service = start_service("fake", SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL="3")
+    client = service.client
+    source, taken_id = new_conversation(), new_conversation()
+    run_command(client, source, "echo kept > file")
+    run_command(client, taken_id, "echo mine > file")
+    url = f"/v1/conversations/{source}/forks"
+
+    fresh = [new_conversation(), new_conversation()]
+    answer = client.post(
+        url, json={"conversationIds": [fresh[0], taken_id, fresh[1]]}, headers=headers()
+    )
+    assert answer.status_code == 201, answer.text
+    made = answer.json()
+    assert made["sourceConversationId"] == source
+    outcomes = {fork["conversationId"]: fork for fork in made["forks"]}
+    assert [fork["conversationId"] for fork in made["forks"]] == [fresh[0], taken_id, fresh[1]]
+    assert outcomes[taken_id]["started"] is None
+    assert outcomes[taken_id]["error"]["code"] == "conversation_exists"
+    for conversation in fresh:
+        assert outcomes[conversation]["error"] is None
+        assert outcomes[conversation]["started"]["conversationId"] == conversation
+        assert run_command(client, conversation, "cat file")["stdout"] == "kept\n"
+    # The conversation that had a sandbox kept its own files.
+    assert run_command(client, taken_id, "cat file")["stdout"] == "mine\n"
+    # A fork keeps no snapshot.
+    assert client.get("/v1/snapshots", headers=headers()).json() == {"snapshots": []}
+
+    too_many = [new_conversation() for _ in range(4)]
+    refused = error(client.post(url, json={"conversationIds": too_many}, headers=headers()), 422)
+    assert (refused["code"], refused["limit"], refused["unit"]) == ("invalid_request", 3, "forks")
+    assert "SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL" in refused["message"]
+    again = new_conversation()
+    twice = client.post(url, json={"conversationIds": [again, again]}, headers=headers())
+    assert error(twice, 422)["code"] == "invalid_request"
+    bodies: list[dict[str, Any]] = [{}, {"conversationIds": []}, {"conversationIds": ["a/b"]}]
+    for body in bodies:
+        assert client.post(url, json=body, headers=headers()).status_code == 422
+    # Nothing refused made a sandbox.
+    for conversation in (*too_many, again):
+        described = client.get(f"/v1/conversations/{conversation}/sandbox", headers=headers())
+        assert described.status_code == 404, described.text
+
+
+def test_keeping_memory_is_refused_with_the_reason_and_makes_nothing(
+    service: ServiceProcess,
+) -> None:
+    client = service.client
+    source = new_conversation()
+    run_command(client, source, "echo kept > file", org="org-memory")
+    fork_to = new_conversation()
+    asks = [
+        (f"/v1/conversations/{source}/snapshots", {"keepMemory": True}),
+        (f"/v1/conversations/{source}/fork", {"conversationId": fork_to, "keepMemory": True}),
+        (f"/v1/conversations/{source}/forks", {"conversationIds": [fork_to], "keepMemory": True}),
+    ]
+    for url, body in asks:
+        refused = error(client.post(url, json=body, headers=headers(org="org-memory")), 501)
+        assert refused["code"] == "snapshot_memory_not_supported"
+        assert refused["reason"] in refused["message"]
+        assert "no memory to keep" in refused["reason"]
+    assert client.get("/v1/snapshots", headers=headers(org="org-memory")).json() == {
+        "snapshots": []
+    }
+    described = client.get(
+        f"/v1/conversations/{fork_to}/sandbox", headers=headers(org="org-memory")
+    )
+    assert described.status_code == 404, described.text
+    # Files alone, as ever.
+    assert snapshot(client, source, org="org-memory").status_code == 201

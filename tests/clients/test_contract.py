@@ -64,6 +64,7 @@ CALLS: dict[str, Callable[[], Op[Any]]] = {
     "network": lambda: _calls.network(CTX, "conv-1"),
     "take_snapshot": lambda: _calls.take_snapshot(CTX, "conv-1", "before", {"k": "v"}),
     "fork": lambda: _calls.fork(CTX, "conv-1", "conv-2"),
+    "forks": lambda: _calls.forks(CTX, "conv-1", ["conv-2", "conv-3"]),
     "start_from_snapshot": lambda: _calls.start_from_snapshot(CTX, "conv-2", "snap1"),
     "snapshots": lambda: _calls.snapshots("org-a", "conv-1"),
     "snapshot": lambda: _calls.snapshot("org-a", "snap1"),

@@ -1,6 +1,7 @@
 """E2B's snapshots and forks through the stock ``e2b`` SDK on Docker: a snapshot is a
-template id ``Sandbox.create`` starts from; the org's snapshots are listed and
-deleted; a fork copies the sandbox as it is; another org sees none of them."""
+template id ``Sandbox.create`` starts from (``mode="full"``, memory, is refused with
+the reason); the org's snapshots are listed and deleted; a fork copies the sandbox as
+it is; another org sees none of them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from e2b import Sandbox
+from e2b.exceptions import SandboxException
 
 from tests.e2b.conftest import TOKEN_B, E2bService
 
@@ -33,7 +35,12 @@ def source(e2b: E2bService) -> Iterator[Sandbox]:
 def test_a_sandbox_created_from_a_snapshot_has_its_files_and_packages(
     e2b: E2bService, source: Sandbox
 ) -> None:
-    snapshot = source.create_snapshot(name="with-tool")
+    # Memory cannot be kept on Docker here: asked for, a clear refusal, and nothing kept.
+    with pytest.raises(SandboxException, match="cannot keep a sandbox's memory"):
+        source.create_snapshot(name="with-memory", mode="full")
+    assert Sandbox.list_snapshots(sandbox_id=source.sandbox_id, **e2b.options()).next_items() == []
+
+    snapshot = source.create_snapshot(name="with-tool", mode="filesystem")
     assert snapshot.names == ["with-tool"]
     source.files.write("/home/user/notes.txt", "after\n")  # not in the snapshot
 

@@ -285,6 +285,7 @@ def _faults(
 
 def _lines(fleet: Fleet, conversation: str) -> list[str]:
     deadline = time.monotonic() + CALL_DEADLINE
+    answer = ""
     while True:
         try:
             response = fleet.pick(0).client.post(
@@ -294,7 +295,16 @@ def _lines(fleet: Fleet, conversation: str) -> list[str]:
             )
             if response.status_code == 200:
                 return str(response.json()["content"]).split()
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"could not read {conversation}'s lines"
+            answer = f"{response.status_code} {response.text[:300]}"
+        except httpx.TransportError as exc:
+            answer = type(exc).__name__
+        if time.monotonic() > deadline:
+            instances = {service.data_dir: service for service in fleet.every}.values()
+            logs = "\n".join(  # a respawned instance goes on in its predecessor's log
+                f"{service.data_dir.name}: {line}"
+                for service in instances
+                for line in service.log(tail=None).splitlines()
+                if "WARNING" in line or "ERROR" in line
+            )
+            pytest.fail(f"could not read {conversation}'s lines: {answer}\n{logs[-20000:]}")
         time.sleep(0.5)

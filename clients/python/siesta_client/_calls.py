@@ -63,7 +63,10 @@ from siesta_contract.processes import (
 from siesta_contract.snapshots import (
     ConversationFromSnapshot,
     ConversationStarted,
+    ForkCreate,
     ForkPublic,
+    ForksCreate,
+    ForksPublic,
     SnapshotCreate,
     SnapshotPublic,
     SnapshotsPublic,
@@ -399,9 +402,15 @@ def take_snapshot(
 
 
 def fork(ctx: Context, conversation: str, new_conversation: str) -> Op[ForkPublic]:
-    body = args(ConversationFromSnapshot, conversationId=new_conversation)
+    body = args(ForkCreate, conversationId=new_conversation)
     path = _conv(conversation, "/fork")
-    return Op("POST", path, model(ForkPublic), ctx.headers(), body, body=ConversationFromSnapshot)
+    return Op("POST", path, model(ForkPublic), ctx.headers(), body, body=ForkCreate)
+
+
+def forks(ctx: Context, conversation: str, new_conversations: list[str]) -> Op[ForksPublic]:
+    body = args(ForksCreate, conversationIds=list(new_conversations))
+    path = _conv(conversation, "/forks")
+    return Op("POST", path, model(ForksPublic), ctx.headers(), body, body=ForksCreate)
 
 
 def start_from_snapshot(

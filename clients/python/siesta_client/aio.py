@@ -32,6 +32,7 @@ from siesta_contract.processes import ProcessList, ProcessPublic, Signal
 from siesta_contract.snapshots import (
     ConversationStarted,
     ForkPublic,
+    ForksPublic,
     SnapshotPublic,
     SnapshotsPublic,
 )
@@ -332,6 +333,11 @@ class AsyncConversation:
     async def fork(self, conversation: str) -> ForkPublic:
         """A new conversation whose sandbox starts from this one's files as they are now."""
         return await self.client.call(_calls.fork(self.context, self.id, conversation))
+
+    async def forks(self, conversations: list[str]) -> ForksPublic:
+        """Several new conversations from this one's files as they are now, all from one
+        snapshot (one freeze); each fork in the answer started or says why not."""
+        return await self.client.call(_calls.forks(self.context, self.id, conversations))
 
     async def start_from_snapshot(self, snapshot_id: str) -> ConversationStarted:
         """Start this (new) conversation's sandbox from the snapshot."""

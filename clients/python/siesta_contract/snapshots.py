@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
+from siesta_contract.errors import ErrorBody
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
+
+ConversationId = Annotated[str, Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)]
 
 
 class SnapshotCreate(BaseModel):
     name: str | None = Field(None, max_length=128)
     """A name to tell it by (not unique)."""
     metadata: dict[str, str] = Field(default_factory=dict, max_length=64)
+    keepMemory: bool = False
+    """Keep the running processes and memory too. No provider here can yet: 501
+    ``snapshot_memory_not_supported``, with the reason."""
 
 
 class SnapshotPublic(BaseModel):
@@ -42,8 +50,14 @@ class SnapshotsPublic(BaseModel):
 
 
 class ConversationFromSnapshot(BaseModel):
-    conversationId: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
+    conversationId: ConversationId
     """The new conversation: it must have no sandbox yet."""
+
+
+class ForkCreate(ConversationFromSnapshot):
+    keepMemory: bool = False
+    """Start the fork with the source's running processes and memory. No provider here
+    can yet: 501 ``snapshot_memory_not_supported``, with the reason."""
 
 
 class ConversationStarted(BaseModel):
@@ -59,3 +73,30 @@ class ForkPublic(ConversationStarted):
     """How long keeping the source's files took (its sandbox was frozen for this)."""
     startSeconds: float
     """How long starting the fork's sandbox took."""
+
+
+class ForksCreate(BaseModel):
+    conversationIds: list[ConversationId] = Field(min_length=1, max_length=100)
+    """The new conversations, one fork each, all from one snapshot of the source (one
+    freeze); none may have a sandbox yet. At most ``SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL``
+    (20 unless the deployment says otherwise)."""
+    keepMemory: bool = False
+    """As a single fork's ``keepMemory``."""
+
+
+class ForkOutcome(BaseModel):
+    conversationId: str
+    started: ConversationStarted | None = None
+    """Its new sandbox's session, when it started."""
+    error: ErrorBody | None = None
+    """Why it did not (each fork starts or fails on its own)."""
+
+
+class ForksPublic(BaseModel):
+    sourceConversationId: str
+    snapshotSeconds: float
+    """How long keeping the source's files took (its sandbox was frozen for this, once)."""
+    startSeconds: float
+    """How long starting every fork's sandbox took."""
+    forks: list[ForkOutcome]
+    """In the order asked for."""

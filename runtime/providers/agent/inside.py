@@ -8,6 +8,7 @@ lifecycle drops a sandbox's channel when it stops or removes the sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator
 
@@ -68,11 +69,8 @@ class AgentInside:
         channel = self._channel(sandbox_id)
         if not channel.private:
             return None
-        try:
+        with _unavailable_unless_answered("list its processes"):
             return table.table(channel)
-        except (ChannelClosed, SpawnFailed) as exc:
-            msg = f"the sandbox's agent did not list its processes: {exc}; try again"
-            raise SandboxUnavailable(msg) from exc
 
     def follow_process(self, sandbox_id: str, entry: ProcessEntry) -> RunningProcess:
         channel = self._channel(sandbox_id)
@@ -87,11 +85,8 @@ class AgentInside:
         channel = self._channel(sandbox_id)
         if not channel.private:
             return []
-        try:
+        with _unavailable_unless_answered("send a process's output"):
             return table.output(channel, entry, start)
-        except (ChannelClosed, SpawnFailed) as exc:
-            msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
-            raise SandboxUnavailable(msg) from exc
 
     def stream_output(
         self, sandbox_id: str, entry: ProcessEntry, start: int, stop: threading.Event
@@ -99,7 +94,7 @@ class AgentInside:
         channel = self._private(sandbox_id)
         try:
             yield from table.stream(channel, entry, start, stop)
-        except (ChannelClosed, SpawnFailed) as exc:
+        except (ChannelClosed, SpawnFailed, TimeoutError) as exc:
             msg = f"the process's output stream ended: {exc}; connect again"
             raise SandboxUnavailable(msg) from exc
 
@@ -107,19 +102,13 @@ class AgentInside:
         self, sandbox_id: str, entry: ProcessEntry
     ) -> tuple[int, list[tuple[int, bytes]]]:
         channel = self._private(sandbox_id)
-        try:
+        with _unavailable_unless_answered("send a process's output"):
             return table.untaken(channel, entry)
-        except (ChannelClosed, SpawnFailed) as exc:
-            msg = f"the sandbox's agent did not send a process's output: {exc}; try again"
-            raise SandboxUnavailable(msg) from exc
 
     def take_output(self, sandbox_id: str, entry: ProcessEntry, upto: int) -> None:
         channel = self._private(sandbox_id)
-        try:
+        with _unavailable_unless_answered("move a process's cursor"):
             table.take(channel, entry.pid, upto)
-        except (ChannelClosed, SpawnFailed) as exc:
-            msg = f"the sandbox's agent did not move a process's cursor: {exc}; try again"
-            raise SandboxUnavailable(msg) from exc
 
     def _private(self, sandbox_id: str) -> AgentChannel:
         channel = self._channel(sandbox_id)
@@ -144,3 +133,20 @@ class AgentInside:
             msg = f"the sandbox {sandbox_id} has no agent"
             raise SandboxUnavailable(msg)
         return channel
+
+
+@contextlib.contextmanager
+def _unavailable_unless_answered(what: str) -> Iterator[None]:
+    """A table request the agent did not answer: its channel broke, it refused, or it
+    stayed silent (a sandbox frozen under the call: paused meanwhile) past the wait."""
+    try:
+        yield
+    except TimeoutError as exc:
+        msg = (
+            f"the sandbox's agent did not {what} within {table.ANSWER_SECONDS:g} s "
+            "(is the sandbox paused?); try again"
+        )
+        raise SandboxUnavailable(msg) from exc
+    except (ChannelClosed, SpawnFailed) as exc:
+        msg = f"the sandbox's agent did not {what}: {exc}; try again"
+        raise SandboxUnavailable(msg) from exc

@@ -61,6 +61,14 @@ from runtime.providers.settings import SandboxSettings
 RESTARTING_WAIT_SECONDS = 10.0
 WORKSPACE_SIZE_LABEL = "siesta.workspace-size-mb"
 LONE_IMAGE_AGE_SECONDS = 600
+MEMORY_SNAPSHOTS_REFUSAL = (
+    "the Docker provider's snapshots keep the sandbox's disks, not its memory or "
+    "processes: keeping those needs CRIU checkpoints, which this runtime does not take "
+    "(Debian 12's CRIU 3.17 cannot dump a process on kernels 6.10 and later, and with "
+    "CRIU 4.2 a restore into a user-namespaced container fails); take a files-only "
+    "snapshot instead"
+)
+"""Why ``keepMemory`` is refused (``snapshot_memory_not_supported``)."""
 
 _STATES = {
     "running": SandboxState.RUNNING,
@@ -234,6 +242,9 @@ class DockerLifecycle:
             driver_opts={"type": "ext4", "device": device, "o": MOUNT_OPTIONS},
             labels={**labels, WORKSPACE_SIZE_LABEL: str(size)},
         )
+
+    def memory_snapshot_refusal(self) -> str | None:
+        return MEMORY_SNAPSHOTS_REFUSAL
 
     def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
         with docker_errors():

@@ -313,6 +313,9 @@ class KubernetesLifecycle:
             if claim.metadata is None or claim.metadata.deletion_timestamp is None
         ]
 
+    def memory_snapshot_refusal(self) -> str | None:
+        return _no_snapshots().message
+
     def snapshot(self, sandbox_id: str, snapshot_id: str) -> SnapshotArtifacts:
         raise _no_snapshots()
 

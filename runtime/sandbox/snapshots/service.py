@@ -3,8 +3,10 @@
 A snapshot keeps the sandbox's files: its workspace and what was installed outside
 it (the provider's ``snapshot``: Docker clones the workspace's and the writable
 layer's disks, by reference where the disk folder can). Running processes and memory
-are not kept. It is taken under the source conversation's lease, so no command of
-that conversation runs meanwhile; the source keeps running and keeps its files.
+are not kept: a call that asks for them (``keep_memory``) is refused with
+``snapshot_memory_not_supported`` and the provider's reason. It is taken under the
+source conversation's lease, so no command of that conversation runs meanwhile; the
+source keeps running and keeps its files.
 
 A conversation started from a snapshot is a new session like any first one (its own
 lease, capacity slot, labels, egress credentials), whose sandbox starts from the
@@ -23,15 +25,17 @@ the workspace, and the engine keeps an image while containers use it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import secrets
 import string
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from runtime.core.context import CallContext
-from runtime.core.errors import SiestaError
+from runtime.core.errors import InvalidRequest, SiestaError, SnapshotMemoryNotSupported
 from runtime.core.network_rules import NetworkRules
 from runtime.core.records import SessionRecord, SnapshotRecord
 from runtime.images.catalog import CatalogImage, ImageCatalog
@@ -91,8 +95,12 @@ class Snapshots:
         ctx: CallContext,
         name: str | None = None,
         metadata: dict[str, str] | None = None,
+        *,
+        keep_memory: bool = False,
     ) -> SnapshotRecord:
-        """A snapshot of the conversation's sandbox (resumed first if it was suspended)."""
+        """A snapshot of the conversation's sandbox (resumed first if it was suspended);
+        ``keep_memory``: with its processes and memory, where the provider can."""
+        self._refuse_memory(keep_memory)
         limit = self._settings.max_per_org
         if len(self._store.list_snapshots(ctx.org)) >= limit:
             raise _limit_reached(limit)
@@ -151,12 +159,28 @@ class Snapshots:
         return self._start(ctx, record.image_id, _artifacts(record), consume=False)
 
     def fork(
-        self, source: CallContext, conversations: Sequence[str], *, user: str | None = None
+        self,
+        source: CallContext,
+        conversations: Sequence[str],
+        *,
+        user: str | None = None,
+        keep_memory: bool = False,
     ) -> Fork:
         """New conversations, one per id, starting from the source's sandbox as it is
         now, with its network rules (in the caller's org, as ``user``, else the
         source's): one snapshot, never recorded. Each start succeeds or fails on its own
         (``Fork.sessions``)."""
+        self._refuse_memory(keep_memory)
+        limit = self._settings.max_forks_per_call
+        if not 1 <= len(conversations) <= limit:
+            msg = (
+                f"a fork makes 1 to {limit} conversations at once "
+                f"(SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL), not {len(conversations)}"
+            )
+            raise InvalidRequest(msg, limit=limit, unit="forks")
+        if len(set(conversations)) != len(conversations):
+            msg = "each fork needs a conversation id of its own: an id is repeated"
+            raise InvalidRequest(msg)
         targets = [
             replace(source, conversation=c, user=user or source.user, retry=None)
             for c in conversations
@@ -172,19 +196,30 @@ class Snapshots:
         snapshot_id = new_snapshot_id()
         artifacts, record = self._snapshot(source, snapshot_id)
         taken = time.monotonic()
-        sessions: list[SessionRecord | SiestaError] = []
+
+        def start(target: CallContext, consume: bool) -> SessionRecord | SiestaError:
+            try:
+                return self._start(target, record.image_id, artifacts, consume=consume, rules=rules)
+            except SiestaError as error:
+                return error
+
         try:
-            for index, target in enumerate(targets):
-                try:
-                    # The last fork takes the copy as its own disk; the others copy it.
-                    consume = index == len(targets) - 1
-                    sessions.append(
-                        self._start(
-                            target, record.image_id, artifacts, consume=consume, rules=rules
-                        )
-                    )
-                except SiestaError as error:
-                    sessions.append(error)
+            if artifacts.copy_on_write:
+                # Clones cost no copy: every fork clones and they start side by side (the
+                # provisioning turns still bound how many the engine makes at once).
+                # Each start runs in a copy of this call's context (its request id, trace).
+                contexts = [contextvars.copy_context() for _ in targets]
+                with ThreadPoolExecutor(len(targets), thread_name_prefix="fork") as starting:
+                    running = [
+                        starting.submit(context.run, start, target, False)
+                        for context, target in zip(contexts, targets, strict=True)
+                    ]
+                    sessions = [one.result() for one in running]
+            else:
+                # Copies: one after another (side by side they would fight for the disk),
+                # the last fork taking the copy as its own disk, the others copying it.
+                last = len(targets) - 1
+                sessions = [start(t, index == last) for index, t in enumerate(targets)]
         finally:
             # The copy is the forks' now; the image stays while their containers use it.
             self._provider.lifecycle.delete_snapshot(snapshot_id)
@@ -241,6 +276,12 @@ class Snapshots:
         else the caller's if operators have withdrawn it since."""
         image = self._catalog.find(image_id)
         return image if image is not None else self._catalog.select(ctx.base_image)
+
+    def _refuse_memory(self, keep_memory: bool) -> None:
+        reason = self._provider.lifecycle.memory_snapshot_refusal() if keep_memory else None
+        if reason is not None:
+            msg = f"this deployment cannot keep a sandbox's memory in a snapshot: {reason}"
+            raise SnapshotMemoryNotSupported(msg, reason=reason)
 
     def _refuse_existing(self, ctx: CallContext) -> None:
         if self._sessions.describe(ctx) is not None:
