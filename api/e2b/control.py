@@ -233,8 +233,9 @@ async def get_info(request: Request) -> Response:
 @handler
 async def list_sandboxes(request: Request) -> Response:
     """Newest first by default; filters: ``metadata`` (every pair must match; the SDKs
-    encode it twice), ``state`` (comma-separated), ``template``; pages of ``limit``
-    with the next page's token in ``x-next-token``."""
+    encode it twice), ``state`` (comma-separated), ``template``, ``startedAfter`` (an
+    ISO 8601 time: started at or after it); pages of ``limit`` with the next page's
+    token in ``x-next-token``."""
     _, org = caller_of(request)
     services = services_of(request)
     query = request.query_params
@@ -246,6 +247,7 @@ async def list_sandboxes(request: Request) -> Response:
         start = int(query.get("nextToken") or 0)
     except ValueError as exc:
         raise refuse(400, "limit and nextToken must be whole numbers") from exc
+    started_after = _time_query(query.get("startedAfter"))
     listed = await to_thread.run_sync(lambda: services.e2b.list(org))  # the store: off the loop
     found = [
         sandbox
@@ -253,12 +255,27 @@ async def list_sandboxes(request: Request) -> Response:
         if sandbox.state in states
         and (template is None or sandbox.template == template)
         and all(sandbox.metadata.get(k) == v for k, v in wanted.items())
+        and (started_after is None or sandbox.started_at >= started_after)
     ]
     if query.get("order", "desc") == "desc":
         found.reverse()
     page = found[start : start + limit]
     headers = {"x-next-token": str(start + limit)} if start + limit < len(found) else {}
     return JSONResponse([detail_json(s, services) for s in page], headers=headers)
+
+
+def _time_query(text: str | None) -> float | None:
+    """An ISO 8601 time (the SDKs send one with its offset; none means UTC) as epoch
+    seconds."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise refuse(400, f"startedAfter must be an ISO 8601 time, not {text[:64]!r}") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 @handler

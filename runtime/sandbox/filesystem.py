@@ -13,6 +13,7 @@ sandbox as the user, and keeps its events until a reader takes them.
 
 from __future__ import annotations
 
+import posixpath
 import threading
 import uuid
 from dataclasses import dataclass
@@ -106,10 +107,18 @@ def parse_entries(data: bytes) -> list[Entry]:
                 owner=owner,
                 group=group,
                 modified=float(mtime),
-                symlink_target=link if own == "l" else None,
+                symlink_target=_absolute_target(path, link) if own == "l" else None,
             )
         )
     return entries
+
+
+def _absolute_target(path: str, link: str) -> str:
+    """Where a symlink points, as an absolute path (envd shows it so): a relative link
+    is taken from the link's own folder."""
+    if link.startswith("/"):
+        return posixpath.normpath(link)
+    return posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
 
 
 class TooManyWatchers(InvalidRequest):

@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import httpx
 import pytest
@@ -50,6 +51,8 @@ def test_a_command_runs_as_the_user_in_its_home_with_the_sandboxes_environment(
     assert as_root.stdout == "root\n/tmp\n"
     # base lets its user become root as E2B's does (its catalog entry: allow_setuid).
     assert sandbox.commands.run("sudo -n id -u").stdout == "0\n"
+    # E2B's base has `python` (examples run `python -m http.server`).
+    assert sandbox.commands.run("python -c 'print(6 * 7)'").stdout == "42\n"
     sandbox.commands.run("mkdir work")
     assert sandbox.commands.run("pwd", cwd="work").stdout == "/home/user/work\n"
     assert sandbox.commands.run("pwd", cwd="~/work").stdout == "/home/user/work\n"
@@ -156,6 +159,8 @@ def test_info_list_timeout_and_kill(e2b: E2bService) -> None:
     first = Sandbox.create(
         "base", timeout=120, metadata={"kind": "list test", "n": "1"}, **e2b.options()
     )
+    between = datetime.now()  # naive: local time, as the SDK documents
+    time.sleep(0.05)
     second = Sandbox.create("base", metadata={"kind": "list test", "n": "2"}, **e2b.options())
     try:
         info = first.get_info()
@@ -176,6 +181,9 @@ def test_info_list_timeout_and_kill(e2b: E2bService) -> None:
         )
         only = Sandbox.list(query=SandboxQuery(metadata={"n": "2"}), **e2b.options()).next_items()
         assert [s.sandbox_id for s in only] == [second.sandbox_id]
+        later = SandboxQuery(metadata={"kind": "list test"}, started_after=between)
+        after = Sandbox.list(query=later, **e2b.options()).next_items()
+        assert [s.sandbox_id for s in after] == [second.sandbox_id]
 
         first.set_timeout(600)
         info = first.get_info()
@@ -286,6 +294,10 @@ def test_folders_are_listed_made_moved_and_removed(sandbox: Sandbox) -> None:
     info = files.get_info("project/src/main.py")
     assert (info.size, info.owner, info.permissions) == (12, "user", "-rw-r--r--")
     assert info.modified_time.year >= 2026
+    sandbox.commands.run("ln -s main.py project/src/link")
+    link = files.get_info("project/src/link")
+    assert link.symlink_target == "/home/user/project/src/main.py"  # absolute, as E2B's
+    files.remove("project/src/link")
 
     moved = files.rename("project/src/main.py", "project/app/main.py")
     assert moved.path == "/home/user/project/app/main.py"

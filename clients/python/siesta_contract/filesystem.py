@@ -57,7 +57,7 @@ class FsEntry(BaseModel):
     modifiedAt: float
     """Seconds since the epoch."""
     symlinkTarget: str | None
-    """Where it points, when it is a symlink."""
+    """Where it points (an absolute path, as envd shows it), when it is a symlink."""
 
 
 class FsEntries(BaseModel):
