@@ -146,6 +146,15 @@ class ProcessService(Process):
                     yield start_event(event.pid)
                 elif isinstance(event, processes.Output):
                     yield data_event(event.stream, event.data)
+                elif isinstance(event, processes.Ended) and event.status == processes.LOST:
+                    # Not an end: the sandbox went (or its channel broke) under the
+                    # stream. envd says so with UNAVAILABLE; the SDK then asks /health,
+                    # which tells a killed sandbox from a lost connection.
+                    msg = (
+                        "the connection to the sandbox ended before the stream completed: "
+                        f"{event.error}"
+                    )
+                    raise ConnectError(Code.UNAVAILABLE, msg)
                 elif isinstance(event, processes.Ended):
                     yield end_event(event)
                     return

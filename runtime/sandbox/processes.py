@@ -96,6 +96,11 @@ class Output:
     data: bytes
 
 
+LOST = "unknown"
+"""An ``Ended`` status: the wait for it ended without its end (its sandbox went, or
+the channel to it broke); its exit code is not known."""
+
+
 @dataclass(frozen=True)
 class Ended:
     exit_code: int
@@ -290,7 +295,7 @@ class Process:
             result = self.handle.wait(lambda stream, data: self._emit(Output(stream, data)))
         except Exception as exc:
             log.warning("process %s: its wait ended with %s", self.pid, exc)
-            ended = Ended(-1, exited=False, status="unknown", error=str(exc))
+            ended = Ended(-1, exited=False, status=LOST, error=str(exc))
         else:
             if result.timed_out:
                 ended = Ended(-1, exited=False, status="signal: killed", error="timed out")
@@ -324,7 +329,7 @@ class Process:
     @property
     def lost(self) -> bool:
         """Its wait here ended without its end (the channel to its sandbox failed)."""
-        return self.ended is not None and self.ended.status == "unknown"
+        return self.ended is not None and self.ended.status == LOST
 
     def mark_ended(self, ended: Ended) -> None:
         """It had ended before this instance learned of it (from the sandbox's table)."""

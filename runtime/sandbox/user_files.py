@@ -33,9 +33,12 @@ from runtime.sessions.manager import SessionManager
 READ = 'test -e "$1" || exit 3; test -d "$1" && exit 4; exec cat -- "$1"'
 WRITE = (
     'd=$(dirname -- "$1"); mkdir -p -- "$d" || exit 5; test -d "$1" && exit 4; '
-    'cat > "$1" || exit 6; cd -- "$d" && pwd'
+    ': > "$1" || exit 6; chown -- "$(id -u):$(id -g)" "$1" 2>/dev/null; '
+    'cat >> "$1" || exit 6; cd -- "$d" && pwd'
 )
-"""Both run where ``AsUser`` says (``as_user``); WRITE prints the file's folder."""
+"""Both run where ``AsUser`` says (``as_user``); WRITE prints the file's folder. It
+writes as envd does: create (or empty) the file, give it to the user, then write, so
+a watcher sees what E2B's shows for a write: create, chmod, write."""
 STDERR_KEPT = 2048
 
 

@@ -199,6 +199,18 @@ def test_info_list_timeout_and_kill(e2b: E2bService) -> None:
         first.commands.run("true")
 
 
+def test_a_command_of_a_sandbox_killed_under_it_raises_what_e2b_raises(
+    e2b: E2bService,
+) -> None:
+    sandbox = Sandbox.create("base", **e2b.options())
+    command = sandbox.commands.run("sleep 60", background=True)
+    sandbox.kill()
+    # Not an exit code made up for it: the SDK asks the sandbox's health and says it is
+    # gone, as against E2B.
+    with pytest.raises(TimeoutException, match="killed or reached its end of life"):
+        command.wait()
+
+
 def test_a_sandbox_is_killed_when_its_timeout_passes(e2b: E2bService) -> None:
     sandbox = Sandbox.create("base", timeout=2, **e2b.options())
     deadline = time.monotonic() + 15
@@ -335,6 +347,24 @@ def test_a_watched_folder_reports_what_changes_in_it(sandbox: Sandbox) -> None:
             assert time.monotonic() < deadline, f"saw only {seen}"
             seen |= {(e.type.value, e.name) for e in handle.get_new_events()}
             time.sleep(0.2)
+    finally:
+        handle.stop()
+
+
+def test_a_write_is_seen_as_e2bs_is_create_chmod_write(sandbox: Sandbox) -> None:
+    sandbox.files.make_dir("seen")
+    handle = sandbox.files.watch_dir("seen")
+    try:
+        sandbox.files.write("seen/a.txt", "content")
+        events: list[tuple[str, str]] = []
+        deadline = time.monotonic() + 10
+        while len(events) < 3:
+            assert time.monotonic() < deadline, f"saw only {events}"
+            events += [(e.type.value, e.name) for e in handle.get_new_events()]
+            time.sleep(0.1)
+        time.sleep(0.3)
+        events += [(e.type.value, e.name) for e in handle.get_new_events()]
+        assert events == [("create", "a.txt"), ("chmod", "a.txt"), ("write", "a.txt")]
     finally:
         handle.stop()
 
