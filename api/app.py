@@ -17,7 +17,7 @@ from api.background import every
 from api.console import console_router
 from api.context import RequestContext
 from api.drain import Drain, DrainMiddleware
-from api.e2b.app import create_e2b_app
+from api.e2b.app import SignedFiles, create_e2b_app
 from api.e2b.hosts import PortHosts
 from api.fleet_history import FleetHistory, sample_forever
 from api.idempotency import Idempotency
@@ -163,5 +163,10 @@ def create_app(settings: Settings, build: Callable[[Settings], Services]) -> Fas
         app.include_router(console_router())
     app.router.routes.append(Route("/mcp", mcp, include_in_schema=False))
     if settings.e2b.enabled:
-        app.router.routes.append(Mount("/e2b", create_e2b_app(app.state)))
+        e2b = create_e2b_app(app.state)
+        app.router.routes.append(Mount("/e2b", e2b))
+        # Where the SDKs send a signed file URL when E2B_SANDBOX_URL is a path
+        # (api/e2b/signed.py): envd's /files, the signature naming the sandbox.
+        signed = Route("/files", SignedFiles(e2b), methods=["GET", "POST"])
+        app.router.routes.append(signed)
     return app

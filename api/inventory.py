@@ -133,6 +133,11 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/console/settings"): OPERATOR,
     ("MOUNT", "/mcp"): ANY_FUNCTION,
     ("MOUNT", "/e2b"): GRANT,
+    # envd's /files for a URL signed with an E2B sandbox's access token: the signature
+    # is the grant; the download or upload then passes the door as envd's /files does
+    # ("/envd/files" below).
+    ("GET", "/files"): GRANT,
+    ("POST", "/files"): GRANT,
 }
 """The main app's routes (``WS``: a WebSocket route; ``MOUNT``: a face of its own,
 classified below)."""

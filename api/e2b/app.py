@@ -7,12 +7,16 @@ its callers authenticate as E2B's SDKs do (``X-API-Key``; envd's access token).
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 from starlette.applications import Starlette
 from starlette.datastructures import State
 from starlette.routing import Mount, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.e2b import control, files, snapshots, usage
 from api.e2b.envd import EnvdDispatcher
+from api.e2b.errors import e2b_error, refuse
 from api.e2b.filesystem import FilesystemService
 from api.e2b.process import ProcessService
 from api.e2b.protocol.filesystem.filesystem_connect import FilesystemASGIApplication
@@ -38,3 +42,23 @@ def create_e2b_app(state: State) -> Starlette:
     )
     app.state = state
     return app
+
+
+class SignedFiles:
+    """``/files`` at the root, as envd's ``/e2b/envd/files``: the SDKs join envd's
+    ``/files`` to the origin of ``E2B_SANDBOX_URL``, dropping its path. Only a signed
+    URL is served there (the dispatcher refuses anything else)."""
+
+    def __init__(self, e2b: ASGIApp) -> None:
+        self._e2b = e2b
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if "signature" not in query:
+            await e2b_error(refuse(401, "only a signed URL is served at /files"))(
+                scope, receive, send
+            )
+            return
+        root = str(scope.get("root_path", ""))
+        inner = {**scope, "root_path": root + "/e2b", "path": root + "/e2b/envd/files"}
+        await self._e2b(inner, receive, send)

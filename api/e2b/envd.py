@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl
 
 from anyio import to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,6 +28,7 @@ from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
+from api.e2b.signed import signed_sandbox
 from runtime.core.records import E2bSandbox
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.sandbox.user_files import AsUser
@@ -80,13 +82,17 @@ class EnvdDispatcher:
             return
         services: Services = scope["app"].state.services
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        method, path = str(scope["method"]), str(scope["path"])
         try:  # the sandbox's record is in the store: looked up off the event loop
-            call = await to_thread.run_sync(authorize, services, headers)
+            if path.endswith("/files") and "signature" in query and "x-access-token" not in headers:
+                call = await to_thread.run_sync(signed_call, services, headers, method, query)
+            else:
+                call = await to_thread.run_sync(authorize, services, headers)
         except Exception as exc:
             await e2b_error(exc)(scope, receive, send)
             return
         CALL.set(call)
-        path = str(scope["path"])
         if "/process.Process/" in path:
             await self._process(scope, receive, send)
         elif "/filesystem.Filesystem/" in path:
@@ -107,6 +113,24 @@ def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
     if not hmac.compare_digest(token.encode(), sandbox.access_token.encode()):
         raise refuse(401, "a valid X-Access-Token for this sandbox is required")
     return EnvdCall(sandbox, user_of(headers) or services.settings.e2b.default_user)
+
+
+def signed_call(
+    services: Services, headers: dict[str, str], method: str, query: dict[str, str]
+) -> EnvdCall:
+    """A file URL signed with a sandbox's access token instead of carrying it
+    (``api.e2b.signed``): the sandbox named, else whichever running one signed it."""
+    sandbox_id = headers.get("e2b-sandbox-id", "")
+    if sandbox_id:
+        named = services.e2b.find(sandbox_id)
+        if named is None or named.state != "running":
+            raise refuse(502, f"The sandbox {sandbox_id} was not found")
+        candidates = [named]
+    else:
+        candidates = services.e2b.running_everywhere()
+    sandbox = signed_sandbox(method, query, candidates)
+    user = checked_user(query.get("username", "")) or services.settings.e2b.default_user
+    return EnvdCall(sandbox, user)
 
 
 def user_of(headers: dict[str, str]) -> str | None:
