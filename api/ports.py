@@ -51,6 +51,12 @@ class PortTarget:
     """A ``Set-Cookie`` value for the answer (a preview token that came as ``?token=``)."""
     cookie_name: str | None = None
     """The service's cookie, taken out of the ``Cookie`` header sent on."""
+    host: str | None = None
+    """The ``Host`` the server sees (E2B's ``maskRequestHost``), else ``localhost:PORT``."""
+
+    @property
+    def host_header(self) -> str:
+        return self.host or f"localhost:{self.port}"
 
 
 def forwarded_headers(scope: Scope, target: PortTarget) -> Headers:
@@ -64,7 +70,7 @@ def forwarded_headers(scope: Scope, target: PortTarget) -> Headers:
     client = scope.get("client")
     scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", ""), scope.get("scheme", ""))
     headers += [
-        (b"host", f"localhost:{target.port}".encode()),
+        (b"host", target.host_header.encode()),
         (b"x-forwarded-host", original),
         (b"x-forwarded-proto", str(scheme or "http").encode()),
     ]
@@ -193,7 +199,7 @@ async def websocket_session(services: Services, target: PortTarget, websocket: W
     server = ServerSocket(connection, services.settings.ports.max_websocket_message_bytes)
     try:
         refused = await server.upgrade(
-            f"localhost:{target.port}", target.target.decode("latin-1"), subprotocols, headers
+            target.host_header, target.target.decode("latin-1"), subprotocols, headers
         )
         if refused is not None:
             if "websocket.http.response" in websocket.scope.get("extensions", {}):

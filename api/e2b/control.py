@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
-from api.e2b.hosts import public_traffic, traffic_token
+from api.e2b.hosts import mask_request_host, public_traffic, traffic_token
 from runtime.core import logs
 from runtime.core.auth import Caller
 from runtime.core.errors import InvalidRequest
@@ -171,6 +171,7 @@ async def create(request: Request) -> Response:
         raise refuse(400, "Idempotency-Key must be 1 to 255 characters of a-z 0-9 -")
     services = services_of(request)
     network = _network_rules(services, body, body.get("network"))  # before anything is made
+    mask = mask_request_host(body)
     # The rules and privacy are stored with the record, before the sandbox is made: a
     # retry (or a caller who lists it) never finds it more open than asked for.
     sandbox, _ = await to_thread.run_sync(
@@ -184,6 +185,7 @@ async def create(request: Request) -> Response:
             auto_pause=auto_pause,
             auto_resume=auto_resume,
             public_traffic=public_traffic(body),
+            mask_request_host=mask,
             network=network,
             idempotency_key=key,
         )

@@ -7,7 +7,8 @@ sandbox created with ``lifecycle.auto_resume`` is resumed by the request (as
 ``connect`` would); one without answers 404, as E2B does. As on
 E2B, a sandbox's ports are public unless it was created with
 ``network={"allow_public_traffic": False}``: then each request must carry the
-sandbox's ``trafficAccessToken`` as ``e2b-traffic-access-token``.
+sandbox's ``trafficAccessToken`` as ``e2b-traffic-access-token``. The server sees
+``Host: localhost:PORT``, or the sandbox's ``mask_request_host`` (``${PORT}``: the port).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from api.e2b.errors import refuse
 from api.errors import error_response, refuse_websocket, status_for
 from api.ports import PortTarget, http_response, websocket_session
 from runtime.core.context import CallContext
@@ -35,6 +37,23 @@ TRAFFIC_HEADER = "e2b-traffic-access-token"
 
 class TrafficTokenRefused(Forbidden):
     code = "traffic_token_refused"
+
+
+MASKED_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}(:[0-9]{1,5})?")
+"""What a ``maskRequestHost`` must be once ``${PORT}`` is put in: a host, maybe a port
+(it becomes a header: nothing else may ride along)."""
+
+
+def mask_request_host(body: dict[str, Any]) -> str | None:
+    """A create body's ``network.maskRequestHost``: the ``Host`` the sandbox's servers
+    see (``${PORT}`` is the port asked for); 400 unless it is a host name."""
+    network = body.get("network")
+    mask = network.get("maskRequestHost") if isinstance(network, dict) else None
+    if mask is None:
+        return None
+    if not isinstance(mask, str) or not MASKED_HOST.fullmatch(mask.replace("${PORT}", "1")):
+        raise refuse(400, "network.maskRequestHost must be a host name, maybe :PORT or :${PORT}")
+    return mask
 
 
 def public_traffic(body: dict[str, Any]) -> bool:
@@ -121,4 +140,10 @@ async def _target(services: Services, scope: Scope, port: int, sandbox_id: str) 
     ctx = CallContext(org=running.org, user=running.owner, conversation=running.sandbox_id)
     raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
     query: bytes = scope.get("query_string", b"")
-    return PortTarget(ctx, port, raw_path + (b"?" + query if query else b""))
+    host = running.mask_request_host
+    return PortTarget(
+        ctx,
+        port,
+        raw_path + (b"?" + query if query else b""),
+        host=host.replace("${PORT}", str(port)) if host else None,
+    )

@@ -4,6 +4,9 @@ A session record is the truth about which sandbox serves a conversation. It is
 keyed by (org, conversation), so one org can never name another org's session.
 Every change to a session record carries the *fence* of the lease its writer
 holds (see ``base.py``).
+
+Over 400 lines: one small frozen dataclass per stored record, kept together because
+every store (SQLite, Redis) reads and writes the same shapes.
 """
 
 from __future__ import annotations
@@ -287,6 +290,8 @@ class E2bSandbox:
     public_traffic: bool = True
     """Whether its ports answer without the traffic access token (E2B's
     ``network.allow_public_traffic``, true by default as E2B has it)."""
+    mask_request_host: str | None = None
+    """The ``Host`` its ports' servers see (``${PORT}``: the port), else ``localhost:PORT``."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

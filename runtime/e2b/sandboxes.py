@@ -109,6 +109,7 @@ class E2bSandboxes:
         auto_pause: bool = False,
         auto_resume: bool = False,
         public_traffic: bool = True,
+        mask_request_host: str | None = None,
         network: NetworkRules | None = None,
         idempotency_key: str | None = None,
     ) -> tuple[E2bSandbox, bool]:
@@ -139,6 +140,7 @@ class E2bSandboxes:
                 auto_pause=auto_pause,
                 auto_resume=auto_resume,
                 public_traffic=public_traffic,
+                mask_request_host=mask_request_host,
                 idempotency_key=idempotency_key,
             )
             return self._create(sandbox, network, snapshot, template)
@@ -163,6 +165,7 @@ class E2bSandboxes:
         auto_pause: bool,
         auto_resume: bool,
         public_traffic: bool,
+        mask_request_host: str | None = None,
         idempotency_key: str | None = None,
     ) -> E2bSandbox:
         """The record of a sandbox about to be made, with a new id (not stored yet)."""
@@ -181,6 +184,7 @@ class E2bSandboxes:
             env_vars=dict(env_vars or {}),
             idempotency_key=idempotency_key,
             public_traffic=public_traffic,
+            mask_request_host=mask_request_host,
         )
 
     def record(self, sandbox: E2bSandbox, network: NetworkRules | None) -> None:

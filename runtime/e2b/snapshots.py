@@ -92,4 +92,5 @@ class E2bSnapshots:
             auto_pause=source.on_timeout == "pause",
             auto_resume=source.auto_resume,
             public_traffic=source.public_traffic,
+            mask_request_host=source.mask_request_host,
         )

@@ -225,3 +225,49 @@ def test_traffic_resumes_a_paused_sandbox_created_with_auto_resume(
     finally:
         sandbox.kill()
         plain.kill()
+
+
+HOST_ECHO = """
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Echo(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.headers["Host"].encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+HTTPServer(("127.0.0.1", 8080), Echo).serve_forever()
+"""
+
+
+def test_the_server_sees_the_masked_host_when_asked(e2b_ports: E2bService) -> None:
+    with pytest.raises(Exception, match="maskRequestHost"):  # a header must stay one
+        Sandbox.create(
+            "base", network={"mask_request_host": "evil\r\nX-Injected: 1"}, **e2b_ports.options()
+        )
+    masked = Sandbox.create(
+        "base",
+        network={"mask_request_host": "custom-host.example.com:${PORT}"},
+        **e2b_ports.options(),
+    )
+    plain = Sandbox.create("base", **e2b_ports.options())
+    try:
+        for sandbox in (masked, plain):
+            sandbox.files.write("host.py", HOST_ECHO)
+            sandbox.commands.run("python3 host.py", background=True, timeout=0)
+        seen = until_listening(e2b_ports, masked.get_host(8080)).text
+        assert seen == "custom-host.example.com:8080"
+        assert until_listening(e2b_ports, plain.get_host(8080)).text == "localhost:8080"
+        # A fork keeps its source's mask, as it keeps its network options.
+        (fork,) = masked.fork()
+        assert isinstance(fork, Sandbox), fork
+        try:
+            fork.commands.run("python3 host.py", background=True, timeout=0)
+            assert until_listening(e2b_ports, fork.get_host(8080)).text == seen
+        finally:
+            fork.kill()
+    finally:
+        masked.kill()
+        plain.kill()
