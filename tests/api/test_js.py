@@ -225,7 +225,9 @@ def test_statuses_in_a_loop_until_the_timeout_cost_the_service_no_memory(
         assert body["error"]["code"] == "js_timeout"
         assert len(body["statuses"]) == 64  # the count limit of this service
         assert body["truncated"]["statuses"] is True
-        assert body["truncated"]["droppedStatuses"] > 10_000
+        # A flood: thousands past the limit in the timeout (how many is the machine's
+        # speed; ~10,000 on an idle 2-core one, fewer under a full test run's load).
+        assert body["truncated"]["droppedStatuses"] > 2_000
         assert body["truncated"]["limitStatuses"] == 64
         kinds = _stream_kinds(service, STATUS_FLOOD)
         assert kinds.count("status") == 64 and kinds[-1] == "result"
