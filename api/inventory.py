@@ -153,6 +153,7 @@ E2B_ROUTES: dict[tuple[str, str], str] = {
         for prefix in ("", "/v2")
     },
     ("GET", "/sandboxes/{sandbox_id}"): GRANT,
+    ("GET", "/templates/aliases/{alias}"): GRANT,
     ("DELETE", "/sandboxes/{sandbox_id}"): GRANT,
     ("POST", "/sandboxes/{sandbox_id}/timeout"): GRANT,
     ("PUT", "/sandboxes/{sandbox_id}/network"): "setNetworkRules",

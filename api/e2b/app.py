@@ -11,6 +11,8 @@ from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.datastructures import State
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -38,10 +40,21 @@ def create_e2b_app(state: State) -> Starlette:
     )
     # usage first: its /sandboxes/metrics is not a sandbox id.
     app = Starlette(
-        routes=[Mount("/envd", app=envd), *usage.ROUTES, *snapshots.ROUTES, *control.ROUTES]
+        routes=[Mount("/envd", app=envd), *usage.ROUTES, *snapshots.ROUTES, *control.ROUTES],
+        # E2B's shape for a route it does not have too: the SDKs read JSON on any error.
+        exception_handlers={404: _not_found, 405: _not_allowed},
     )
     app.state = state
     return app
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return e2b_error(refuse(404, f"{request.url.path} is not a route of this E2B API"))
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    message = f"{request.method} is not allowed on {request.url.path}"
+    return e2b_error(refuse(405, message))
 
 
 class SignedFiles:

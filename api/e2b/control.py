@@ -257,7 +257,9 @@ async def list_sandboxes(request: Request) -> Response:
         if sandbox.state in states
         and (template is None or sandbox.template == template)
         and all(sandbox.metadata.get(k) == v for k, v in wanted.items())
-        and (started_after is None or sandbox.started_at >= started_after)
+        # Compared as shown (startedAt to the microsecond): a time read back from a
+        # listing finds its own sandbox.
+        and (started_after is None or round(sandbox.started_at, 6) >= started_after)
     ]
     if query.get("order", "desc") == "desc":
         found.reverse()
@@ -277,7 +279,19 @@ def _time_query(text: str | None) -> float | None:
         raise refuse(400, f"startedAfter must be an ISO 8601 time, not {text[:64]!r}") from exc
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+    return round(when.timestamp(), 6)
+
+
+@handler
+async def template_alias(request: Request) -> Response:
+    """``Template.exists(name)``: the catalog's enabled images are the templates."""
+    caller_of(request)  # a valid key is needed; the catalog is the same for every org
+    alias = request.path_params["alias"]
+    services = services_of(request)
+    image = await to_thread.run_sync(lambda: services.catalog.find(alias))
+    if image is None or not image.enabled:
+        raise refuse(404, f"template {alias!r} not found")
+    return JSONResponse({"templateID": alias, "public": True})
 
 
 @handler
@@ -317,6 +331,7 @@ async def connect(request: Request) -> Response:
 
 
 ROUTES = [
+    Route("/templates/aliases/{alias}", template_alias, methods=["GET"]),
     Route("/sandboxes", create, methods=["POST"]),
     Route("/v2/sandboxes", create, methods=["POST"]),
     Route("/sandboxes", list_sandboxes, methods=["GET"]),

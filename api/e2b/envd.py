@@ -15,6 +15,7 @@ import base64
 import binascii
 import hmac
 import re
+import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -107,7 +108,7 @@ def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
         # No sandbox has such an id: a bad request, not "not running" (502).
         raise refuse(400, "the E2b-Sandbox-Id header is not a sandbox id")
     sandbox = services.e2b.find(sandbox_id) if sandbox_id else None
-    if sandbox is None or sandbox.state != "running":
+    if sandbox is None or not serving(sandbox):
         raise refuse(502, f"The sandbox {sandbox_id or '(no E2b-Sandbox-Id header)'} was not found")
     token = headers.get("x-access-token", "")
     if not hmac.compare_digest(token.encode(), sandbox.access_token.encode()):
@@ -123,14 +124,20 @@ def signed_call(
     sandbox_id = headers.get("e2b-sandbox-id", "")
     if sandbox_id:
         named = services.e2b.find(sandbox_id)
-        if named is None or named.state != "running":
+        if named is None or not serving(named):
             raise refuse(502, f"The sandbox {sandbox_id} was not found")
         candidates = [named]
     else:
-        candidates = services.e2b.running_everywhere()
+        candidates = [s for s in services.e2b.running_everywhere() if serving(s)]
     sandbox = signed_sandbox(method, query, candidates)
     user = checked_user(query.get("username", "")) or services.settings.e2b.default_user
     return EnvdCall(sandbox, user)
+
+
+def serving(sandbox: E2bSandbox) -> bool:
+    """Running, and not past its timeout: from its end on it is not there for envd
+    calls, as on E2B, even if the sweep that kills (or pauses) it has not come yet."""
+    return sandbox.state == "running" and sandbox.end_at > time.time()
 
 
 def user_of(headers: dict[str, str]) -> str | None:

@@ -155,6 +155,10 @@ class ProcessService(Process):
                         f"{event.error}"
                     )
                     raise ConnectError(Code.UNAVAILABLE, msg)
+                elif isinstance(event, processes.Ended) and event.error == processes.TIMED_OUT:
+                    # envd fails a Start past its Connect-Timeout-Ms with DEADLINE_EXCEEDED
+                    # (the SDKs raise TimeoutException), not with an end.
+                    raise ConnectError(Code.DEADLINE_EXCEEDED, "the command's timeout passed")
                 elif isinstance(event, processes.Ended):
                     yield end_event(event)
                     return

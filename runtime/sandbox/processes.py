@@ -96,6 +96,8 @@ class Output:
     data: bytes
 
 
+TIMED_OUT = "timed out"
+"""An ``Ended`` error: its timeout passed and it was killed."""
 LOST = "unknown"
 """An ``Ended`` status: the wait for it ended without its end (its sandbox went, or
 the channel to it broke); its exit code is not known."""
@@ -298,7 +300,7 @@ class Process:
             ended = Ended(-1, exited=False, status=LOST, error=str(exc))
         else:
             if result.timed_out:
-                ended = Ended(-1, exited=False, status="signal: killed", error="timed out")
+                ended = Ended(-1, exited=False, status="signal: killed", error=TIMED_OUT)
             else:
                 status = f"exit status {result.exit_code}"
                 ended = Ended(

@@ -10,7 +10,7 @@ import asyncio
 import time
 
 import pytest
-from e2b import AsyncSandbox, CommandExitException, FileNotFoundException
+from e2b import AsyncSandbox, CommandExitException, FileNotFoundException, TimeoutException
 
 from tests.e2b.conftest import E2bService
 
@@ -36,6 +36,10 @@ async def _async_client_session() -> None:
         assert "".join(seen) == result.stdout
         with pytest.raises(CommandExitException):
             await sandbox.commands.run("exit 7")
+        # Past its timeout a command fails its stream with DEADLINE_EXCEEDED, as envd's
+        # does: a timeout, not a made-up exit code.
+        with pytest.raises(TimeoutException):
+            await sandbox.commands.run("sleep 30", timeout=1)
 
         await sandbox.files.write("async.txt", "from the async client")
         assert await sandbox.files.read("async.txt") == "from the async client"

@@ -21,10 +21,11 @@ from e2b import (
     SandboxException,
     SandboxNotFoundException,
     SandboxQuery,
+    Template,
     TimeoutException,
 )
 
-from tests.e2b.conftest import ORG_A, TOKEN_B, TOKEN_TOOLS, E2bService
+from tests.e2b.conftest import ORG_A, TOKEN_A, TOKEN_B, TOKEN_TOOLS, E2bService
 from tests.helpers import TOKEN
 from tests.terminals import pty_until
 
@@ -213,9 +214,18 @@ def test_a_command_of_a_sandbox_killed_under_it_raises_what_e2b_raises(
 
 def test_a_sandbox_is_killed_when_its_timeout_passes(e2b: E2bService) -> None:
     sandbox = Sandbox.create("base", timeout=2, **e2b.options())
-    deadline = time.monotonic() + 15
+    ends = time.monotonic() + 2
     while sandbox.is_running():
-        assert time.monotonic() < deadline, "the sandbox outlived its timeout"
+        # Not running from its end on, whenever the sweep comes to kill it.
+        assert time.monotonic() < ends + 0.5, "the sandbox outlived its timeout"
+        time.sleep(0.1)
+    deadline = time.monotonic() + 15
+    while True:  # and then killed, by the sweep
+        try:
+            Sandbox.get_info(sandbox.sandbox_id, **e2b.options())
+        except SandboxNotFoundException:
+            break
+        assert time.monotonic() < deadline, "the sandbox was not killed at its timeout"
         time.sleep(0.3)
     assert Sandbox.kill(sandbox.sandbox_id, **e2b.options()) is False
     conversation = httpx.get(
@@ -256,6 +266,17 @@ def test_an_e2b_sandbox_is_a_conversation_of_the_tokens_org(
     with pytest.raises(SandboxNotFoundException):
         Sandbox.get_info(sandbox.sandbox_id, **e2b.options())
     assert sandbox.is_running() is False
+
+
+def test_templates_are_the_catalogs_and_unknown_routes_answer_e2bs_json(
+    e2b: E2bService,
+) -> None:
+    options = {k: v for k, v in e2b.options().items() if k != "sandbox_url"}
+    assert Template.exists("base", **options) is True
+    assert Template.exists("no-such-template", **options) is False
+    missing = httpx.get(f"{e2b.api_url}/no/such/route", headers={"X-API-Key": TOKEN_A})
+    assert missing.status_code == 404
+    assert missing.json()["code"] == 404
 
 
 def test_refusals_are_the_sdks_exceptions(e2b: E2bService) -> None:
