@@ -108,7 +108,9 @@ STATUS_BY_CODE: dict[str, int] = {
     "agent_limit_reached": 409,  # limit: the org's registered agents
     "conversation_exists": 409,  # a fork or a start from a snapshot names one in use
     "snapshots_not_supported": 501,  # the provider cannot (Kubernetes)
-    "snapshot_memory_not_supported": 501,  # the provider keeps files only (reason)
+    # The provider keeps files only (reason). A 4xx, not 501: the request asks for what
+    # this deployment does not do; nothing failed on the server's side.
+    "snapshot_memory_not_supported": 422,
     "memory_limit_reached": 409,  # limit: the org's banks or a key's entries
     "cancelled": 499,  # nginx's "client closed request": logged, never read
 }

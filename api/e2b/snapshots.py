@@ -3,7 +3,7 @@
 
 A snapshot keeps the sandbox's files (workspace and installed packages): processes
 and memory are never kept, a sandbox made from a snapshot boots afresh on its files.
-``mode="full"`` (``memory: true``) is refused with 501 ``snapshot_memory_not_supported``
+``mode="full"`` (``memory: true``) is refused with 400 ``snapshot_memory_not_supported``
 and the reason; without a mode (E2B's default is a full snapshot) the files are kept.
 """
 

@@ -2,7 +2,7 @@
 snapshot: the ``sandbox`` scope.
 
 A snapshot keeps the sandbox's workspace and what was installed outside it; running
-processes and memory are not kept (``keepMemory`` is refused: 501
+processes and memory are not kept (``keepMemory`` is refused: 422
 ``snapshot_memory_not_supported``, with the provider's reason). Snapshots belong to
 the org (``X-Siesta-Org``): another org's answer 404 as if they did not exist. A
 conversation started from one (or a fork) is the caller's new conversation, a session

@@ -21,6 +21,7 @@ from tests.inprocess import InProcessService, app_routes, in_process_service
 
 PUBLIC, ANY_TOKEN = "public", "any token"
 PORT_TOKEN = "a port token, never a bearer token"
+SIGNED_URL = "an E2B file URL's signature, never a bearer token"
 """A sandbox's port (a browser's path): every bearer token is 401 there."""
 CONSOLE_PAGE = "a console session's cookie, never a bearer token (else: to the sign-in form)"
 CONSOLE_CHANGE = "a console session's cookie and CSRF token, never a bearer token (else: 401)"
@@ -71,6 +72,9 @@ SCOPE_OF: dict[tuple[str, str], str] = {
     ("DELETE", f"{CONVERSATION}/sandbox/fs/watchers/{{watcher_id}}"): "shell",
     ("POST", f"{CONVERSATION}/snapshots"): "sandbox",
     ("POST", f"{CONVERSATION}/fork"): "sandbox",
+    ("POST", f"{CONVERSATION}/forks"): "sandbox",
+    ("GET", "/files"): SIGNED_URL,
+    ("POST", "/files"): SIGNED_URL,
     ("GET", "/v1/snapshots"): "sandbox",
     ("GET", "/v1/snapshots/{snapshot_id}"): "sandbox",
     ("DELETE", "/v1/snapshots/{snapshot_id}"): "sandbox",
@@ -197,6 +201,8 @@ def test_a_token_gets_past_a_route_only_with_its_scope(
     status, body = call(service, route, TOKEN_OF[scope])
     if required == PORT_TOKEN:
         assert status == 401 and body["error"]["code"] == "unauthorized", body
+    elif required == SIGNED_URL:  # E2B's shape: {"code", "message"}
+        assert (status, body["code"]) == (401, 401), body
     elif required in (PUBLIC, ANY_TOKEN) or required == scope:
         assert status not in (401, 403), body
     else:
@@ -211,7 +217,7 @@ def test_the_api_token_has_every_scope(service: InProcessService, route: tuple[s
         assert_console_refuses(request(service, route, TOKEN), route)
         return
     status, body = call(service, route, TOKEN)
-    assert status not in (401, 403) or SCOPE_OF[route] == PORT_TOKEN, body
+    assert status not in (401, 403) or SCOPE_OF[route] in (PORT_TOKEN, SIGNED_URL), body
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]} {r[1]}")
@@ -225,6 +231,8 @@ def test_without_a_valid_token_only_public_routes_answer(
     status, body = call(service, route, token)
     if SCOPE_OF[route] == PUBLIC:
         assert status == 200
+    elif SCOPE_OF[route] == SIGNED_URL:
+        assert (status, body["code"]) == (401, 401), body
     else:
         assert status == 401 and body["error"]["code"] == "unauthorized"
 

@@ -216,7 +216,7 @@ def test_keeping_memory_is_refused_with_the_reason_and_makes_nothing(
         (f"/v1/conversations/{source}/forks", {"conversationIds": [fork_to], "keepMemory": True}),
     ]
     for url, body in asks:
-        refused = error(client.post(url, json=body, headers=headers(org="org-memory")), 501)
+        refused = error(client.post(url, json=body, headers=headers(org="org-memory")), 422)
         assert refused["code"] == "snapshot_memory_not_supported"
         assert refused["reason"] in refused["message"]
         assert "no memory to keep" in refused["reason"]

@@ -132,7 +132,7 @@ def conv(a: OrgA, tail: str = "") -> str:
     return f"/v1/conversations/{a.conversation}{tail}"
 
 
-NO_BEARER = "a port's path takes a port token alone (401)"
+NO_BEARER = "a port's path or a signed file URL takes its own credential alone (401)"
 CONSOLE = "the operators' console (every org's, for admin sign-ins): no bearer token opens it"
 """A page sends a bearer-token caller to the sign-in form (303), a change is refused (401);
 the console's own tests (tests/console) cover who signs in and what it shows."""
@@ -407,6 +407,28 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
                 conv(a, "/fork"), headers=B, json={"conversationId": f"fork-{uuid.uuid4().hex[:8]}"}
             ),
         ),
+    ),
+    ("POST", f"{CONVERSATION}/forks"): (
+        OWN_EMPTY,
+        lambda c, a: with_own_sandbox(
+            c,
+            a,
+            lambda: c.post(
+                conv(a, "/forks"),
+                headers=B,
+                json={"conversationIds": [f"fork-{uuid.uuid4().hex[:8]}"]},
+            ),
+        ),
+    ),
+    # A signed file URL names no org: only a signature made with a sandbox's access
+    # token opens it (tests/e2b/test_signed_urls_docker.py); a forged one is refused.
+    ("GET", "/files"): (
+        NO_BEARER,
+        lambda c, a: c.get("/files", headers=B, params={"path": NAME, "signature": "v1_x"}),
+    ),
+    ("POST", "/files"): (
+        NO_BEARER,
+        lambda c, a: c.post("/files", headers=B, params={"path": NAME, "signature": "v1_x"}),
     ),
     ("GET", "/v1/snapshots"): (
         OWN_EMPTY,

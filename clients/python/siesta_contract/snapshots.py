@@ -17,7 +17,7 @@ class SnapshotCreate(BaseModel):
     """A name to tell it by (not unique)."""
     metadata: dict[str, str] = Field(default_factory=dict, max_length=64)
     keepMemory: bool = False
-    """Keep the running processes and memory too. No provider here can yet: 501
+    """Keep the running processes and memory too. No provider here can yet: 422
     ``snapshot_memory_not_supported``, with the reason."""
 
 
@@ -57,7 +57,7 @@ class ConversationFromSnapshot(BaseModel):
 class ForkCreate(ConversationFromSnapshot):
     keepMemory: bool = False
     """Start the fork with the source's running processes and memory. No provider here
-    can yet: 501 ``snapshot_memory_not_supported``, with the reason."""
+    can yet: 422 ``snapshot_memory_not_supported``, with the reason."""
 
 
 class ConversationStarted(BaseModel):

@@ -142,7 +142,10 @@ def test_each_channel_gets_only_its_replies(docker_client: docker.DockerClient, 
         )
         zero.send(FrameType.STDIN, 9, struct.pack("<IBQ", 9, FrameType.PING, 55))
         result = parse_exit(zero.take(FrameType.EXIT, 9).payload)
-        assert (result.exit_code, result.stdout.total_bytes) == (0, 0)
+        # Refused: no answer came back. The relay ends 0 when the agent hangs up after
+        # its hello, 2 when the hang-up came first and the hello could not be sent.
+        assert result.stdout.total_bytes == 0
+        assert result.exit_code in (0, 2)
         via_shell = open_channel(
             docker_client, container, "sh", "-c", f"{AGENT} --channel; echo $?"
         )
@@ -343,7 +346,10 @@ def test_under_gvisor_a_relay_is_let_in_by_its_credentials_and_one_from_inside_i
         # that had exited first could not be checked at all: refused all the same).
         zero.send(FrameType.STDIN, 9, struct.pack("<IBQ", 9, FrameType.PING, 55))
         result = parse_exit(zero.take(FrameType.EXIT, 9).payload)
-        assert (result.exit_code, result.stdout.total_bytes) == (0, 0)  # no PONG for it
+        # Refused: no answer came back. The relay ends 0 when the agent hangs up after
+        # its hello, 2 when the hang-up came first and the hello could not be sent.
+        assert result.stdout.total_bytes == 0
+        assert result.exit_code in (0, 2)  # no PONG for it
         logs = docker_client.api.logs(container, stdout=False, stderr=True).decode()
         assert logs.count("open: pid") == 1 and "(by its credentials)" in logs, logs
         assert logs.count("by the credentials of its first byte") == 1, logs

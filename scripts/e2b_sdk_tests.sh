@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# E2B's own Python SDK tests, unmodified, against this service: how close "E2B to the
+# letter" is. Not part of `make test`: the tests live in E2B's repository
+# (packages/python-sdk/tests of github.com/e2b-dev/E2B), which CI cannot download.
+#
+#   scripts/e2b_sdk_tests.sh E2B_CHECKOUT [PYTEST TARGETS...]
+#
+# E2B_CHECKOUT: a checkout of e2b-dev/E2B at the SDK's release tag (e.g.
+# @e2b/python-sdk@2.45.1). A virtualenv with that SDK and the tests' packages is made
+# in $WORK/venv the first time (e2b==$E2B_VERSION pytest pytest-asyncio pytest-xdist
+# pytest-timeout python-dotenv). The service runs from this checkout on $PORT with the
+# Docker provider, a data folder of its own and the pool off; the tests reach it by
+# E2B's environment variables only. Defaults: the sandbox-facing tests (tests/sync,
+# tests/async, tests/shared/git). The log is $WORK/run.log.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+E2B=$(cd "${1:?usage: $0 E2B_CHECKOUT [TARGETS...]}" && pwd)
+shift
+WORK=${WORK:-/var/tmp/siesta-e2b-sdk-tests}
+PORT=${PORT:-18000}
+E2B_VERSION=${E2B_VERSION:-2.45.1}
+TOKEN="e2b_$(printf 'a1%.0s' {1..20})" # the form the SDKs validate: e2b_ and 40 hex
+SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
+
+mkdir -p "$WORK/data"
+rm -rf "$WORK/tests" && cp -r "$E2B/packages/python-sdk/tests" "$WORK/tests"
+cp "$E2B/packages/python-sdk/pytest.ini" "$WORK/"
+if [ ! -x "$WORK/venv/bin/python" ]; then
+  python3 -m venv "$WORK/venv"
+  "$WORK/venv/bin/pip" install -q "e2b==$E2B_VERSION" pytest pytest-asyncio pytest-xdist \
+    pytest-timeout python-dotenv
+fi
+
+(
+  cd "$REPO"
+  SIESTA_DATA_DIR="$WORK/data" \
+    SIESTA_DEPLOYMENT_ID=e2b-sdk-tests \
+    SIESTA_PROVIDER__TYPE=docker \
+    SIESTA_POOL__ENABLED=false \
+    SIESTA_TOKENS="[{\"name\": \"e2b-tests\", \"sha256\": \"$SHA\", \"scopes\": [\"sandbox\"], \"org\": \"e2b-tests\"}]" \
+    SIESTA_E2B__PORTS_DOMAIN=e2b.localhost \
+    SIESTA_HTTP__DRAIN_SECONDS=5 \
+    exec .venv/bin/siesta-runtime serve --host 127.0.0.1 --port "$PORT"
+) >"$WORK/data/service.log" 2>&1 &
+SERVICE=$!
+trap 'kill $SERVICE 2>/dev/null; wait $SERVICE 2>/dev/null || true' EXIT
+for _ in $(seq 120); do
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || {
+  echo "the service did not start: $WORK/data/service.log" >&2
+  exit 1
+}
+
+export E2B_API_URL="http://127.0.0.1:$PORT/e2b"
+export E2B_SANDBOX_URL="http://127.0.0.1:$PORT/e2b/envd"
+export E2B_API_KEY="$TOKEN"
+export E2B_DOMAIN=e2b.localhost
+unset E2B_DEBUG E2B_ACCESS_TOKEN # E2B_DEBUG would bypass the control plane
+[ $# -eq 0 ] && set -- tests/sync tests/async tests/shared/git
+cd "$WORK"
+set +e
+"$WORK/venv/bin/python" -m pytest -p no:cacheprovider -q -rA --timeout 120 -n "${JOBS:-4}" "$@" \
+  2>&1 | tee "$WORK/run.log"
+exit "${PIPESTATUS[0]}"
