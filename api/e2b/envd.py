@@ -29,7 +29,7 @@ from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 from api.deps import through_door
 from api.e2b.errors import e2b_error, refuse
-from api.e2b.signed import signed_sandbox
+from api.e2b.signed import RecentSandboxes, signed_by
 from runtime.core.records import E2bSandbox
 from runtime.e2b.sandboxes import E2bSandboxes
 from runtime.sandbox.user_files import AsUser
@@ -77,6 +77,7 @@ class EnvdDispatcher:
         self._process = process
         self._filesystem = filesystem
         self._http = http
+        self._recent = RecentSandboxes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -87,7 +88,9 @@ class EnvdDispatcher:
         method, path = str(scope["method"]), str(scope["path"])
         try:  # the sandbox's record is in the store: looked up off the event loop
             if path.endswith("/files") and "signature" in query and "x-access-token" not in headers:
-                call = await to_thread.run_sync(signed_call, services, headers, method, query)
+                call = await to_thread.run_sync(
+                    signed_call, services, headers, method, query, self._recent
+                )
             else:
                 call = await to_thread.run_sync(authorize, services, headers)
         except Exception as exc:
@@ -117,7 +120,11 @@ def authorize(services: Services, headers: dict[str, str]) -> EnvdCall:
 
 
 def signed_call(
-    services: Services, headers: dict[str, str], method: str, query: dict[str, str]
+    services: Services,
+    headers: dict[str, str],
+    method: str,
+    query: dict[str, str],
+    recent: RecentSandboxes,
 ) -> EnvdCall:
     """A file URL signed with a sandbox's access token instead of carrying it
     (``api.e2b.signed``): the sandbox named, else whichever running one signed it."""
@@ -126,10 +133,18 @@ def signed_call(
         named = services.e2b.find(sandbox_id)
         if named is None or not serving(named):
             raise refuse(502, f"The sandbox {sandbox_id} was not found")
-        candidates = [named]
+        sandbox = signed_by(method, query, [named])
     else:
-        candidates = [s for s in services.e2b.running_everywhere() if serving(s)]
-    sandbox = signed_sandbox(method, query, candidates)
+        found = recent.find(
+            lambda: [s for s in services.e2b.running_everywhere() if serving(s)],
+            lambda listed: signed_by(method, query, listed),
+        )
+        # The list may be half a second old: the sandbox as it is now must serve.
+        sandbox = services.e2b.find(found.sandbox_id) if found is not None else None
+        if sandbox is not None and not serving(sandbox):
+            raise refuse(502, f"The sandbox {sandbox.sandbox_id} was not found")
+    if sandbox is None:
+        raise refuse(401, "invalid signature")
     user = checked_user(query.get("username", "")) or services.settings.e2b.default_user
     return EnvdCall(sandbox, user)
 
