@@ -120,14 +120,22 @@ def _build(app: FastAPI) -> dict[str, Any]:
     return schema
 
 
-def deployment_limits(settings: Settings) -> dict[tuple[str, str], dict[str, int]]:
-    """The keywords the document adds to the contract's schemas, by (model, field)."""
-    return {
+def deployment_limits(
+    settings: Settings, *, keeps_memory: bool = False
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The keywords the document adds to the contract's schemas, by (model, field);
+    ``keeps_memory``: whether the provider's snapshots can keep memory (none can yet:
+    then ``keepMemory`` may only be false, as this deployment answers it)."""
+    limits: dict[tuple[str, str], dict[str, Any]] = {
         ("RunCommandArgs", "files"): {"maxItems": settings.files.max_stage_files},
         ("PublishFilesArgs", "paths"): {"maxItems": settings.files.max_publish_paths},
         ("MemoryEntryCreate", "key"): {"maxLength": settings.memory.max_key_chars},
         ("MemoryEntryCreate", "content"): {"maxLength": settings.memory.max_content_chars},
     }
+    if not keeps_memory:
+        for model in ("SnapshotCreate", "ForkCreate", "ForksCreate"):
+            limits[(model, "keepMemory")] = {"const": False}
+    return limits
 
 
 def _state_deployment(schemas: dict[str, Any], app: FastAPI, images: list[str]) -> None:
@@ -135,7 +143,9 @@ def _state_deployment(schemas: dict[str, Any], app: FastAPI, images: list[str]) 
     if services is None:
         return
     _refresh_images({"components": {"schemas": schemas}}, images)
-    for (model, field), keywords in deployment_limits(services.settings).items():
+    keeps_memory = services.provider.lifecycle.memory_snapshot_refusal() is None
+    limits = deployment_limits(services.settings, keeps_memory=keeps_memory)
+    for (model, field), keywords in limits.items():
         if model in schemas:
             schemas[model]["properties"][field].update(keywords)
 
