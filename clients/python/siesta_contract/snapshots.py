@@ -76,7 +76,9 @@ class ForkPublic(ConversationStarted):
 
 
 class ForksCreate(BaseModel):
-    conversationIds: list[ConversationId] = Field(min_length=1, max_length=100)
+    conversationIds: list[ConversationId] = Field(
+        min_length=1, max_length=100, json_schema_extra={"uniqueItems": True}
+    )
     """The new conversations, one fork each, all from one snapshot of the source (one
     freeze); none may have a sandbox yet. At most ``SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL``
     (20 unless the deployment says otherwise)."""
