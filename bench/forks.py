@@ -31,6 +31,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from bench.common import Bench, median, run_alone, timed
@@ -210,23 +211,13 @@ def _many_forks(
 ) -> float:
     forks = [f"many-{uuid.uuid4().hex[:6]}" for _ in range(count)]
     made.extend(forks)
-    failures: list[BaseException] = []
 
     def fork_and_check(fork: str) -> None:
-        try:
-            post(bench, service, f"/v1/conversations/{source}/fork", {"conversationId": fork})
-            _check(bench, service, fork)
-        except BaseException as error:  # reported below
-            failures.append(error)
+        post(bench, service, f"/v1/conversations/{source}/fork", {"conversationId": fork})
+        _check(bench, service, fork)
 
-    threads = [threading.Thread(target=fork_and_check, args=(f,)) for f in forks]
     started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
+    _each_at_once(fork_and_check, forks)
     return time.perf_counter() - started
 
 
@@ -235,28 +226,33 @@ def _forks_in_one_call(
 ) -> float:
     forks = [f"call-{uuid.uuid4().hex[:6]}" for _ in range(count)]
     made.extend(forks)
-    failures: list[BaseException] = []
-
-    def check(fork: str) -> None:
-        try:
-            _check(bench, service, fork)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
     started = time.perf_counter()
     answer = post(bench, service, f"/v1/conversations/{source}/forks", {"conversationIds": forks})
     refused = [f for f in answer["forks"] if f["error"] is not None]
     if refused:
         msg = f"forks refused: {refused}"
         raise RuntimeError(msg)
-    threads = [threading.Thread(target=check, args=(f,)) for f in forks]
+    _each_at_once(lambda fork: _check(bench, service, fork), forks)
+    return time.perf_counter() - started
+
+
+def _each_at_once(work: Callable[[str], None], items: list[str]) -> None:
+    """``work`` on every item, each on a thread of its own; the first failure raised."""
+    failures: list[BaseException] = []
+
+    def run_one(item: str) -> None:
+        try:
+            work(item)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=run_one, args=(item,)) for item in items]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if failures:
         raise failures[0]
-    return time.perf_counter() - started
 
 
 def run(
