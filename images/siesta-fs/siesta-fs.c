@@ -385,7 +385,14 @@ static int do_stat(int root, const char *path) {
 static char *watched[MAX_WATCHES];   /* by watch descriptor: the folder relative to the root */
 static int watching;                 /* folders watched now */
 
-static void watch_tree(int fd, const char *root, const char *relative, int recursive) {
+/* Watches ``relative`` and, when recursive, every folder under it. ``announce`` is set
+ * for a folder made after the watch started: whatever was made in it before its own
+ * watch was added (``mkdir d && echo x > d/f`` is faster than the event's reader) would
+ * otherwise never be reported, so each entry found is reported as made. The watch is
+ * added before the folder is read: an entry made in between may be reported twice,
+ * never missed. */
+static void watch_tree(int fd, const char *root, const char *relative, int recursive,
+                       int announce) {
     char full[PATH_MAX];
     if (snprintf(full, sizeof full, "%s%s%s", root, *relative ? "/" : "", relative) >= (int)sizeof full)
         return;
@@ -404,11 +411,14 @@ static void watch_tree(int fd, const char *root, const char *relative, int recur
     if (!dir) return;
     struct dirent *e;
     while ((e = readdir(dir))) {
-        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!announce && e->d_type != DT_DIR) continue;
         char child[PATH_MAX];
-        if (snprintf(child, sizeof child, "%s%s%s", relative, *relative ? "/" : "", e->d_name) <
+        if (snprintf(child, sizeof child, "%s%s%s", relative, *relative ? "/" : "", e->d_name) >=
             (int)sizeof child)
-            watch_tree(fd, root, child, recursive);
+            continue;
+        if (announce) printf("create\t%s%c", child, 0);
+        if (e->d_type == DT_DIR) watch_tree(fd, root, child, recursive, announce);
     }
     closedir(dir);
 }
@@ -419,7 +429,7 @@ static int do_watch(const char *root, int recursive) {
     if (!S_ISDIR(st.st_mode)) return finish(NOT_A_DIRECTORY, "%s", root);
     int fd = inotify_init1(IN_CLOEXEC);
     if (fd < 0) return fail_errno("inotify_init1", root);
-    watch_tree(fd, root, "", recursive);
+    watch_tree(fd, root, "", recursive, 0);
     if (!watching) return fail_errno("inotify_add_watch", root);
     printf("ready\t%c", 0);
     fflush(stdout);
@@ -458,7 +468,7 @@ static int do_watch(const char *root, int recursive) {
             snprintf(name, sizeof name, "%s%s%s", folder, *folder ? "/" : "", ev->name);
             printf("%s\t%s%c", kind, name, 0);
             if (recursive && (ev->mask & IN_ISDIR) && (ev->mask & (IN_CREATE | IN_MOVED_TO)))
-                watch_tree(fd, root, name, recursive);
+                watch_tree(fd, root, name, recursive, 1);
         }
         fflush(stdout);
     }

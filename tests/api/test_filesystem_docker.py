@@ -142,6 +142,16 @@ def test_a_watcher_keeps_changes_for_polls_and_streams_until_deleted(
         seen |= {(c["type"], c["name"]) for c in polled["changes"]}
     assert ("create", "sub") in seen
 
+    # A folder moved in whole: its contents were made before any watch could see them.
+    run_command(docker_service.client, conversation, "mkdir -p pre/in && echo x > pre/in/f")
+    run_command(docker_service.client, conversation, "mv pre watched/moved")
+    deadline = time.monotonic() + 15
+    while ("create", "moved/in/f") not in seen:
+        assert time.monotonic() < deadline, seen
+        polled = ok(docker_service.client.get(url, params={"waitSeconds": 5}, headers=headers()))
+        seen |= {(c["type"], c["name"]) for c in polled["changes"]}
+    assert {("create", "moved"), ("create", "moved/in")} <= seen
+
     # Streamed: the same watcher's changes from now on.
     sse = {**headers(), "Accept": "text/event-stream"}
     with docker_service.client.stream("GET", url, headers=sse, timeout=20) as stream:

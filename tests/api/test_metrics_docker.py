@@ -84,9 +84,18 @@ def test_memory_disk_cpu_and_processes_follow_what_runs_in_the_sandbox(
     assert written["diskUsedBytes"] >= before["diskUsedBytes"] + 20 * MIB
     assert written["diskFreeBytes"] <= before["diskFreeBytes"] - 20 * MIB
 
-    # A busy loop uses its whole CPU share.
-    start_process(docker_service, conversation, "while :; do :; done")
-    until_metrics(docker_service, conversation, lambda m: m["cpuUsedPct"] > 50)
+    # A busy loop shows, and stops showing when it is stopped. Alone it takes its whole
+    # share (~100 %); on a loaded two-core machine (CI beside gVisor attacks) it was given
+    # 16 % for 20 s, so the bound says "busy", not "alone".
+    loop = start_process(docker_service, conversation, "while :; do :; done")
+    until_metrics(docker_service, conversation, lambda m: m["cpuUsedPct"] >= 10)
+    stopped = docker_service.client.post(
+        f"/v1/conversations/{conversation}/sandbox/processes/{loop}/signal",
+        json={"signal": "SIGKILL"},
+        headers=headers(image="python"),
+    )
+    assert stopped.status_code == 204, stopped.text
+    until_metrics(docker_service, conversation, lambda m: m["cpuUsedPct"] < 3)
 
 
 def test_a_conversation_without_a_sandbox_has_no_metrics(docker_service: ServiceProcess) -> None:
