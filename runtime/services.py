@@ -45,12 +45,14 @@ from runtime.jsexec.pool import WorkerPool
 from runtime.memory.banks import MemoryBanks
 from runtime.memory.embedding import Embedder
 from runtime.sandbox.filesystem import FsLimits, SandboxFilesystem
+from runtime.sandbox.metadata import MetadataLimits
 from runtime.sandbox.metrics import SandboxMeter
 from runtime.sandbox.network import SandboxNetwork
 from runtime.sandbox.operations import Sandbox
 from runtime.sandbox.ports.connection import SandboxPorts
 from runtime.sandbox.ports.tokens import PortTokens
 from runtime.sandbox.processes import ProcessLimits, SandboxProcesses, runs_processes
+from runtime.sandbox.secrets import OrgSecrets, secrets_environment
 from runtime.sandbox.snapshots import SnapshotLeftovers, Snapshots
 from runtime.sandbox.tiers import SandboxTiers
 from runtime.sandbox.user_files import UserFiles
@@ -173,6 +175,7 @@ class Services:
     meter: SandboxMeter = field(init=False)
     tiers: SandboxTiers = field(init=False)
     network: SandboxNetwork = field(init=False)
+    secrets: OrgSecrets = field(init=False)
     agents: AgentRegistry = field(init=False)
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
@@ -289,7 +292,10 @@ class Services:
         services.memory = MemoryBanks(stores.memory, settings.memory, Embedder())
         services.tools = services._tool_executor(gateway)  # its adapters use the processes
         services.user_files = UserFiles(
-            sessions, provider.inside, settings.command.kill_grace_seconds
+            sessions,
+            provider.inside,
+            settings.command.kill_grace_seconds,
+            MetadataLimits(settings.files.max_metadata_keys, settings.files.max_metadata_bytes),
         )
         services.filesystem = SandboxFilesystem(
             services.user_files,
@@ -332,7 +338,10 @@ class Services:
             network_rules=stores.network,
         )
         services.ports = SandboxPorts(sessions, provider.inside, settings.ports)
-        services.port_tokens = PortTokens(egress_key(settings.egress, stores.deployment))
+        key = egress_key(settings.egress, stores.deployment)
+        services.port_tokens = PortTokens(key)
+        services.secrets = OrgSecrets(stores.network, settings.egress, lambda: key)
+        egress.offer_secrets(secrets_environment(services.secrets, stores.network))
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 

@@ -47,6 +47,7 @@ def open_backends(settings: Settings, *, serving: bool = True) -> Backends:
         data_dir=settings.data_dir,
         resume_timeout_seconds=settings.lifecycle.resume_timeout_seconds,
         network=egress.network,
+        trust_pem=egress.trust_pem(),
     )
     return Backends(stores, deployment_id, egress, provider)
 
@@ -58,4 +59,5 @@ def egress_setup(settings: Settings) -> EgressSetup:
         settings.provider,
         settings.sandbox.extra_labels,
         store_url(settings.store, settings.sqlite_path),
+        settings.data_dir,
     )

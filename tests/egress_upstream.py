@@ -3,11 +3,16 @@ service's egress proxy (which runs on the host) reach it under test host names."
 
 from __future__ import annotations
 
+import datetime
 import http.server
 import json
+import ssl
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -42,3 +47,86 @@ def egress_to(port: int, *names: str) -> dict[str, str]:
         "SIESTA_EGRESS__HOSTS": json.dumps({name: "127.0.0.1" for name in names}),
         "SIESTA_EGRESS__ALLOWED_PRIVATE_NETWORKS": '["127.0.0.0/8"]',
     }
+
+
+@dataclass
+class TlsUpstream:
+    """An HTTPS server on loopback with a certificate for ``names`` from an authority of
+    its own (``ca_pem``); it answers ``200 ok`` and keeps every request's headers."""
+
+    port: int
+    ca_pem: str
+    seen: list[dict[str, str]]
+
+
+def _authority_and_leaf(names: tuple[str, ...]) -> tuple[str, bytes, bytes]:
+    """A throwaway authority (PEM) and a leaf for ``names`` signed by it (cert chain and
+    key, PEM): made here with ``cryptography``, apart from the code under test."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "egress test upstream CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(name) for name in names]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    chain = leaf.public_bytes(pem) + ca.public_bytes(pem)
+    key_pem = key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return ca.public_bytes(pem).decode(), chain, key_pem
+
+
+@contextmanager
+def serving_tls(*names: str) -> Iterator[TlsUpstream]:
+    ca_pem, chain, key = _authority_and_leaf(names)
+    seen: list[dict[str, str]] = []
+
+    class Recording(_Ok):
+        def do_GET(self) -> None:
+            seen.append({name.lower(): value for name, value in self.headers.items()})
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "chain.pem").write_bytes(chain)
+        (Path(folder) / "key.pem").write_bytes(key)
+        context.load_cert_chain(Path(folder) / "chain.pem", Path(folder) / "key.pem")
+    # The handshake in each request's thread, not in the accepting loop: a client that
+    # never finishes one would hold the loop (and the shutdown) for good.
+    server.socket = context.wrap_socket(
+        server.socket, server_side=True, do_handshake_on_connect=False
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield TlsUpstream(int(server.server_address[1]), ca_pem, seen)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -30,9 +30,9 @@ from api.e2b.hosts import mask_request_host, public_traffic, traffic_token
 from runtime.core import logs
 from runtime.core.auth import Caller
 from runtime.core.errors import InvalidRequest
-from runtime.core.network_rules import NetworkRules
+from runtime.core.network_rules import HeaderSet, NetworkRules
 from runtime.core.records import E2bSandbox
-from runtime.e2b.network import e2b_network_rules
+from runtime.e2b.network import e2b_network_rules, masked
 from runtime.sandbox.network import NetworkRuleOutsideAllowlist
 from runtime.services import Services
 
@@ -170,7 +170,7 @@ async def create(request: Request) -> Response:
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise refuse(400, "Idempotency-Key must be 1 to 255 characters of a-z 0-9 -")
     services = services_of(request)
-    network = _network_rules(services, body, body.get("network"))  # before anything is made
+    network = _network_rules(services, org, body, body.get("network"))  # before anything is made
     mask = mask_request_host(body)
     # The rules and privacy are stored with the record, before the sandbox is made: a
     # retry (or a caller who lists it) never finds it more open than asked for.
@@ -194,11 +194,20 @@ async def create(request: Request) -> Response:
     return JSONResponse(sandbox_json(sandbox, services), status_code=201)
 
 
-def _network_rules(services: Services, body: dict[str, Any], options: Any) -> NetworkRules | None:
-    """``allow_internet_access`` and the egress lists in ``options`` (``network`` at
-    create, the body itself in an update; ``runtime/e2b/network.py``)."""
+def _network_rules(
+    services: Services, org: str, body: dict[str, Any], options: Any
+) -> NetworkRules | None:
+    """``allow_internet_access``, the egress lists and the header transforms in
+    ``options`` (``network`` at create, the body itself in an update;
+    ``runtime/e2b/network.py``)."""
+    secrets = services.secrets
+
+    def seal_header(host: str, header: str, value: str) -> HeaderSet:
+        return secrets.header_set(org, host, header, value)
+
+    seal = seal_header if secrets.configured else None
     try:
-        return e2b_network_rules(services.network, body.get("allow_internet_access"), options)
+        return e2b_network_rules(services.network, body.get("allow_internet_access"), options, seal)
     except (InvalidRequest, NetworkRuleOutsideAllowlist) as exc:  # E2B's SDKs: 400
         raise refuse(400, str(exc)) from exc
 
@@ -211,12 +220,13 @@ async def update_network(request: Request) -> Response:
     body = await _json_body(request)
     services = services_of(request)
     options = {k: v for k, v in body.items() if k != "allow_internet_access"}
-    rules = _network_rules(services, body, options) or NetworkRules()
+    rules = _network_rules(services, org, body, options) or NetworkRules()
     sandbox_id = request.path_params["sandbox_id"]
+    shown = {**body, "rules": masked(body.get("rules"))} if body.get("rules") else body
 
     def update() -> None:
         ctx = services.e2b.context(services.e2b.get(org, sandbox_id))
-        with through_door(services, ctx, caller.name, "setNetworkRules", body):
+        with through_door(services, ctx, caller.name, "setNetworkRules", shown):
             services.network.set(ctx, rules)
 
     await to_thread.run_sync(update)

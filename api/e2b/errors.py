@@ -29,6 +29,8 @@ E2B_STATUS_BY_CODE = {
     "approval_required": 403,  # a 202 would read as done: the message names the approval
     "not_enough_space": 507,
     "not_a_file": 400,
+    "invalid_metadata": 400,  # envd's answer to metadata it cannot keep
+    "metadata_too_large": 400,
     "snapshot_memory_not_supported": 400,  # E2B's answer for a snapshot mode refused
 }
 NOT_RETRIED = {429}

@@ -4,7 +4,7 @@ Files move through ``runtime.sandbox.user_files`` (``cat`` as the user, in the s
 chunks: a download is streamed to the client as the sandbox reads it (a few
 chunks ahead of a slow client at most), an upload into the sandbox as it arrives,
 octet-stream and multipart alike (``api/e2b/multipart.py``: nothing is spooled on the
-service's disk). Errors are envd's
+service's disk), with the metadata of its ``X-Metadata-*`` headers. Errors are envd's
 ``{"code", "message"}`` with the statuses its SDKs map (404 missing, 400 a folder,
 401 no such user, 507 a full disk).
 """
@@ -27,6 +27,7 @@ from api.e2b.errors import e2b_error, refuse
 from api.e2b.multipart import Event, PartData, PartEnd, PartStart, parts
 from api.limits import BodyTooLarge
 from runtime.core.errors import Cancelled
+from runtime.sandbox import metadata
 from runtime.sandbox.user_files import AsUser, Written
 from runtime.services import Services
 
@@ -35,6 +36,8 @@ MAX_FILES = 1000
 MAX_FIELDS = 1000
 MAX_FIELD_BYTES = 1024 * 1024
 """A multipart upload's other fields: read and dropped, each at most this."""
+METADATA_HEADER = "x-metadata-"
+"""envd's upload headers of a file's metadata (``X-Metadata-<key>: <value>``)."""
 PENDING_CHUNKS = 16
 """Chunks a download may have read ahead of a slow client (then the sandbox waits)."""
 
@@ -138,16 +141,36 @@ async def upload(request: Request) -> Response:
         raise  # the body limit's own 413, answered by its middleware
     except Exception as exc:
         return e2b_error(exc)
-    return JSONResponse([{"name": w.name, "type": "file", "path": w.path} for w in written])
+    return JSONResponse([_write_info(w) for w in written])
+
+
+def _write_info(written: Written) -> dict[str, object]:
+    info: dict[str, object] = {"name": written.name, "type": "file", "path": written.path}
+    if written.metadata:
+        info["metadata"] = written.metadata
+    return info
+
+
+def _metadata(request: Request, services: Services) -> dict[str, str]:
+    """envd's ``X-Metadata-<key>: <value>`` headers (the key lowercased, the first of a
+    repeated one), checked against the limits before anything is written."""
+    found: dict[str, str] = {}
+    for name, value in request.headers.items():
+        key = name.lower().removeprefix(METADATA_HEADER)
+        if key != name.lower() and key:
+            found.setdefault(key, value)
+    metadata.check(found, services.user_files.metadata_limits)
+    return found
 
 
 async def _upload(request: Request) -> list[Written]:
     who = _who(request)
     call = CALL.get()
     services = _services(request)
+    file_metadata = _metadata(request, services)
     content_type = request.headers.get("content-type", "")
     if content_type.startswith("multipart/form-data"):
-        return await _write_parts(request, content_type, who)
+        return await _write_parts(request, content_type, who, file_metadata)
     if content_type.startswith("application/octet-stream"):
         path = request.query_params.get("path")
         if not path:
@@ -186,7 +209,7 @@ async def _upload(request: Request) -> list[Written]:
                 services,
                 "uploadFile",
                 {"path": path},
-                lambda: services.user_files.write(who, path, _once_none(chunks)),
+                lambda: services.user_files.write(who, path, _once_none(chunks), file_metadata),
             )
         )
         return [written]
@@ -195,11 +218,14 @@ async def _upload(request: Request) -> list[Written]:
     )
 
 
-async def _write_parts(request: Request, content_type: str, who: AsUser) -> list[Written]:
+async def _write_parts(
+    request: Request, content_type: str, who: AsUser, file_metadata: dict[str, str]
+) -> list[Written]:
     """Each part named ``file`` streamed into the sandbox as it arrives, nothing spooled
     here: the first to ``?path=`` when given (the SDKs give it with one file), every
-    other to its file name. Other fields are read and dropped (at most
-    ``MAX_FIELD_BYTES`` each); a part that fails leaves the earlier ones written."""
+    other to its file name, each given ``file_metadata``. Other fields are read and
+    dropped (at most ``MAX_FIELD_BYTES`` each); a part that fails leaves the earlier
+    ones written."""
     services = _services(request)
     call = CALL.get()
     single_path = request.query_params.get("path")
@@ -224,7 +250,9 @@ async def _write_parts(request: Request, content_type: str, who: AsUser) -> list
         named.add(path)
         chunks = _PartChunks(events, services.settings.e2b.max_upload_bytes)
         written.append(
-            await to_thread.run_sync(_write_at_door, services, call, who, path, chunks.next_sync)
+            await to_thread.run_sync(
+                _write_at_door, services, call, who, path, chunks.next_sync, file_metadata
+            )
         )
     if not written:
         raise refuse(400, "no multipart part named 'file'")
@@ -266,10 +294,14 @@ def _write_at_door(
     who: AsUser,
     path: str,
     chunks: Callable[[], bytes | None],
+    file_metadata: dict[str, str],
 ) -> Written:
     """One part's file written as ``uploadFile`` at the door."""
     return call.at_door(
-        services, "uploadFile", {"path": path}, lambda: services.user_files.write(who, path, chunks)
+        services,
+        "uploadFile",
+        {"path": path},
+        lambda: services.user_files.write(who, path, chunks, file_metadata),
     )
 
 

@@ -1,7 +1,7 @@
 """envd's ``filesystem.Filesystem`` over Connect: stat, list, make, move, remove, watch.
 
 The operations are ``runtime.sandbox.filesystem``'s; this module maps their entries
-and errors to envd's messages and codes (the SDKs read NOT_FOUND as "does not
+(with their metadata) and errors to envd's messages and codes (the SDKs read NOT_FOUND as "does not
 exist" and ALREADY_EXISTS as "was there already"). The async and JS SDKs watch
 through the ``WatchDir`` stream, the sync one through the watcher trio.
 """
@@ -20,7 +20,7 @@ from connectrpc.request import RequestContext
 from protobuf import Oneof
 from protobuf.wkt import Timestamp
 
-from api.e2b.envd import CALL
+from api.e2b.envd import CALL, EnvdCall
 from api.e2b.protocol.filesystem.filesystem_connect import Filesystem
 from api.e2b.protocol.filesystem.filesystem_pb import (
     CreateWatcherRequest,
@@ -48,6 +48,7 @@ from api.e2b.protocol.filesystem.filesystem_pb import (
 )
 from api.e2b.rpc import in_thread
 from runtime.sandbox import filesystem, watchers
+from runtime.sandbox.watchers import Watcher
 from runtime.services import Services
 
 FILE_TYPES = {"file": FileType.FILE, "directory": FileType.DIRECTORY}
@@ -78,11 +79,19 @@ def entry_info(entry: filesystem.Entry) -> EntryInfo:
         modified_time=Timestamp.from_seconds(entry.modified),
         symlink_target=entry.symlink_target,
         is_symlink=entry.is_symlink,
+        metadata=dict(entry.metadata),
     )
 
 
-def change_event(change: watchers.Change) -> FilesystemEvent:
-    return FilesystemEvent(name=change.name, type=EVENT_TYPES[change.kind])
+def change_event(
+    change: watchers.Change, entries: dict[str, filesystem.Entry] | None = None
+) -> FilesystemEvent:
+    found = (entries or {}).get(change.name) if change.kind in filesystem.ENTRY_KINDS else None
+    return FilesystemEvent(
+        name=change.name,
+        type=EVENT_TYPES[change.kind],
+        entry=entry_info(found) if found is not None else None,
+    )
 
 
 def _say_dropped(headers: MutableMapping[str, str], taken: watchers.Changes) -> None:
@@ -180,15 +189,30 @@ class FilesystemService(Filesystem):
         ctx: RequestContext[CreateWatcherRequest, CreateWatcherResponse],
     ) -> CreateWatcherResponse:
         call = CALL.get()
-        watcher = await in_thread(
-            lambda: call.at_door(
-                self._services(),
-                "watchDirectory",
-                {"path": request.path, "recursive": request.recursive},
-                lambda: self._fs.create_watcher(call.who, request.path, request.recursive),
-            )
-        )
+        watcher = await in_thread(lambda: self._watch(call, request))
         return CreateWatcherResponse(watcher_id=watcher.id)
+
+    def _watch(self, call: EnvdCall, request: CreateWatcherRequest | WatchDirRequest) -> Watcher:
+        return call.at_door(
+            self._services(),
+            "watchDirectory",
+            {"path": request.path, "recursive": request.recursive},
+            lambda: self._fs.create_watcher(
+                call.who,
+                request.path,
+                request.recursive,
+                include_entry=request.include_entry,
+                allow_network_mounts=request.allow_network_mounts,
+            ),
+        )
+
+    def _take(
+        self, call: EnvdCall, watcher: Watcher
+    ) -> tuple[watchers.Changes, list[FilesystemEvent]]:
+        """The watcher's new changes, as envd's events (with their entries, when asked)."""
+        taken = watcher.take()
+        entries = self._fs.event_entries(call.who, watcher, taken.changes)
+        return taken, [change_event(change, entries) for change in taken.changes]
 
     async def get_watcher_events(
         self,
@@ -197,12 +221,12 @@ class FilesystemService(Filesystem):
     ) -> GetWatcherEventsResponse:
         call = CALL.get()
         watcher = await in_thread(lambda: self._fs.watcher(call.who, request.watcher_id))
-        taken = await in_thread(watcher.take)
+        taken, events = await in_thread(lambda: self._take(call, watcher))
         if not taken.changes and watcher.failure:
             raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")
         if taken.dropped:
             _say_dropped(ctx.response_headers, taken)
-        return GetWatcherEventsResponse(events=[change_event(c) for c in taken.changes])
+        return GetWatcherEventsResponse(events=events)
 
     async def remove_watcher(
         self,
@@ -217,14 +241,7 @@ class FilesystemService(Filesystem):
         self, request: WatchDirRequest, ctx: RequestContext[WatchDirRequest, WatchDirResponse]
     ) -> AsyncIterator[WatchDirResponse]:
         call = CALL.get()
-        watcher = await in_thread(
-            lambda: call.at_door(
-                self._services(),
-                "watchDirectory",
-                {"path": request.path, "recursive": request.recursive},
-                lambda: self._fs.create_watcher(call.who, request.path, request.recursive),
-            )
-        )
+        watcher = await in_thread(lambda: self._watch(call, request))
         try:
             start: Oneof[Literal["start"], WatchDirResponse.StartEvent] = Oneof(
                 "start", WatchDirResponse.StartEvent()
@@ -234,15 +251,13 @@ class FilesystemService(Filesystem):
             dropped = 0
             while True:
                 await asyncio.sleep(WATCH_POLL_SECONDS)
-                taken = await in_thread(watcher.take)
+                taken, events = await in_thread(lambda: self._take(call, watcher))
                 changes = taken.changes
                 if taken.dropped:
                     dropped += taken.dropped
                     _say_dropped(ctx.response_trailers, replace(taken, dropped=dropped))
-                for change in changes:
-                    event: Oneof[Literal["filesystem"], FilesystemEvent] = Oneof(
-                        "filesystem", change_event(change)
-                    )
+                for one in events:
+                    event: Oneof[Literal["filesystem"], FilesystemEvent] = Oneof("filesystem", one)
                     yield WatchDirResponse(event=event)
                 if watcher.failure and not changes:
                     raise ConnectError(Code.NOT_FOUND, f"the watch ended: {watcher.failure}")

@@ -1,5 +1,5 @@
 """A conversation's sandbox file system beyond the workspace functions: stat, list
-with depth, make folders, move, remove, and watchers of folders.
+with depth, make folders, move, remove, files' metadata, and watchers of folders.
 
 The operations are ``runtime.sandbox.filesystem``'s, the same that serve E2B's
 ``filesystem.Filesystem``: small programs run in the sandbox as the call's user
@@ -28,6 +28,7 @@ from siesta_contract.filesystem import (
     FsEntries,
     FsEntry,
     FsListArgs,
+    FsMetadataArgs,
     FsMoveArgs,
     FsPathArgs,
     FsWatchArgs,
@@ -42,7 +43,7 @@ from runtime.core.auth import Caller
 from runtime.core.context import CallContext
 from runtime.core.errors import NotFound
 from runtime.core.records import ToolExecution
-from runtime.sandbox.filesystem import Entry
+from runtime.sandbox.filesystem import ENTRY_KINDS, Entry
 from runtime.sandbox.user_files import AsUser
 from runtime.sandbox.watchers import Change, Changes, Watcher
 from runtime.services import Services
@@ -83,6 +84,7 @@ def _entry(entry: Entry) -> FsEntry:
         group=entry.group,
         modifiedAt=entry.modified,
         symlinkTarget=entry.symlink_target,
+        metadata=entry.metadata,
     )
 
 
@@ -128,6 +130,17 @@ def remove(body: FsPathArgs, ctx: ContextDep, services: ServicesDep, caller: Cal
     return Response(status_code=204)
 
 
+@router.post("/metadata", response_model=FsEntry)
+def set_metadata(
+    body: FsMetadataArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
+) -> FsEntry:
+    """Replace a file's metadata (``user.e2b.*`` extended attributes, E2B's file
+    metadata); answers the file with what it now has."""
+    who = _as(ctx, body.user)
+    with _door(services, ctx, caller, "setMetadata", body):
+        return _entry(services.filesystem.set_metadata(who, body.path, body.metadata))
+
+
 @router.post("/watchers", status_code=201, response_model=FsWatcher)
 def create_watcher(
     body: FsWatchArgs, ctx: ContextDep, services: ServicesDep, caller: CallerDep
@@ -137,7 +150,13 @@ def create_watcher(
     minutes is stopped."""
     who = _as(ctx, body.user)
     with _door(services, ctx, caller, "watchDirectory", body):
-        watcher = services.filesystem.create_watcher(who, body.path, body.recursive)
+        watcher = services.filesystem.create_watcher(
+            who,
+            body.path,
+            body.recursive,
+            include_entry=body.includeEntry,
+            allow_network_mounts=body.allowNetworkMounts,
+        )
     return FsWatcher(id=watcher.id, path=body.path)
 
 
@@ -156,7 +175,7 @@ def _door(
         200: {
             "description": "The changes since the last read. With `Accept: "
             "text/event-stream`: one `change` event per change from now on "
-            '(`{"type", "name"}`), `dropped` (`{"dropped", "limitBytes"}`) when changes '
+            '(`{"type", "name", "entry"}`), `dropped` (`{"dropped", "limitBytes"}`) when changes '
             'were lost past the watcher\'s limit, `end` (`{"code", "message"}`) if the '
             "watch stops; "
             "closing the stream leaves the watcher (delete it to stop watching).",
@@ -178,7 +197,8 @@ async def read_watcher(
         lambda: services.filesystem.watcher(_as(ctx, None), watcher_id)
     )
     if "text/event-stream" in request.headers.get("accept", ""):
-        return StreamingResponse(_events(services, watcher), media_type="text/event-stream")
+        stream = _events(services, _as(ctx, None), watcher)
+        return StreamingResponse(stream, media_type="text/event-stream")
     deadline = time.monotonic() + wait_seconds
     taken = await to_thread.run_sync(watcher.take)
     while not _any(taken) and not watcher.failure and time.monotonic() < deadline:
@@ -187,11 +207,8 @@ async def read_watcher(
     if not _any(taken) and watcher.failure:
         msg = f"the watch ended: {watcher.failure}"
         raise WatchEnded(msg, watcher=watcher_id)
-    return FsChanges(
-        changes=[_change(change) for change in taken.changes],
-        dropped=taken.dropped,
-        limitBytes=taken.limit_bytes,
-    )
+    changes = await to_thread.run_sync(_changes, services, _as(ctx, None), watcher, taken)
+    return FsChanges(changes=changes, dropped=taken.dropped, limitBytes=taken.limit_bytes)
 
 
 def _any(taken: Changes) -> bool:
@@ -205,17 +222,24 @@ def delete_watcher(watcher_id: str, ctx: ContextDep, services: ServicesDep) -> R
     return Response(status_code=204)
 
 
-def _change(change: Change) -> FsChange:
-    return FsChange.model_validate({"type": change.kind, "name": change.name})
+def _changes(services: Services, who: AsUser, watcher: Watcher, taken: Changes) -> list[FsChange]:
+    """The changes, each with its entry when the watcher was made to include them."""
+    entries = services.filesystem.event_entries(who, watcher, taken.changes)
+    return [_change(change, entries.get(change.name)) for change in taken.changes]
 
 
-async def _events(services: Services, watcher: Watcher) -> AsyncIterator[str]:
+def _change(change: Change, entry: Entry | None = None) -> FsChange:
+    shown = _entry(entry) if entry is not None and change.kind in ENTRY_KINDS else None
+    return FsChange.model_validate({"type": change.kind, "name": change.name, "entry": shown})
+
+
+async def _events(services: Services, who: AsUser, watcher: Watcher) -> AsyncIterator[str]:
     keepalive = services.settings.http.sse_keepalive_seconds
     quiet = 0.0
     while True:
         taken = await to_thread.run_sync(watcher.take)
-        for change in taken.changes:
-            yield f"event: change\ndata: {_change(change).model_dump_json()}\n\n"
+        for change in await to_thread.run_sync(_changes, services, who, watcher, taken):
+            yield f"event: change\ndata: {change.model_dump_json()}\n\n"
         if taken.dropped:
             dropped = {"dropped": taken.dropped, "limitBytes": taken.limit_bytes}
             yield f"event: dropped\ndata: {json.dumps(dropped)}\n\n"

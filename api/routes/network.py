@@ -4,14 +4,20 @@ proxies refused it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from anyio import to_thread
 from fastapi import APIRouter
 
 from siesta_contract.network import EgressRefusalsPublic, SandboxNetworkPublic, SandboxNetworkUpdate
+from siesta_contract.secrets import SecretBindingPublic
 
 from api.deps import CallerDep, ConversationDep, ServicesDep, requires, through_door
 from api.responses import CONVERSATION, error_responses
+from runtime.core.context import CallContext
 from runtime.sandbox.network import NetworkView
+from runtime.sandbox.secrets import SecretSpec
+from runtime.services import Services
 
 router = APIRouter(
     prefix="/v1/conversations/{conversation_id}/sandbox/network",
@@ -21,8 +27,16 @@ router = APIRouter(
 )
 
 
-def public(view: NetworkView) -> SandboxNetworkPublic:
+def public(view: NetworkView, services: Services, ctx: CallContext) -> SandboxNetworkPublic:
     rules, refusals = view.rules, view.refusals
+    offered = [
+        SecretBindingPublic(
+            secret=binding.secret,
+            env=binding.env,
+            placeholder=services.secrets.placeholder(ctx.org, ctx.conversation, binding),
+        )
+        for binding in rules.secrets
+    ]
     return SandboxNetworkPublic(
         allow=list(rules.allow) if rules.allow is not None else None,
         deny=list(rules.deny),
@@ -37,6 +51,7 @@ def public(view: NetworkView) -> SandboxNetworkPublic:
         )
         if refusals is not None
         else None,
+        secrets=offered,
     )
 
 
@@ -44,7 +59,7 @@ def public(view: NetworkView) -> SandboxNetworkPublic:
 async def get_network(ctx: ConversationDep, services: ServicesDep) -> SandboxNetworkPublic:
     """The rules in force (the defaults when none were set), the deployment's list they
     narrow, and the requests the egress proxies refused this sandbox."""
-    return public(await to_thread.run_sync(lambda: services.network.view(ctx)))
+    return public(await to_thread.run_sync(lambda: services.network.view(ctx)), services, ctx)
 
 
 @router.put("", response_model=SandboxNetworkPublic)
@@ -58,9 +73,11 @@ async def set_network(
     the list): rules only ever narrow it."""
     rules = services.network.checked(body.allow, body.deny, body.internet)
     shown = body.model_dump(mode="json")
+    specs = [SecretSpec(spec.secret, spec.env) for spec in body.secrets]
 
     def set_rules() -> NetworkView:
         with through_door(services, ctx, caller.name, "setNetworkRules", shown):
-            return services.network.set(ctx, rules)
+            offered = services.secrets.bindings(ctx.org, specs)
+            return services.network.set(ctx, replace(rules, secrets=offered))
 
-    return public(await to_thread.run_sync(set_rules))
+    return public(await to_thread.run_sync(set_rules), services, ctx)

@@ -263,6 +263,9 @@ int poll_timeout(void);
 void setup(void);
 int run_as_init(char **command);
 
+/* trust.c */
+void trust_authority(void);
+
 struct reader {
     const unsigned char *p;
     size_t left;

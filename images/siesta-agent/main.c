@@ -186,6 +186,7 @@ void setup(void) {
             devnull = p[0];
         }
     }
+    trust_authority();
     channels_init();
     note("ready: pid %d, protocol %d, workdir %s%s", (int)self_pid, PROTOCOL_VERSION, workdir,
          listen_fd >= 0 ? ", socket @" SOCKET_NAME : "");

@@ -16,16 +16,28 @@
  *   siesta-fs list  PATH MAX_ENTRIES          "TYPE SIZE NAME\0" per entry,
  *                                             sorted by name (TYPE: d f l o)
  *   siesta-fs stat  PATH                      "TYPE SIZE" of the entry
- *   siesta-fs watch ABSPATH RECURSIVE         "EVENT\tNAME\0" per change under the
- *                                             folder, until killed (E2B's watchDir)
+ *   siesta-fs watch ABSPATH RECURSIVE [NETWORK]  "EVENT\tNAME\0" per change under the
+ *                                             folder, until killed (E2B's watchDir); a
+ *                                             folder on NFS, CIFS, SMB or FUSE only
+ *                                             with NETWORK "1" (envd's allowNetworkMounts)
+ *   siesta-fs setmeta PATH [KEY VALUE]...     the file's metadata (user.e2b.KEY xattrs)
+ *                                             replaced by these pairs (none: cleared)
+ *   siesta-fs getmeta PATH MAX_BYTES MAX_KEYS  "META\0": the file's metadata, encoded
+ *   siesta-fs entries FIELDS MAX_BYTES MAX_KEYS PROGRAM ARG...
+ *                                             PROGRAM's NUL-ended records (find -printf),
+ *                                             each as "META\tRECORD\0" with the metadata
+ *                                             of the path after its FIELDS-th tab; exits
+ *                                             as PROGRAM does
  *   siesta-fs connect PORT                    a TCP connection to 127.0.0.1:PORT (else
  *                                             [::1]:PORT): stdin to it, it to stdout
  *
- * watch is the one operation that is not confined to the workspace: it only
- * reads names, and the service runs it as the sandbox's user (setpriv), so the
- * kernel's permission checks decide what may be watched. EVENT is create,
- * write, remove, rename (the old name; the new one is a create) or chmod; NAME
- * is relative to the watched folder ("overflow\t\0": the kernel dropped events).
+ * watch, setmeta, getmeta and entries are not confined to the workspace: the
+ * service runs them as the sandbox's user (setpriv), as it runs find and cat for
+ * E2B's files, so the kernel's permission checks decide what they may touch.
+ * EVENT is create, write, remove, rename (the old name; the new one is a create)
+ * or chmod; NAME is relative to the watched folder ("overflow\t\0": the kernel
+ * dropped events). entries says nothing on stderr when it succeeds: PROGRAM's
+ * stderr and exit status are what the caller reads.
  *
  * connect is how the service reaches a sandbox's ports without a network interface:
  * each proxied connection is one such process, run over the agent's channel. Once
@@ -33,6 +45,13 @@
  * that line before it sends anything); a refused connection exits 111 (ECONNREFUSED).
  * EOF on stdin half-closes the socket (shutdown SHUT_WR); the process ends when the
  * server closes its side.
+ *
+ * META is "KEY=VALUE&..." in the order of the keys, each byte outside 0x20-0x7e and
+ * each of "%&=" as %XX: any bytes a command in the sandbox stored come through.
+ * Reading keeps to MAX_KEYS keys and MAX_BYTES bytes (the xattr names, "user.e2b."
+ * included, plus values, as envd counts them): keys past either are left out, so a
+ * file given thousands of xattrs inside the sandbox costs the service no more. The
+ * service checks what it writes against the same limits before it writes.
  *
  * The last line on stderr is "siesta-fs: ok key=value..." or
  * "siesta-fs: CODE detail"; the exit status says the same (see enum status).
@@ -53,7 +72,10 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define WORKSPACE "/mnt/work"
@@ -68,6 +90,7 @@ enum status {
     TOO_LARGE = 14,
     IO_ERROR = 15,
     USAGE = 16,
+    NETWORK_MOUNT = 17,  /* watch: the folder is on a network file system, not allowed */
     REFUSED = 111,       /* connect: nothing listens on the port (ECONNREFUSED) */
 };
 
@@ -80,6 +103,7 @@ static const char *status_name(enum status s) {
     case NOT_A_DIRECTORY: return "not_a_directory";
     case TOO_LARGE: return "too_large";
     case IO_ERROR: return "io_error";
+    case NETWORK_MOUNT: return "network_mount";
     case REFUSED: return "refused";
     default: return "usage";
     }
@@ -423,10 +447,14 @@ static void watch_tree(int fd, const char *root, const char *relative, int recur
     closedir(dir);
 }
 
-static int do_watch(const char *root, int recursive) {
+static int on_network_mount(const char *path);
+
+static int do_watch(const char *root, int recursive, int network) {
     struct stat st;
     if (stat(root, &st) < 0) return fail_errno("stat", root);
     if (!S_ISDIR(st.st_mode)) return finish(NOT_A_DIRECTORY, "%s", root);
+    if (!network && on_network_mount(root))
+        return finish(NETWORK_MOUNT, "cannot watch path on network filesystem: %s", root);
     int fd = inotify_init1(IN_CLOEXEC);
     if (fd < 0) return fail_errno("inotify_init1", root);
     watch_tree(fd, root, "", recursive, 0);
@@ -471,6 +499,161 @@ static int do_watch(const char *root, int recursive) {
                 watch_tree(fd, root, name, recursive, 1);
         }
         fflush(stdout);
+    }
+}
+
+/* ---- metadata: user.e2b.* extended attributes (envd 0.6.2's file metadata) ---- */
+
+#define META_PREFIX "user.e2b."
+#define XATTR_BYTES 65536        /* the kernel's cap on a list of names and on one value */
+
+static int is_meta(const char *name) {
+    return strncmp(name, META_PREFIX, sizeof META_PREFIX - 1) == 0 && name[sizeof META_PREFIX - 1];
+}
+
+static int by_string(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The file's user.e2b.* names, sorted, in ``names`` (pointers into ``list``); -1 when
+ * they cannot be listed (no such file, no xattrs on this file system: no metadata). */
+static int meta_names(const char *path, char *list, char **names, int most) {
+    ssize_t got = listxattr(path, list, XATTR_BYTES);
+    if (got < 0) return -1;
+    int count = 0;
+    for (char *name = list; name < list + got && count < most; name += strlen(name) + 1)
+        if (is_meta(name)) names[count++] = name;
+    qsort(names, (size_t)count, sizeof *names, by_string);
+    return count;
+}
+
+static void put_encoded(FILE *out, const char *bytes, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (c < 0x20 || c > 0x7e || c == '%' || c == '&' || c == '=')
+            fprintf(out, "%%%02X", c);
+        else
+            fputc(c, out);
+    }
+}
+
+/* Writes the encoded metadata of ``path`` (no terminator): at most max_keys keys and
+ * max_bytes bytes, counted as envd counts them. */
+static void put_meta(FILE *out, const char *path, long long max_bytes, long long max_keys) {
+    static char list[XATTR_BYTES], value[XATTR_BYTES];
+    static char *names[XATTR_BYTES / 2];
+    int count = meta_names(path, list, names, (int)(sizeof names / sizeof *names));
+    long long used = 0, kept = 0;
+    for (int i = 0; i < count && kept < max_keys; i++) {
+        ssize_t len = getxattr(path, names[i], value, sizeof value);
+        if (len < 0) continue;   /* removed since, or unreadable: not shown */
+        long long cost = (long long)strlen(names[i]) + len;
+        if (used + cost > max_bytes) continue;
+        used += cost;
+        if (kept++) fputc('&', out);
+        const char *key = names[i] + sizeof META_PREFIX - 1;
+        put_encoded(out, key, strlen(key));
+        fputc('=', out);
+        put_encoded(out, value, (size_t)len);
+    }
+}
+
+static int do_setmeta(const char *path, int pairs, char **args) {
+    static char list[XATTR_BYTES];
+    static char *names[XATTR_BYTES / 2];
+    struct stat st;
+    if (stat(path, &st) < 0) return fail_errno("stat", path);
+    int count = meta_names(path, list, names, (int)(sizeof names / sizeof *names));
+    if (count < 0 && errno != ENOTSUP) return fail_errno("listxattr", path);
+    /* Replaced, as envd does: a key the new set leaves out is removed (an overwrite
+     * keeps a file's xattrs, and must not keep stale metadata). */
+    for (int i = 0; i < count; i++) {
+        int kept = 0;
+        for (int j = 0; j < pairs && !kept; j++)
+            kept = strcmp(names[i] + sizeof META_PREFIX - 1, args[2 * j]) == 0;
+        if (!kept && removexattr(path, names[i]) < 0 && errno != ENODATA)
+            return fail_errno("removexattr", path);
+    }
+    for (int j = 0; j < pairs; j++) {
+        char name[256];
+        if ((size_t)snprintf(name, sizeof name, "%s%s", META_PREFIX, args[2 * j]) >= sizeof name)
+            return finish(TOO_LARGE, "key %s: a metadata key is at most %zu bytes", args[2 * j],
+                          sizeof name - sizeof META_PREFIX);
+        const char *value = args[2 * j + 1];
+        if (setxattr(path, name, value, strlen(value), 0) < 0) {
+            /* A file system without xattrs (/proc, some FUSE): envd writes the file and
+             * answers the metadata it reads back, none. */
+            if (errno == ENOTSUP) return finish(OK, "keys=0 unsupported");
+            return fail_errno("setxattr", path);
+        }
+    }
+    return finish(OK, "keys=%d", pairs);
+}
+
+static int do_getmeta(const char *path, long long max_bytes, long long max_keys) {
+    put_meta(stdout, path, max_bytes, max_keys);
+    fputc('\0', stdout);
+    fflush(stdout);
+    return finish(OK, "path=%s", path);
+}
+
+/* Runs PROGRAM with its stdout into a pipe; each of its records comes out prefixed by
+ * the metadata of the path it names. Quiet on success: PROGRAM's stderr and exit status
+ * are what the caller reads. */
+static int do_entries(long long fields, long long max_bytes, long long max_keys, char **program) {
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) < 0) return fail_errno("pipe", program[0]);
+    pid_t child = fork();
+    if (child < 0) return fail_errno("fork", program[0]);
+    if (child == 0) {
+        dup2(pipe_fds[1], STDOUT_FILENO);
+        execvp(program[0], program);
+        _exit(127);
+    }
+    close(pipe_fds[1]);
+    FILE *in = fdopen(pipe_fds[0], "r");
+    if (!in) return fail_errno("fdopen", program[0]);
+    char *record = NULL;
+    size_t capacity = 0;
+    ssize_t len;
+    while ((len = getdelim(&record, &capacity, '\0', in)) > 0) {
+        if (record[len - 1] == '\0') len--;
+        const char *path = record;
+        for (long long i = 0; i < fields && path; i++) {
+            path = memchr(path, '\t', (size_t)(record + len - path));
+            if (path) path++;
+        }
+        if (path && len > 0) {
+            record[len] = '\0';
+            put_meta(stdout, path, max_bytes, max_keys);
+        }
+        fputc('\t', stdout);
+        fwrite(record, 1, (size_t)len, stdout);
+        fputc('\0', stdout);
+    }
+    free(record);
+    fclose(in);
+    fflush(stdout);
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) return fail_errno("wait", program[0]);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+/* envd's list (include/uapi/linux/magic.h): events there may never come. */
+static int on_network_mount(const char *path) {
+    struct statfs fs;
+    if (statfs(path, &fs) < 0) return 0;
+    switch ((unsigned long)fs.f_type) {
+    case 0x6969:                 /* NFS */
+    case 0xFF534D42:             /* CIFS */
+    case 0x517B:                 /* SMB */
+    case 0xFE534D42:             /* SMB2 */
+    case 0x65735546:             /* FUSE */
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -548,12 +731,31 @@ static long long parse_limit(const char *text) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat|watch|connect PATH [LIMIT]");
+    if (argc < 3) return finish(USAGE, "usage: siesta-fs read|write|list|stat|watch|setmeta|getmeta|entries|connect PATH ...");
     const char *op = argv[1], *path = argv[2];
     if (strcmp(op, "connect") == 0) return do_connect(path);
     if (strcmp(op, "watch") == 0) {
         if (path[0] != '/') return finish(USAGE, "watch takes an absolute path: %s", path);
-        return do_watch(path, argc > 3 && strcmp(argv[3], "1") == 0);
+        return do_watch(path, argc > 3 && strcmp(argv[3], "1") == 0,
+                        argc > 4 && strcmp(argv[4], "1") == 0);
+    }
+    if (strcmp(op, "setmeta") == 0) {
+        if ((argc - 3) % 2) return finish(USAGE, "setmeta takes KEY VALUE pairs");
+        return do_setmeta(path, (argc - 3) / 2, argv + 3);
+    }
+    if (strcmp(op, "getmeta") == 0) {
+        long long bytes = argc > 4 ? parse_limit(argv[3]) : -1;
+        long long keys = argc > 4 ? parse_limit(argv[4]) : -1;
+        if (bytes < 0 || keys < 0) return finish(USAGE, "getmeta PATH MAX_BYTES MAX_KEYS");
+        return do_getmeta(path, bytes, keys);
+    }
+    if (strcmp(op, "entries") == 0) {
+        long long fields = parse_limit(path);
+        long long bytes = argc > 5 ? parse_limit(argv[3]) : -1;
+        long long keys = argc > 5 ? parse_limit(argv[4]) : -1;
+        if (fields < 0 || bytes < 0 || keys < 0)
+            return finish(USAGE, "entries FIELDS MAX_BYTES MAX_KEYS PROGRAM ARG...");
+        return do_entries(fields, bytes, keys, argv + 5);
     }
     if (!*path || path[0] == '/') return finish(OUTSIDE, "path must be relative: %s", path);
     int root = open(WORKSPACE, O_DIRECTORY | O_RDONLY | O_CLOEXEC);

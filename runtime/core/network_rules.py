@@ -182,6 +182,42 @@ def outside(allowlist: Allowlist, entries: Iterable[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class SecretBinding:
+    """One of the org's secrets offered to a conversation's sandbox: its commands see
+    ``env`` holding a placeholder, which the egress proxy replaces with the value in
+    requests to the hosts the secret itself names (its operator's choice, not the
+    conversation's)."""
+
+    secret: str
+    env: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"secret": self.secret, "env": self.env}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> SecretBinding:
+        return cls(str(data["secret"]), str(data["env"]))
+
+
+@dataclass(frozen=True)
+class HeaderSet:
+    """A header the egress proxy sets on requests to ``host`` (E2B's ``rules`` with a
+    ``transform``): its value sealed, like a secret's, opened by the proxy alone."""
+
+    host: str
+    header: str
+    sealed: str
+
+    @property
+    def sealed_name(self) -> str:
+        """What the value is sealed under (with the org): bound to host and header."""
+        return f"header-set:{self.host}:{self.header.lower()}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"host": self.host, "header": self.header, "sealed": self.sealed}
+
+
+@dataclass(frozen=True)
 class NetworkRules:
     """A conversation's (its sandbox's) own rules, set by its user: a narrowing of
     what the deployment and the agent allow, never a widening."""
@@ -192,6 +228,10 @@ class NetworkRules:
     """Taken away from whatever else allows them (any entry: it only subtracts)."""
     internet: bool = True
     """``False``: nothing at all, whatever the lists say."""
+    secrets: tuple[SecretBinding, ...] = ()
+    """Secrets the proxy substitutes for their placeholders (never widens the lists)."""
+    header_sets: tuple[HeaderSet, ...] = ()
+    """Headers the proxy sets on requests to their hosts (never widens the lists)."""
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why these rules refuse ``host:port`` (a reason code), or ``None``."""
@@ -216,7 +256,15 @@ class NetworkRules:
     def to_json(self) -> str:
         """How stores keep them."""
         allow = list(self.allow) if self.allow is not None else None
-        return json.dumps({"allow": allow, "deny": list(self.deny), "internet": self.internet})
+        return json.dumps(
+            {
+                "allow": allow,
+                "deny": list(self.deny),
+                "internet": self.internet,
+                "secrets": [binding.to_dict() for binding in self.secrets],
+                "header_sets": [header.to_dict() for header in self.header_sets],
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> NetworkRules:
@@ -226,6 +274,11 @@ class NetworkRules:
             tuple(str(e) for e in allow) if allow is not None else None,
             tuple(str(e) for e in data["deny"]),
             bool(data["internet"]),
+            tuple(SecretBinding.from_dict(b) for b in data.get("secrets", ())),  # since 0.2
+            tuple(
+                HeaderSet(str(h["host"]), str(h["header"]), str(h["sealed"]))
+                for h in data.get("header_sets", ())
+            ),
         )
 
     def describe(self) -> str:

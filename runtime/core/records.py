@@ -19,6 +19,8 @@ from typing import Any
 
 from siesta_contract.tools import ExecutionStatus
 
+from runtime.core.network_rules import Allowlist
+
 
 class SessionStatus(enum.StrEnum):
     ACTIVE = "active"
@@ -246,6 +248,27 @@ class IdempotencyClaim:
     dispatched: str | None = None
     """Where an earlier attempt handed its work over (a sandbox id), if it did: the
     taker-over asks there how that run ended instead of running it again."""
+
+
+@dataclass(frozen=True)
+class SealedSecret:
+    """One of an org's secrets as the store keeps it: sealed with the operator's key
+    (``runtime/egress/sealing.py``); its value is never kept or shown otherwise."""
+
+    org: str
+    name: str
+    sealed: str
+    created_at: float
+    updated_at: float
+    size: int
+    """The value's length in bytes (what a listing may say of it)."""
+    hosts: tuple[str, ...]
+    """Where the proxy may put it (allowlist entries)."""
+    header: str
+    """The request header it goes into, in place of its placeholder."""
+
+    def applies_to(self, host: str, port: int) -> bool:
+        return Allowlist.parse(self.hosts).allows(host, port)
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,10 @@ class E2bSettings(BaseModel):
     default_user: str = Field("user", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     """Who processes and file operations run as when a call names no user (E2B's
     default; the ``base`` image has it). ``root`` is always there."""
-    envd_version: str = "0.5.8"
-    """The envd version sandboxes report: the SDKs enable features by it (0.5.8: octet
-    stream uploads and close_stdin on; file metadata and watch entries off)."""
+    envd_version: str = "0.6.4"
+    """The envd version sandboxes report: the SDKs enable features by it (0.6.4: octet
+    stream uploads, close_stdin, file metadata (0.6.2), watch events with their entries
+    (0.6.3) and watching network mounts on request (0.6.4) all on)."""
     keepalive_seconds: float = Field(50.0, gt=0)
     """A process stream that sent nothing this long sends a keepalive (the SDK's
     Keepalive-Ping-Interval header, when given, wins)."""

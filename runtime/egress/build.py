@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from runtime.core.errors import ConfigurationError
 from runtime.core.metrics import record_egress_event
 from runtime.core.network_rules import Allowlist
+from runtime.egress.authority_pem import AuthorityPem
 from runtime.egress.proxy import ProxyConfig
 from runtime.egress.service import Egress, EgressSetup, ProxiedEgress, egress_key
 from runtime.egress.settings import EgressSettings
@@ -39,6 +40,7 @@ class DockerEgress(ProxiedEgress):
 
         egress, provider = setup.egress, setup.provider
         assert isinstance(provider, DockerProviderSettings)
+        self._authority = egress_authority(egress, setup.data_dir)
         client = docker.DockerClient(base_url=provider.base_url) if provider.base_url else None
         self._client = client or docker.from_env()
         sandbox_network = SandboxNetwork(self._client.api, deployment_id, setup.extra_labels)
@@ -47,12 +49,22 @@ class DockerEgress(ProxiedEgress):
         if start_proxy:
             HostFirewall(deployment_id).allow_only(egress.proxy_port)
             config = proxy_config(
-                egress, key, host=gateway, port=egress.proxy_port, store_url=setup.store_url
+                egress,
+                key,
+                host=gateway,
+                port=egress.proxy_port,
+                store_url=setup.store_url,
+                authority=self._authority,
             )
             self._proxy = ProxyProcess(config, record_egress_event)
             self._proxy.start()
         self.network = sandbox_network.name
-        super().__init__(Allowlist.parse(egress.allow), key, f"{gateway}:{egress.proxy_port}")
+        super().__init__(
+            Allowlist.parse(egress.allow),
+            key,
+            f"{gateway}:{egress.proxy_port}",
+            trust_pem=self._authority.cert if self._authority is not None else None,
+        )
 
     def close(self) -> None:
         # The network and its firewall stay: sandboxes on them outlive this process.
@@ -62,8 +74,17 @@ class DockerEgress(ProxiedEgress):
 
 
 def proxy_config(
-    egress: EgressSettings, key: bytes, *, host: str, port: int, store_url: str
+    egress: EgressSettings,
+    key: bytes,
+    *,
+    host: str,
+    port: int,
+    store_url: str,
+    authority: AuthorityPem | None = None,
 ) -> ProxyConfig:
+    """``authority``: where the proxy substitutes secrets (``secrets_key`` set)."""
+    secrets_key = egress.secrets_key.get_secret_value() if egress.secrets_key else None
+    upstream_ca = egress.upstream_ca_file.read_text() if egress.upstream_ca_file else None
     return ProxyConfig(
         key=key,
         allow=Allowlist.parse(egress.allow),
@@ -80,7 +101,20 @@ def proxy_config(
         revocation_poll_seconds=egress.revocation_poll_seconds,
         network_rules_cache_seconds=egress.network_rules_cache_seconds,
         refusal_retention_seconds=egress.refusal_retention_seconds,
+        secrets_key=secrets_key if authority is not None else None,
+        authority_cert=authority.cert if authority is not None else None,
+        authority_key=authority.key if authority is not None else None,
+        upstream_ca=upstream_ca,
     )
+
+
+def egress_authority(egress: EgressSettings, data_dir: Path) -> AuthorityPem | None:
+    """The authority sandboxes trust, where secrets are substituted; ``None``: none."""
+    if not egress.substitutes_secrets:
+        return None
+    from runtime.egress.authority import load_or_make
+
+    return load_or_make(egress.ca_cert_file, egress.ca_key_file, data_dir)
 
 
 def store_url(store: StoreSettings, sqlite_path: Path) -> str:
@@ -101,7 +135,15 @@ def build_egress(
     key = egress_key(egress, store)
     allow = Allowlist.parse(egress.allow)
     if egress.proxy_url:
-        return ProxiedEgress(allow, key, _resolved_address(egress.proxy_url))
+        if egress.substitutes_secrets and egress.ca_cert_file is None:
+            msg = (
+                "secrets with a proxy run apart need its authority: set "
+                "SIESTA_EGRESS__CA_CERT_FILE and SIESTA_EGRESS__CA_KEY_FILE for both"
+            )
+            raise ConfigurationError(msg)
+        authority = egress_authority(egress, setup.data_dir)
+        trust = authority.cert if authority is not None else None
+        return ProxiedEgress(allow, key, _resolved_address(egress.proxy_url), trust_pem=trust)
     if isinstance(setup.provider, DockerProviderSettings):
         return DockerEgress(setup, key, deployment_id, start_proxy=start_proxy)
     msg = (

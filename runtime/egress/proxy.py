@@ -22,8 +22,14 @@ The list is narrowed a third time by the conversation's own network rules
 (``sandbox_rules``: read from the store, briefly cached), and each refusal of a
 conversation's request is added to its count in the store (its sandbox's metrics).
 
+Where a conversation is offered secrets, its requests to their hosts have the
+placeholders replaced (``substitution``; HTTPS through ``interception``).
+
 Each decision is reported through ``emit`` (the service counts refusals in its
 metrics and logs them).
+
+Over 400 lines: one connection's whole path (credentials, the three lists, the
+address policy, substitution, the splice) reads best in one place.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from runtime.core.network_rules import (
     EgressPolicy,
     IpAddress,
     IpNetwork,
+    NetworkRules,
     is_ip_literal,
     normalise_host,
     refusal,
@@ -49,8 +56,10 @@ from runtime.core.network_rules import (
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, basic_credentials, verify
 from runtime.egress.http import Refused, answer, authority, upstream_head
+from runtime.egress.interception import Interception
 from runtime.egress.revocations import Revocations, open_source
 from runtime.egress.sandbox_rules import RefusalTally, SandboxRules, keep_up
+from runtime.egress.substitution import SecretValues, Substitution, closing, substitute
 from runtime.seams.stores import NetworkRuleStore, RevocationStore
 
 COPY_CHUNK = 64 * 1024
@@ -85,6 +94,14 @@ class ProxyConfig:
     """How long a conversation's own network rules are kept before they are read again."""
     refusal_retention_seconds: float = 24 * 3600.0
     """A conversation's refusal count is forgotten this long after its last refusal."""
+    secrets_key: str | None = None
+    """Opens orgs' sealed secrets; ``None``: none are substituted."""
+    authority_cert: str | None = None
+    """The deployment's authority (PEM) hosts' certificates are signed with, where the
+    proxy ends a sandbox's TLS to substitute a secret; with ``authority_key``."""
+    authority_key: str | None = None
+    upstream_ca: str | None = None
+    """Authorities (PEM) trusted for real servers beside the system's."""
 
 
 @dataclass
@@ -114,6 +131,8 @@ class EgressProxy:
         self._keeping: asyncio.Task[None] | None = None
         self.revocations = self._revocations(None)
         self.rules, self.refusals = self._network(None)
+        self.secrets = self._secrets(None)
+        self._tls = Interception.configured(config)
 
     def _revocations(self, source: RevocationStore | None) -> Revocations:
         return Revocations(
@@ -130,6 +149,19 @@ class EgressProxy:
         keep = self._config.refusal_retention_seconds
         return rules, RefusalTally(source, keep_seconds=keep, emit=self._emit)
 
+    def _secrets(self, source: NetworkRuleStore | None) -> SecretValues | None:
+        if self._config.secrets_key is None:
+            return None
+        from runtime.egress.sealing import SecretSealer  # cryptography: only when used
+
+        return SecretValues(
+            source,
+            SecretSealer(self._config.secrets_key),
+            self._config.key,
+            cache_seconds=self._config.network_rules_cache_seconds,
+            emit=self._emit,
+        )
+
     async def start(self) -> int:
         """Read the revocations, then listen; returns the port (useful with port 0).
         Raises ``RevocationsUnavailable`` when the store cannot be read."""
@@ -137,6 +169,7 @@ class EgressProxy:
             source, network, self._close_store = open_source(self._config.store_url)
             self.revocations = self._revocations(source)
             self.rules, self.refusals = self._network(network)
+            self.secrets = self._secrets(network)
         await self.revocations.load()
         self._following = asyncio.create_task(self.revocations.follow(self._close_revoked))
         self._keeping = asyncio.create_task(keep_up(self.rules, self.refusals))
@@ -252,7 +285,13 @@ class EgressProxy:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        address = await self._checked_address(request, claims)
+        address, own = await self._checked_address(request, claims)
+        substitutions: list[Substitution] = []
+        if self.secrets is not None:
+            org, conversation = claims.org, claims.conversation
+            substitutions = await self.secrets.substitutions(
+                org, conversation, own, request.host, request.port
+            )
         try:
             up_reader, up_writer = await asyncio.wait_for(
                 asyncio.open_connection(str(address), request.port),
@@ -262,10 +301,17 @@ class EgressProxy:
             detail = f"{request.host}:{request.port} ({address}): {exc or 'connect timed out'}"
             raise Refused(502, "connect_failed", detail) from exc
         self._report("allowed", request, address=str(address))
+        if request.method == "CONNECT" and substitutions and self._tls is not None:
+            self._report("intercepted", request, address=str(address))
+            await self._tls.carry(request.host, substitutions, reader, writer, up_writer)
+            await self._splice(reader, writer, up_reader, up_writer, close_after_response=True)
+            return
         if request.method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         else:
-            up_writer.write(request.head)
+            up_writer.write(
+                substitute(request.head, substitutions) if substitutions else request.head
+            )
         await self._splice(reader, writer, up_reader, up_writer)
 
     async def _read_request(self, reader: asyncio.StreamReader) -> _Request:
@@ -298,7 +344,10 @@ class EgressProxy:
         request.claims = verify(self._config.key, *pair) if pair else None
         return request
 
-    async def _checked_address(self, request: _Request, claims: EgressClaims) -> IpAddress:
+    async def _checked_address(
+        self, request: _Request, claims: EgressClaims
+    ) -> tuple[IpAddress, NetworkRules | None]:
+        """The address to connect to, and the conversation's own rules (read for it)."""
         host, port = request.host, request.port
         if is_ip_literal(host):
             raise Refused(403, "ip_literal", f"{host}: addresses are refused, use a host name")
@@ -317,7 +366,7 @@ class EgressProxy:
             if reason is not None:
                 msg = f"{host} resolves to {address}, a {reason} address"
                 raise Refused(403, "address_not_allowed", msg)
-        return addresses[0]
+        return addresses[0], own
 
     async def _resolve(self, host: str, port: int) -> list[IpAddress]:
         pinned = self._config.hosts.get(host)
@@ -339,9 +388,15 @@ class EgressProxy:
         writer: asyncio.StreamWriter,
         up_reader: asyncio.StreamReader,
         up_writer: asyncio.StreamWriter,
+        *,
+        close_after_response: bool = False,
     ) -> None:
+        """Both ways until both end; ``close_after_response``: the answer's head says
+        ``Connection: close`` (the request sent was the only one read)."""
+        copy_back = self._copy_closing if close_after_response else self._copy
+        answer_back = copy_back(up_reader, writer)
         try:
-            await asyncio.gather(self._copy(reader, up_writer), self._copy(up_reader, writer))
+            await asyncio.gather(self._copy(reader, up_writer), answer_back)
         finally:
             up_writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -357,6 +412,23 @@ class EgressProxy:
                 sink.write_eof()
         except (ConnectionError, TimeoutError, OSError):
             sink.close()
+
+    async def _copy_closing(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(
+                source.readuntil(b"\r\n\r\n"), self._config.idle_timeout_seconds
+            )
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            TimeoutError,
+            OSError,
+        ):
+            sink.close()
+            return
+        sink.write(closing(head))
+        await self._copy(source, sink)
 
     def _report(self, event: str, request: _Request | None, **fields: str) -> None:
         claims = request.claims if request else None

@@ -49,6 +49,10 @@ def config_to_json(config: ProxyConfig) -> str:
             "revocation_poll_seconds": config.revocation_poll_seconds,
             "network_rules_cache_seconds": config.network_rules_cache_seconds,
             "refusal_retention_seconds": config.refusal_retention_seconds,
+            "secrets_key": config.secrets_key,
+            "authority_cert": config.authority_cert,
+            "authority_key": config.authority_key,
+            "upstream_ca": config.upstream_ca,
         }
     )
 
@@ -75,6 +79,10 @@ def config_from_json(text: str) -> ProxyConfig:
         revocation_poll_seconds=float(data["revocation_poll_seconds"]),
         network_rules_cache_seconds=float(data["network_rules_cache_seconds"]),
         refusal_retention_seconds=float(data["refusal_retention_seconds"]),
+        secrets_key=data.get("secrets_key"),
+        authority_cert=data.get("authority_cert"),
+        authority_key=data.get("authority_key"),
+        upstream_ca=data.get("upstream_ca"),
     )
 
 

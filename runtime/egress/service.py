@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from runtime.core.context import CallContext
 from runtime.core.network_rules import Allowlist
@@ -29,6 +31,10 @@ NO_PROXY = "localhost,127.0.0.1,::1"
 BUILD_ORG = "siesta:image-builds"
 """Whom an image build's proxy credentials name (no org id has a colon), with the
 version built as the conversation: the proxy logs and counts builds apart."""
+
+
+Offered = Callable[[str, str], dict[str, str]]
+"""A conversation's (org, id) variables for the secrets it is offered."""
 
 
 class Egress:
@@ -48,21 +54,43 @@ class Egress:
         """The key in the forms it is kept in, to mask in what the service shows."""
         return []
 
+    def offer_secrets(self, offered: Offered) -> None:
+        """Nothing to offer them through: no proxy."""
+
+    def trust_pem(self) -> str | None:
+        """The authority sandboxes must trust (PEM), where the proxy substitutes
+        secrets in HTTPS requests; ``None``: none."""
+        return None
+
     def close(self) -> None:
         pass
 
 
 class ProxiedEgress(Egress):
-    def __init__(self, allow: Allowlist, key: bytes, proxy_address: str) -> None:
+    def __init__(
+        self, allow: Allowlist, key: bytes, proxy_address: str, *, trust_pem: str | None = None
+    ) -> None:
         self._allow = allow
         self._key = key
         self._proxy_address = proxy_address
+        self._trust_pem = trust_pem
+        self._offered: Offered = lambda org, conversation: {}
+
+    def offer_secrets(self, offered: Offered) -> None:
+        """Each command's environment gains ``offered(org, conversation)``: the
+        placeholders of the secrets its conversation is offered."""
+        self._offered = offered
 
     def environment(self, ctx: CallContext) -> dict[str, str]:
         """``HTTP(S)_PROXY`` (both spellings: curl and apt read the lower case, pip and
         npm either) with this conversation's signed credentials, issued now: ask for
-        them under the conversation's lease, so a deletion revokes every earlier one."""
-        return self._proxy_environment(EgressClaims(ctx.org, ctx.conversation, ctx.egress_allow))
+        them under the conversation's lease, so a deletion revokes every earlier one.
+        Then the placeholders of the secrets offered to the conversation."""
+        proxy = self._proxy_environment(EgressClaims(ctx.org, ctx.conversation, ctx.egress_allow))
+        return {**self._offered(ctx.org, ctx.conversation), **proxy}
+
+    def trust_pem(self) -> str | None:
+        return self._trust_pem
 
     def build_network(self) -> BuildNetwork:
         """The sandboxes' network and the proxy, with credentials for the version built
@@ -112,3 +140,5 @@ class EgressSetup:
     """The sandboxes' labels (``SIESTA_SANDBOX__EXTRA_LABELS``), for the sandbox network."""
     store_url: str
     """Where the proxy reads revoked credentials (``store_url``)."""
+    data_dir: Path
+    """Where the deployment's egress authority is made when the operator gives none."""

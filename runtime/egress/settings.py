@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
@@ -93,6 +94,27 @@ class EgressSettings(BaseModel):
     refusal_retention_seconds: float = Field(24 * 3600.0, gt=0)
     """A conversation's count of refused requests (its sandbox's ``egressRefusals``) is
     forgotten this long after its last refusal."""
+
+    secrets_key: SecretStr | None = Field(None, min_length=32)
+    """Seals orgs' secrets (``/v1/secrets``) in the store; the proxy opens them with it
+    (a proxy run apart needs the same one). Unset: the secrets API answers 409
+    ``secrets_not_configured``. Losing it loses the secrets (set them again)."""
+    max_secrets_per_org: int = Field(100, ge=1, le=10_000)
+    max_secret_bytes: int = Field(4096, ge=1, le=65536)
+    """A secret's value goes into a request header: header-sized."""
+    ca_cert_file: Path | None = None
+    """The deployment's certificate authority (PEM) the proxy signs hosts' certificates
+    with when it substitutes secrets in HTTPS requests; sandboxes trust it. Unset: one
+    is made in the data folder at the first start (several instances on several hosts
+    must share one: set this and ``ca_key_file``)."""
+    ca_key_file: Path | None = None
+    upstream_ca_file: Path | None = None
+    """Certificates (PEM) the proxy trusts for the real servers beside the system's,
+    when it re-encrypts a request it substituted a secret in (an internal CA)."""
+
+    @property
+    def substitutes_secrets(self) -> bool:
+        return self.enabled and self.secrets_key is not None
 
     @property
     def enabled(self) -> bool:

@@ -46,10 +46,19 @@ class FileSettings(BaseModel):
     """Most entries ``listFiles`` returns."""
     max_listing_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)
     """Most bytes a file system listing (``.../fs/list``, E2B's ``ListDir``) may take from
-    the sandbox (about 100 per entry plus its path); past it the call is refused
+    the sandbox (about 100 per entry plus its path and metadata); past it the call is refused
     (``transfer_too_large`` with ``limit``): list a folder further down, or less deep."""
     max_listing_entries: int = Field(20_000, ge=1)
     """Most entries such a listing may have; past it the call is refused the same way."""
+    max_metadata_keys: int = Field(100, ge=1, le=10_000)
+    """Most metadata keys one file may be given (E2B's ``files.write(metadata=...)``,
+    ``.../fs/metadata``); more is refused (``metadata_too_large`` with ``limit``).
+    Reading shows at most this many keys of a file (those set by a command in the
+    sandbox past it are left out)."""
+    max_metadata_bytes: int = Field(4096, ge=64, le=65_536)
+    """Most bytes of one file's metadata: each key with its ``user.e2b.`` prefix plus
+    its value (envd's count and its 4096 default: ext4 keeps a file's xattrs in one
+    block); more is refused the same way, and reading shows no more."""
     max_publish_bytes: int = Field(100 * 1024 * 1024, ge=1)
     """Largest file ``publishFiles`` turns into an artifact."""
     max_publish_paths: int = Field(50, ge=1)

@@ -21,9 +21,11 @@ def build_provider(
     data_dir: Path,
     resume_timeout_seconds: float,
     network: str | None = None,
+    trust_pem: str | None = None,
 ) -> SandboxProvider:
     """The configured provider; what it creates is labelled with ``deployment_id``.
-    ``network``: the Docker network sandboxes join (the egress network)."""
+    ``network``: the Docker network sandboxes join (the egress network); ``trust_pem``:
+    an authority sandboxes trust from their start (the egress proxy's, for secrets)."""
     if isinstance(provider, FakeProviderSettings):
         from runtime.providers.fake import FakeProvider
 
@@ -47,4 +49,5 @@ def build_provider(
         base_url=provider.base_url,
         network=network,
         disks=disks,
+        trust_pem=trust_pem,
     )

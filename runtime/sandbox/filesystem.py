@@ -7,8 +7,13 @@ describes entries in one line each. Paths are made absolute against the working
 directory (the user's home for E2B, the workspace for ``/v1``) without following
 symlinks (``realpath -s``), as envd shows them.
 
+Each entry comes with its metadata (``user.e2b.*`` xattrs, ``metadata.py``):
+``siesta-fs entries`` runs the ``find`` and puts each entry's metadata before it.
+
 Watching runs ``siesta-fs watch`` (inotify; in every catalog image) in the
-sandbox as the user, and keeps its events until a reader takes them.
+sandbox as the user, and keeps its events until a reader takes them. A watcher made
+with ``include_entry`` has the entries of what was made, written or chmod-ed read
+with its events (envd's, best-effort: a name gone since has none).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import posixpath
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime.core.errors import (
     InvalidRequest,
@@ -24,6 +29,8 @@ from runtime.core.errors import (
     NotFound,
     TransferTooLarge,
 )
+from runtime.sandbox import metadata
+from runtime.sandbox.metadata import HELPER
 from runtime.sandbox.user_files import (
     AsUser,
     UserFiles,
@@ -31,36 +38,64 @@ from runtime.sandbox.user_files import (
 )
 from runtime.sandbox.watchers import (
     WATCHER_IDLE_SECONDS,
+    Change,
     SharedWatchers,
     Watcher,
+    tag_fields,
     watcher_tag,
 )
 from runtime.seams.providers import ProcessEntry
 
 ENTRY_FORMAT = r"%y\t%Y\t%s\t%m\t%M\t%u\t%g\t%T@\t%l\t%p\0"
-"""type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path."""
+"""type, type followed, size, mode (octal), permissions, owner, group, mtime, link, path
+(after the ninth tab); ``siesta-fs entries`` puts the metadata and a tab before each."""
+ENTRIES = "@ENTRIES@"
+"""Stands for ``siesta-fs entries`` with the deployment's metadata limits (``_scripts``)."""
 RESOLVE = 'p=$(realpath -s -m -- "$1")'
-STAT = RESOLVE + '; test -e "$p" || test -L "$p" || exit 3; exec find "$p" -maxdepth 0 -printf "$2"'
+STAT = (
+    RESOLVE + '; test -e "$p" || test -L "$p" || exit 3; '
+    f'exec {ENTRIES} find "$p" -maxdepth 0 -printf "$2"'
+)
 LIST = (
     RESOLVE + '; test -e "$p" || exit 3; test -d "$p" || exit 8; '
-    'exec find "$p" -mindepth 1 -maxdepth "$3" -printf "$2"'
+    f'exec {ENTRIES} find "$p" -mindepth 1 -maxdepth "$3" -printf "$2"'
 )
 MAKE_DIR = (
     RESOLVE + '; if test -d "$p"; then exit 7; fi; if test -e "$p"; then exit 9; fi; '
-    'mkdir -p -- "$p" && exec find "$p" -maxdepth 0 -printf "$2"'
+    f'mkdir -p -- "$p" && exec {ENTRIES} find "$p" -maxdepth 0 -printf "$2"'
 )
 MOVE = (
     's=$(realpath -s -m -- "$1"); d=$(realpath -s -m -- "$3"); '
     'test -e "$s" || test -L "$s" || exit 3; mkdir -p -- "$(dirname -- "$d")" && '
-    '{ test "$s" = "$d" || mv -T -- "$s" "$d"; } && exec find "$d" -maxdepth 0 -printf "$2"'
+    '{ test "$s" = "$d" || mv -T -- "$s" "$d"; } && '
+    f'exec {ENTRIES} find "$d" -maxdepth 0 -printf "$2"'
+)
+SET_METADATA = (
+    RESOLVE + '; test -e "$p" || exit 3; test -d "$p" && exit 4; f=$2; shift 2; '
+    f'{HELPER} setmeta "$p" "$@" || exit; exec {ENTRIES} find "$p" -maxdepth 0 -printf "$f"'
+)
+"""Replaces a file's metadata (``setmeta``: keys not given are removed), then says what
+it has. Files only: envd keeps metadata on what it uploads."""
+EVENT_ENTRIES = (
+    RESOLVE + '; case $p in */) ;; *) p=$p/;; esac; printf "%s\\0" "$p"; '
+    'exec xargs -0 -r sh -c "$3" sh "$p" "$2"'
+)
+"""The watched folder (resolved, printed first), then the entry of each name on stdin
+that is there: ``EACH_ENTRY`` as many times as ``xargs`` needs."""
+EACH_ENTRY = (
+    'p=$1; f=$2; shift 2; for n; do set -- "$@" "$p$n"; shift; done; '
+    f'exec {ENTRIES} find "$@" -maxdepth 0 -printf "$f"'
 )
 REMOVE = RESOLVE + '; exec rm -rf -- "$p"'
 SINGLE_ENTRY_LIMIT = 64 * 1024
-"""What one entry's line (stat, make, move) may take: its path is at most 4 KiB."""
+"""What one entry's line (stat, make, move) may take besides its metadata: its path is
+at most 4 KiB."""
 MAX_DEPTH = 64
-WATCH = 'p=$(realpath -s -m -- "$1"); exec /usr/local/lib/siesta/siesta-fs watch "$p" "$2"'
+WATCH = f'p=$(realpath -s -m -- "$1"); exec {HELPER} watch "$p" "$2" "$3"'
 """inotify in the sandbox (``siesta-fs watch``), as the user: what it may read it may watch."""
 KINDS = {"f": "file", "d": "directory", "l": "symlink"}
+ENTRY_KINDS = frozenset({"create", "write", "chmod"})
+"""Changes whose name is expected to still be there (envd's ``opCarriesEntry``)."""
 
 
 class AlreadyExists(InvalidRequest):
@@ -80,6 +115,8 @@ class Entry:
     group: str
     modified: float
     symlink_target: str | None
+    metadata: dict[str, str] = field(default_factory=dict)
+    """Its ``user.e2b.*`` xattrs, the prefix left out (of what a symlink points to)."""
 
     @property
     def is_symlink(self) -> bool:
@@ -91,6 +128,7 @@ def parse_entries(data: bytes) -> list[Entry]:
     for record in data.split(b"\0"):
         if not record:
             continue
+        encoded, _, record = record.partition(b"\t")
         fields = record.decode("utf-8", errors="surrogateescape").split("\t", 9)
         if len(fields) != 10:
             continue
@@ -108,6 +146,7 @@ def parse_entries(data: bytes) -> list[Entry]:
                 group=group,
                 modified=float(mtime),
                 symlink_target=_absolute_target(path, link) if own == "l" else None,
+                metadata=metadata.decode(encoded),
             )
         )
     return entries
@@ -159,6 +198,12 @@ class SandboxFilesystem:
         """Watchers in the sandbox's process table, which any instance reads."""
         self._watchers: dict[str, Watcher] = {}
         self._lock = threading.Lock()
+        self._meta = files.metadata_limits
+        self._entry_limit = SINGLE_ENTRY_LIMIT + self._meta.encoded_bytes
+
+    def _script(self, script: str) -> str:
+        meta = self._meta
+        return script.replace(ENTRIES, f"{HELPER} entries 9 {meta.max_bytes} {meta.max_keys}")
 
     def _entries(self, who: AsUser, script: str, *args: str, listing: bool = False) -> list[Entry]:
         path = args[0]
@@ -166,9 +211,9 @@ class SandboxFilesystem:
         try:
             code, stdout, stderr = self._files.run_script(
                 who,
-                script,
+                self._script(script),
                 *args,
-                limit=limits.max_listing_bytes if listing else SINGLE_ENTRY_LIMIT,
+                limit=limits.max_listing_bytes if listing else self._entry_limit,
                 max_records=limits.max_listing_entries if listing else 1,
             )
         except TransferTooLarge as exc:
@@ -205,10 +250,59 @@ class SandboxFilesystem:
     def remove(self, who: AsUser, path: str) -> None:
         self._entries(who, REMOVE, path)
 
+    def set_metadata(self, who: AsUser, path: str, file_metadata: dict[str, str]) -> Entry:
+        """Replace the file's metadata (an empty map clears it); checked against the
+        limits first."""
+        metadata.check(file_metadata, self._meta)
+        pairs = metadata.pairs(file_metadata)
+        return self._entries(who, SET_METADATA, path, ENTRY_FORMAT, *pairs)[0]
+
+    def event_entries(
+        self, who: AsUser, watcher: Watcher, changes: list[Change]
+    ) -> dict[str, Entry]:
+        """The entries of the names made, written or chmod-ed, as they are now, for a
+        watcher made with ``include_entry`` (envd's, best-effort: a name gone since, or
+        past the listing limits, has none)."""
+        if not watcher.include_entry or not watcher.path:
+            return {}
+        wanted = dict.fromkeys(c.name for c in changes if c.kind in ENTRY_KINDS and c.name)
+        names = list(wanted)[: self._limits.max_listing_entries]
+        if not names:
+            return {}
+        stdin = b"".join(name.encode(errors="surrogateescape") + b"\0" for name in names)
+        each = self._script(EACH_ENTRY)
+        try:
+            _, stdout, _ = self._files.run_script(
+                who,
+                EVENT_ENTRIES,
+                watcher.path,
+                ENTRY_FORMAT,
+                each,
+                limit=self._limits.max_listing_bytes,
+                max_records=len(names) + 1,
+                stdin=stdin,
+            )
+        except TransferTooLarge:
+            return {}
+        root, _, records = stdout.partition(b"\0")
+        by_path = {entry.path: entry for entry in parse_entries(records)}
+        folder = root.decode(errors="surrogateescape")
+        return {name: by_path[folder + name] for name in names if folder + name in by_path}
+
     # -- watching ----------------------------------------------------------------------
 
-    def create_watcher(self, who: AsUser, path: str, recursive: bool) -> Watcher:
-        """Watching ``path`` when this returns (events from then on are kept)."""
+    def create_watcher(
+        self,
+        who: AsUser,
+        path: str,
+        recursive: bool,
+        *,
+        include_entry: bool = False,
+        allow_network_mounts: bool = False,
+    ) -> Watcher:
+        """Watching ``path`` when this returns (events from then on are kept). A folder
+        on a network file system (NFS, CIFS, SMB, FUSE), whose changes may never be
+        seen, only with ``allow_network_mounts`` (envd's rule)."""
         shared = self._shared.running(who.ctx) if self._shared is not None else None
         with self._lock:
             watching = sum(1 for w in self._watchers.values() if w.owner == who.ctx.key)
@@ -222,12 +316,13 @@ class SandboxFilesystem:
             )
             raise TooManyWatchers(msg, limit=limit)
         watcher_id = uuid.uuid4().hex
-        tag = watcher_tag(watcher_id, path)
+        tag = watcher_tag(watcher_id, path, include_entry=include_entry)
         ring = self._limits.max_watcher_bytes
-        process = self._files.start_program(
-            who, WATCH, path, "1" if recursive else "0", kept=(ring, tag)
+        flags = ("1" if recursive else "0", "1" if allow_network_mounts else "0")
+        process = self._files.start_program(who, WATCH, path, *flags, kept=(ring, tag))
+        watcher = Watcher(
+            process, who.ctx.key, path, ring, watcher_id=watcher_id, include_entry=include_entry
         )
-        watcher = Watcher(process, who.ctx.key, path, ring, watcher_id=watcher_id)
         if shared is not None and self._shared is not None:
             entry = ProcessEntry(process.pid, running=True, exit_code=0, pty=False, tag=tag)
             watcher.share(self._shared.reader(who.ctx, entry))
@@ -247,12 +342,16 @@ class SandboxFilesystem:
             msg = f"watcher {watcher_id} not found"
             raise NotFound(msg)
         shared_watchers = self._shared
+        fields = tag_fields(entry)
+        path = fields.get("path")
         return Watcher.elsewhere(
             watcher_id,
             who.ctx.key,
             self._limits.max_watcher_bytes,
             shared_watchers.reader(who.ctx, entry),
             lambda: shared_watchers.stop(who.ctx, entry),
+            path=path if isinstance(path, str) else "",
+            include_entry=fields.get("entry") is True,
         )
 
     def sweep(self, idle_seconds: float = WATCHER_IDLE_SECONDS) -> None:

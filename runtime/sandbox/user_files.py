@@ -26,20 +26,29 @@ from runtime.core.errors import (
     WorkspaceError,
 )
 from runtime.core.output import HeadTailBuffer
+from runtime.sandbox import metadata
+from runtime.sandbox.metadata import HELPER, MetadataLimits
 from runtime.sandbox.processes import as_user
 from runtime.seams.providers import ProcessSpec, RunningProcess, SandboxInside
 from runtime.sessions.manager import SessionManager
 
 READ = 'test -e "$1" || exit 3; test -d "$1" && exit 4; exec cat -- "$1"'
 WRITE = (
-    'd=$(dirname -- "$1"); mkdir -p -- "$d" || exit 5; test -d "$1" && exit 4; '
-    ': > "$1" || exit 6; chown -- "$(id -u):$(id -g)" "$1" 2>/dev/null; '
-    'cat >> "$1" || exit 6; cd -- "$d" && pwd'
+    'f=$1; b=$2; k=$3; shift 3; d=$(dirname -- "$f"); mkdir -p -- "$d" || exit 5; '
+    'test -d "$f" && exit 4; '
+    ': > "$f" || exit 6; chown -- "$(id -u):$(id -g)" "$f" 2>/dev/null; '
+    f'cat >> "$f" || exit 6; {HELPER} setmeta "$f" "$@" || exit; '
+    f'{HELPER} getmeta "$f" "$b" "$k" 2>/dev/null; cd -- "$d" && pwd'
 )
-"""Both run where ``AsUser`` says (``as_user``); WRITE prints the file's folder. It
-writes as envd does: create (or empty) the file, give it to the user, then write, so
-a watcher sees what E2B's shows for a write: create, chmod, write."""
+"""Both run where ``AsUser`` says (``as_user``); WRITE prints the file's metadata as it
+reads back (``siesta-fs getmeta``), then its folder. It writes as envd does: create (or
+empty) the file, give it to the user, write, then replace its metadata (an overwrite
+without metadata clears what the file had), so a watcher sees what E2B's shows for a
+write: create, chmod, write. Metadata that cannot be written (a full disk, a user who
+may not) fails the write, as envd's does; a file system without xattrs keeps none."""
 STDERR_KEPT = 2048
+FOLDER_BYTES = 8192
+"""What WRITE prints after the metadata: the file's folder, a path."""
 
 
 class PermissionRefused(InvalidRequest):
@@ -75,13 +84,22 @@ class AsUser:
 class Written:
     name: str
     path: str
+    metadata: dict[str, str]
+    """As the file has it now (none where its file system keeps no xattrs)."""
 
 
 class UserFiles:
-    def __init__(self, sessions: SessionManager, inside: SandboxInside, grace_seconds: int) -> None:
+    def __init__(
+        self,
+        sessions: SessionManager,
+        inside: SandboxInside,
+        grace_seconds: int,
+        metadata_limits: MetadataLimits,
+    ) -> None:
         self._sessions = sessions
         self._inside = inside
         self._grace = grace_seconds
+        self.metadata_limits = metadata_limits
 
     @contextlib.contextmanager
     def _program(
@@ -123,35 +141,56 @@ class UserFiles:
             )
         check_exit(result.exit_code, stderr.result().text, path)
 
-    def write(self, who: AsUser, path: str, chunks: Callable[[], bytes | None]) -> Written:
+    def write(
+        self,
+        who: AsUser,
+        path: str,
+        chunks: Callable[[], bytes | None],
+        file_metadata: dict[str, str] | None = None,
+    ) -> Written:
         """Replace (or create, with its folders) the file with what ``chunks`` returns
-        until it returns ``None``."""
+        until it returns ``None``; its metadata replaced by ``file_metadata`` (checked
+        against the limits before anything is written)."""
+        limits = self.metadata_limits
+        pairs = metadata.pairs(file_metadata or {})
+        metadata.check(file_metadata or {}, limits)
+        kept = limits.encoded_bytes + FOLDER_BYTES
         stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
 
         def output(stream: str, data: bytes) -> None:
             if stream == "stdout":
-                stdout.extend(data[:4096])
+                stdout.extend(data[: max(0, kept - len(stdout))])
             else:
                 stderr.write(data)
 
-        with self._program(who, WRITE, path, stdin=True) as process:
+        args = (path, str(limits.max_bytes), str(limits.max_keys), *pairs)
+        with self._program(who, WRITE, *args, stdin=True) as process:
             while (chunk := chunks()) is not None:
                 if chunk:
                     process.write(chunk)
             process.close_input()
             result = process.wait(output)
         check_exit(result.exit_code, stderr.result().text, path)
-        folder = stdout.decode(errors="replace").strip()
+        encoded, _, rest = bytes(stdout).partition(b"\0")
+        folder = rest.decode(errors="replace").strip()
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        return Written(name=name, path=f"{folder.rstrip('/')}/{name}")
+        return Written(
+            name=name, path=f"{folder.rstrip('/')}/{name}", metadata=metadata.decode(encoded)
+        )
 
     def run_script(
-        self, who: AsUser, script: str, *args: str, limit: int, max_records: int | None = None
+        self,
+        who: AsUser,
+        script: str,
+        *args: str,
+        limit: int,
+        max_records: int | None = None,
+        stdin: bytes | None = None,
     ) -> tuple[int, bytes, str]:
-        """(exit code, stdout, stderr) of ``script`` with ``args`` as ``who``; more
-        than ``limit`` bytes of stdout, or more than ``max_records`` NUL-ended records,
-        is ``TransferTooLarge`` (with ``limit`` and ``unit``), raised as soon as it comes:
-        what the sandbox prints is bounded before it is kept."""
+        """(exit code, stdout, stderr) of ``script`` with ``args`` (and ``stdin``) as
+        ``who``; more than ``limit`` bytes of stdout, or more than ``max_records``
+        NUL-ended records, is ``TransferTooLarge`` (with ``limit`` and ``unit``), raised
+        as soon as it comes: what the sandbox prints is bounded before it is kept."""
         stdout, stderr = bytearray(), HeadTailBuffer(STDERR_KEPT)
         records = 0
 
@@ -169,7 +208,10 @@ class UserFiles:
                 msg = f"the listing has over {max_records} entries"
                 raise TransferTooLarge(msg, limit=max_records, unit="entries")
 
-        with self._program(who, script, *args) as process:
+        with self._program(who, script, *args, stdin=stdin is not None) as process:
+            if stdin is not None:
+                process.write(stdin)
+                process.close_input()
             result = process.wait(output)
         return result.exit_code, bytes(stdout), stderr.result().text
 

@@ -73,21 +73,32 @@ def parse_records(data: bytes) -> Parsed:
     return Parsed(changes, overflows, ready, end)
 
 
-def watcher_tag(watcher_id: str, path: str) -> str:
-    text = json.dumps({"kind": KIND, "id": watcher_id, "path": path}, separators=(",", ":"))
+def watcher_tag(watcher_id: str, path: str, *, include_entry: bool = False) -> str:
+    """What names a watcher in the sandbox's process table: its id, and the folder and
+    ``include_entry`` any instance needs to read its events' entries."""
+    fields: dict[str, object] = {"kind": KIND, "id": watcher_id, "path": path}
+    if include_entry:
+        fields["entry"] = True
+    text = json.dumps(fields, separators=(",", ":"))
     if len(text.encode()) > MAX_PROCESS_TAG_BYTES:  # a path of thousands of bytes
-        text = json.dumps({"kind": KIND, "id": watcher_id}, separators=(",", ":"))
+        del fields["path"]  # (its events are read elsewhere without entries)
+        text = json.dumps(fields, separators=(",", ":"))
     return text
 
 
-def _watcher_id(entry: ProcessEntry) -> str | None:
+def tag_fields(entry: ProcessEntry) -> dict[str, object]:
+    """A watcher's tag (``watcher_tag``); empty for any other process."""
     try:
         fields = json.loads(entry.tag)
     except ValueError:
-        return None
+        return {}
     if not isinstance(fields, dict) or fields.get("kind") != KIND:
-        return None
-    found = fields.get("id")
+        return {}
+    return fields
+
+
+def _watcher_id(entry: ProcessEntry) -> str | None:
+    found = tag_fields(entry).get("id")
     return found if isinstance(found, str) else None
 
 
@@ -192,11 +203,15 @@ class Watcher:
         max_bytes: int,
         *,
         watcher_id: str | None = None,
+        include_entry: bool = False,
     ) -> None:
         self.id = watcher_id or uuid.uuid4().hex
         self.owner = owner
         """The key of the conversation whose sandbox it watches."""
-        self._path = path
+        self.path = path
+        """The folder as it was asked for (relative ones: to the caller's folder)."""
+        self.include_entry = include_entry
+        """Its events are read with the entries of what they name."""
         self._process = process
         self._changes: list[Change] = []
         self._kept_bytes = 0
@@ -225,9 +240,13 @@ class Watcher:
         max_bytes: int,
         read: Callable[[], Parsed],
         stop: Callable[[], None],
+        *,
+        path: str = "",
+        include_entry: bool = False,
     ) -> Watcher:
         """A watcher another instance made, read through the sandbox's agent."""
-        watcher = cls(None, owner, "", max_bytes, watcher_id=watcher_id)
+        watcher = cls(None, owner, path, max_bytes, watcher_id=watcher_id)
+        watcher.include_entry = include_entry
         watcher.share(read)
         watcher._stop_elsewhere = stop
         return watcher
@@ -248,13 +267,19 @@ class Watcher:
             return UnknownUser(msg)
         code = _status(stderr)
         if code == "not_found":
-            msg = f"{self._path!r} does not exist"
-            return FileMissing(msg, path=self._path)
+            msg = f"{self.path!r} does not exist"
+            return FileMissing(msg, path=self.path)
         if code == "not_a_directory":
-            msg = f"{self._path!r} is not a directory"
-            return NotADirectory(msg, path=self._path)
-        msg = f"{self._path!r} cannot be watched: {self.failure or 'no answer'}"
-        return InvalidRequest(msg, path=self._path)
+            msg = f"{self.path!r} is not a directory"
+            return NotADirectory(msg, path=self.path)
+        if code == "network_mount":
+            msg = (
+                f"cannot watch {self.path!r}: it is on a network file system (NFS, CIFS, SMB, "
+                "FUSE), whose changes may never be seen; allow network mounts to watch it anyway"
+            )
+            return InvalidRequest(msg, path=self.path)
+        msg = f"{self.path!r} cannot be watched: {self.failure or 'no answer'}"
+        return InvalidRequest(msg, path=self.path)
 
     def _run(self) -> None:
         assert self._process is not None

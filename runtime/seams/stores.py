@@ -43,6 +43,7 @@ from runtime.core.records import (
     MemoryBank,
     MemoryEntry,
     PoolMember,
+    SealedSecret,
     SessionRecord,
     SnapshotRecord,
     StagingCount,
@@ -344,6 +345,18 @@ class NetworkRuleStore(Protocol):
 
     def forget_network(self, org: str, conversation: str) -> None:
         """The conversation's rules and count removed (it is being deleted)."""
+
+    def put_secret(self, secret: SealedSecret, limit: int) -> bool:
+        """Add or replace the org's secret of that name; ``False`` (nothing kept) when
+        the name is new and the org has ``limit`` secrets already."""
+
+    def secret(self, org: str, name: str) -> SealedSecret | None: ...
+
+    def org_secrets(self, org: str) -> list[SealedSecret]:
+        """The org's secrets, by name."""
+
+    def delete_secret(self, org: str, name: str) -> bool:
+        """``False`` when there was none."""
 
 
 class SnapshotStore(Protocol):

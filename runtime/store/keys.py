@@ -152,6 +152,11 @@ def egress_refusals(key: str) -> str:
     return f"{PREFIX}egress-refusals:{key}"
 
 
+def egress_secrets(org: str) -> str:
+    """Hash: the org's sealed secrets, name → the record as JSON (never a plain value)."""
+    return f"{PREFIX}egress-secrets:{org}"
+
+
 def snapshots(org: str) -> str:
     """Hash: the org's snapshots, snapshot id → the record as JSON."""
     return f"{PREFIX}snapshots:{org}"

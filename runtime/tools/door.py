@@ -34,6 +34,7 @@ DOOR_FUNCTIONS: Mapping[str, str | None] = {
     "movePath": "writeFile",
     "removePath": "writeFile",
     "uploadFile": "writeFile",
+    "setMetadata": "writeFile",
     "downloadFile": "readFile",
     "statPath": "listFiles",
     "listDirectory": "listFiles",

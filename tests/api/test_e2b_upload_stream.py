@@ -19,6 +19,7 @@ from api.e2b import files
 from api.e2b.envd import CALL, EnvdCall
 from api.limits import BodySizeLimit
 from runtime.core.context import CallContext
+from runtime.sandbox.metadata import MetadataLimits
 from runtime.sandbox.user_files import AsUser, Written
 
 BOUNDARY = "siesta-test-boundary"
@@ -29,18 +30,27 @@ MIB = 1024 * 1024
 class Sandbox:
     """``user_files`` that records when each chunk came (how much body had arrived)."""
 
+    metadata_limits = MetadataLimits(max_keys=100, max_bytes=4096)
+
     def __init__(self, body: Body) -> None:
         self._body = body
         self.written: dict[str, bytes] = {}
         self.first_chunk_at: dict[str, int] = {}
 
-    def write(self, who: AsUser, path: str, chunks: Callable[[], bytes | None]) -> Written:
+    def write(
+        self,
+        who: AsUser,
+        path: str,
+        chunks: Callable[[], bytes | None],
+        file_metadata: dict[str, str] | None = None,
+    ) -> Written:
         data = bytearray()
         while (chunk := chunks()) is not None:
             self.first_chunk_at.setdefault(path, self._body.delivered)
             data += chunk
         self.written[path] = bytes(data)
-        return Written(name=path.rsplit("/", 1)[-1], path=f"/home/user/{path}")
+        name = path.rsplit("/", 1)[-1]
+        return Written(name=name, path=f"/home/user/{path}", metadata=file_metadata or {})
 
 
 class Body:

@@ -130,6 +130,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "movePath": {"source": "a.txt", "destination": "b.txt"},
     "removePath": {"path": "a.txt"},
     "watchDirectory": {"path": "."},
+    "setMetadata": {"path": "a.txt", "metadata": {"k": "v"}},
     "createSnapshot": {},
     # One body for both of its routes: /fork reads the first id, /forks the list.
     "forkSandbox": {"conversationId": "inventory-fork", "conversationIds": ["inventory-fork"]},

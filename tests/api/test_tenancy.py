@@ -75,6 +75,7 @@ USER_B_NAMING_USER_1 = {**BOUND_B, "Authorization": f"Bearer {USER_B_TOKEN}"}
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessService]:
     env = {
         "SIESTA_PROVIDER__TYPE": "fake",
+        "SIESTA_EGRESS__SECRETS_KEY": "tenancy-" + uuid.uuid4().hex,
         "SIESTA_TOKENS": tokens_setting(
             ("approver", APPROVER_TOKEN, ["approve"]),
             ("tenant-b", TENANT_B_TOKEN, ALL_SCOPES, "org-b"),
@@ -192,7 +193,7 @@ def port_probe(method: str) -> Probe:
     return lambda c, a: c.request(method, conv(a, "/ports/8000/x"), headers=B)
 
 
-FS_CALLS = ("stat", "list", "mkdir", "move", "remove")
+FS_CALLS = ("stat", "list", "mkdir", "move", "remove", "metadata")
 A_SNAPSHOTS: dict[str, str] = {}
 
 
@@ -221,6 +222,15 @@ def a_bank(client: httpx.Client) -> str:
 
 
 A_BANKS: list[str] = []
+A_SECRET = "a-token"
+SECRET_BODY = {"value": MARKER, "hosts": ["api.example.com"]}
+
+
+def a_secret(client: httpx.Client, name: str = A_SECRET) -> str:
+    """A secret of A's (its value is the marker), for B's probes to name."""
+    made = client.put(f"/v1/secrets/{name}", headers=A, json=SECRET_BODY)
+    assert made.status_code == 200, made.text
+    return name
 
 
 def with_a_bank(client: httpx.Client, probe: Callable[[], httpx.Response]) -> httpx.Response:
@@ -240,7 +250,11 @@ def with_own_sandbox(
 
 def fs_probe(call: str) -> Probe:
     """A file system call on A's file's name, in B's own conversation."""
-    body = {"source": NAME, "destination": "x"} if call == "move" else {"path": NAME}
+    body: dict[str, object] = {"path": NAME}
+    if call == "move":
+        body = {"source": NAME, "destination": "x"}
+    elif call == "metadata":
+        body = {"path": NAME, "metadata": {"k": "v"}}
     return lambda c, a: c.post(conv(a, f"/sandbox/fs/{call}"), headers=B, json=body)
 
 
@@ -474,6 +488,26 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
             f"/v1/memory-banks/{a_bank(c)}/entries", headers=B, json={"key": "k", "content": "x"}
         ),
     ),
+    ("GET", "/v1/secrets"): (
+        OWN_EMPTY,  # B's secrets only: A's name is not listed
+        lambda c, a: (a_secret(c), c.get("/v1/secrets", headers=B))[1],
+    ),
+    ("PUT", "/v1/secrets/{name}"): (
+        OWN_EMPTY,  # B's own secret of that name; A's keeps its value (checked after)
+        lambda c, a: c.put(
+            f"/v1/secrets/{a_secret(c, 'a-token-2')}",
+            headers=B,
+            json={"value": "b-value", "hosts": ["api.example.com"]},
+        ),
+    ),
+    ("GET", "/v1/secrets/{name}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/secrets/{a_secret(c)}", headers=B),
+    ),
+    ("DELETE", "/v1/secrets/{name}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete(f"/v1/secrets/{a_secret(c)}", headers=B),
+    ),
     ("GET", "/v1/tools/executions"): (
         OWN_EMPTY,
         lambda c, a: c.get(
@@ -675,6 +709,7 @@ def assert_answered_as_b(
         assert isinstance(listed, list)
         # B's own (earlier probes act in B's conversation of the same id), never A's.
         assert not {item.get("id") for item in listed} & a_ids(service, org_a)
+        assert A_SECRET not in {secret["name"] for secret in body.get("secrets", [])}
     elif expected == NO_ORG_DATA:
         assert response.status_code < 400, response.text
 
@@ -685,6 +720,8 @@ def assert_org_a_unchanged(service: InProcessService, a: OrgA) -> None:
     files = client.get(conv(a, "/files"), headers=A).json()["files"]
     assert [f["id"] for f in files] == [a.file_id]
     assert client.get(conv(a, f"/files/{a.file_id}/content"), headers=A).text == MARKER
+    for secret in client.get("/v1/secrets", headers=A).json()["secrets"]:
+        assert secret["size"] == len(MARKER)  # B's writes of the same names are B's own
     agent = client.get("/v1/agents/agent-a", headers=A).json()["agent"]
     assert (agent["contentDefault"], agent["functionPolicies"]) == (
         MARKER,

@@ -16,11 +16,12 @@ from runtime.core.context import CallContext
 from runtime.core.errors import TransferTooLarge
 from runtime.core.output import CapturedStream
 from runtime.sandbox.filesystem import FsLimits, SandboxFilesystem
+from runtime.sandbox.metadata import MetadataLimits
 from runtime.sandbox.user_files import AsUser, UserFiles
 from runtime.seams.providers import ExecResult, OutputListener, ProcessSpec, SandboxInside
 from runtime.sessions.manager import SessionManager
 
-LINE = "f\tf\t1\t644\t-rw-r--r--\troot\troot\t1700000000.0\t\t/mnt/work/{i}\0"
+LINE = "\tf\tf\t1\t644\t-rw-r--r--\troot\troot\t1700000000.0\t\t/mnt/work/{i}\0"
 EMPTY = CapturedStream("", 0, truncated=False)
 
 
@@ -63,7 +64,10 @@ class Sessions:
 def _list(count: int, pad: int, limits: FsLimits) -> tuple[Listing, Any]:
     listing = Listing(count, pad)
     files = UserFiles(
-        cast(SessionManager, Sessions()), cast(SandboxInside, Sandbox(listing)), grace_seconds=1
+        cast(SessionManager, Sessions()),
+        cast(SandboxInside, Sandbox(listing)),
+        grace_seconds=1,
+        metadata_limits=MetadataLimits(max_keys=100, max_bytes=4096),
     )
     who = AsUser(CallContext(org="o", user="u", conversation="c"), "root", "/mnt/work")
     filesystem = SandboxFilesystem(files, limits)

@@ -8,6 +8,7 @@ test would have to gather it again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from siesta_contract.agents import (
@@ -24,6 +25,7 @@ from siesta_contract.filesystem import (
     FsEntries,
     FsEntry,
     FsListArgs,
+    FsMetadataArgs,
     FsMoveArgs,
     FsPathArgs,
     FsWatchArgs,
@@ -371,10 +373,32 @@ def remove(ctx: Context, conversation: str, path: str, user: str | None) -> Op[N
     return Op("POST", url, no_content, ctx.headers(), body, body=FsPathArgs)
 
 
+def set_metadata(
+    ctx: Context, conversation: str, path: str, metadata: dict[str, str], user: str | None
+) -> Op[FsEntry]:
+    body = args(FsMetadataArgs, path=path, metadata=metadata, user=user)
+    url = _conv(conversation, "/sandbox/fs/metadata")
+    return Op("POST", url, model(FsEntry), ctx.headers(), body, body=FsMetadataArgs)
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    recursive: bool = False
+    include_entry: bool = False
+    allow_network_mounts: bool = False
+
+
 def watch(
-    ctx: Context, conversation: str, path: str, recursive: bool, user: str | None
+    ctx: Context, conversation: str, path: str, options: WatchOptions, user: str | None
 ) -> Op[FsWatcher]:
-    body = args(FsWatchArgs, path=path, recursive=recursive, user=user)
+    body = args(
+        FsWatchArgs,
+        path=path,
+        recursive=options.recursive,
+        includeEntry=options.include_entry,
+        allowNetworkMounts=options.allow_network_mounts,
+        user=user,
+    )
     url = _conv(conversation, "/sandbox/fs/watchers")
     return Op("POST", url, model(FsWatcher), ctx.headers(), body, body=FsWatchArgs)
 

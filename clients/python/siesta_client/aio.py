@@ -303,12 +303,30 @@ class AsyncConversation:
     async def remove(self, path: str, *, user: str | None = None) -> None:
         await self.client.call(_calls.remove(self.context, self.id, path, user))
 
+    async def set_metadata(
+        self, path: str, metadata: dict[str, str], *, user: str | None = None
+    ) -> FsEntry:
+        """Replace a file's metadata (``user.e2b.*`` xattrs, E2B's file metadata; ``{}``
+        clears it); answers the file as it now is."""
+        return await self.client.call(
+            _calls.set_metadata(self.context, self.id, path, metadata, user)
+        )
+
     async def watch(
-        self, path: str, *, recursive: bool = False, user: str | None = None
+        self,
+        path: str,
+        *,
+        recursive: bool = False,
+        include_entry: bool = False,
+        allow_network_mounts: bool = False,
+        user: str | None = None,
     ) -> FsWatcher:
         """Keep the changes of a folder from now on, until read (``changes``); any
-        instance of the service serves it. Stop it with ``stop_watching``."""
-        return await self.client.call(_calls.watch(self.context, self.id, path, recursive, user))
+        instance of the service serves it. Stop it with ``stop_watching``.
+        ``include_entry``: each change comes with what is at its name;
+        ``allow_network_mounts``: a folder on NFS, CIFS, SMB or FUSE may be watched."""
+        options = _calls.WatchOptions(recursive, include_entry, allow_network_mounts)
+        return await self.client.call(_calls.watch(self.context, self.id, path, options, user))
 
     async def changes(self, watcher_id: str, *, wait_seconds: int = 0) -> FsChanges:
         """What changed since the last read (through any instance: each change is read

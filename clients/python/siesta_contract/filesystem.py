@@ -1,5 +1,6 @@
 """The file system of a conversation's sandbox beyond the workspace functions: stat,
-list with depth, make folders, move, remove, watch (``/v1/conversations/{id}/sandbox/fs``).
+list with depth, make folders, move, remove, watch, and files' metadata
+(``/v1/conversations/{id}/sandbox/fs``).
 
 Paths are anywhere in the sandbox; a relative one is relative to the workspace
 (``/mnt/work``). Each call runs as a user of the sandbox (default ``root``, as
@@ -17,6 +18,13 @@ from siesta_contract.processes import ProcessUser
 SandboxPath = Annotated[
     str, StringConstraints(min_length=1, max_length=4096, pattern=r"^[^\x00]+$")
 ]
+
+MetadataKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=246, pattern=r"^[\x20-\x7e]+$")
+]
+"""Printable ASCII (E2B's rule); at most 246 bytes (the kernel's 255 for an xattr's
+name, less ``user.e2b.``)."""
+MetadataValue = Annotated[str, StringConstraints(pattern=r"^[\x20-\x7e]*$")]
 
 
 class FsPathArgs(BaseModel):
@@ -58,6 +66,10 @@ class FsEntry(BaseModel):
     """Seconds since the epoch."""
     symlinkTarget: str | None
     """Where it points (an absolute path, as envd shows it), when it is a symlink."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """The file's metadata: its ``user.e2b.KEY`` extended attributes, the prefix left out
+    (E2B's ``metadata``; also those a command in the sandbox set). At most
+    ``SIESTA_FILES__MAX_METADATA_KEYS`` keys and ``..._BYTES`` bytes are shown."""
 
 
 class FsEntries(BaseModel):
@@ -65,9 +77,24 @@ class FsEntries(BaseModel):
     """Sorted by path."""
 
 
+class FsMetadataArgs(FsPathArgs):
+    metadata: dict[MetadataKey, MetadataValue]
+    """Replaces the file's metadata (keys left out are removed; ``{}`` clears it), as
+    E2B's ``files.write(..., metadata=...)`` does. At most
+    ``SIESTA_FILES__MAX_METADATA_KEYS`` keys and ``SIESTA_FILES__MAX_METADATA_BYTES``
+    bytes (keys with their ``user.e2b.`` prefix, plus values): more is refused
+    (``metadata_too_large``, with ``limit``)."""
+
+
 class FsWatchArgs(FsPathArgs):
     recursive: bool = False
     """Every folder under it too, those made later included."""
+    includeEntry: bool = False
+    """Each change that leaves something at its name (``create``, ``write``, ``chmod``)
+    comes with its ``entry`` as it is when the change is read (E2B's ``include_entry``)."""
+    allowNetworkMounts: bool = False
+    """Watch a folder on a network file system (NFS, CIFS, SMB, FUSE) too, whose
+    changes may never be seen; refused without it (E2B's ``allow_network_mounts``)."""
 
 
 class FsWatcher(BaseModel):
@@ -81,6 +108,9 @@ class FsChange(BaseModel):
     type: Literal["create", "write", "remove", "rename", "chmod"]
     name: str
     """Relative to the watched folder."""
+    entry: FsEntry | None = None
+    """What is at the name now, for a watcher made with ``includeEntry`` (none for
+    ``remove`` and ``rename``, nor when it is gone already)."""
 
 
 class FsChanges(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from siesta_contract.secrets import MAX_BINDINGS, SecretBindingPublic, SecretBindingSpec
 from siesta_contract.text import EGRESS_ENTRY
 
 MAX_NETWORK_ENTRIES = 256
@@ -29,6 +30,11 @@ class SandboxNetworkUpdate(BaseModel):
     """Taken away from what ``allow`` (or the deployment) lets through."""
     internet: bool = True
     """``false``: no network at all, whatever the lists say."""
+    secrets: Annotated[list[SecretBindingSpec], Field(max_length=MAX_BINDINGS)] = Field(
+        default_factory=list
+    )
+    """The org's secrets offered to the sandbox, each as a placeholder in its
+    environment that the egress proxy replaces, for the hosts named only."""
 
 
 class EgressRefusalsPublic(BaseModel):
@@ -56,3 +62,5 @@ class SandboxNetworkPublic(BaseModel):
     An agent's own narrowing (``X-Siesta-Egress-Allow``) applies on top, per call."""
     refusals: EgressRefusalsPublic | None
     """Refused requests of this sandbox, ``null`` when none (recently)."""
+    secrets: list[SecretBindingPublic] = Field(default_factory=list)
+    """The secrets offered, with the placeholder each environment variable holds."""

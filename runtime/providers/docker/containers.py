@@ -19,6 +19,9 @@ RESTART_RETRIES = 3
 AGENT_DIR = "/usr/local/lib/siesta"
 """The agent and siesta-fs: read-only inside the sandbox, so that root there cannot
 replace the program the next start of the container runs as the service's channel."""
+TRUST_ENV = "SIESTA_EGRESS_CA"
+"""The agent's variable for an authority to trust (PEM): public, and unset by the agent
+once installed, so commands do not inherit it."""
 ENGINE_READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]
 """What the engine makes read-only by default; a list of our own replaces it."""
 
@@ -32,10 +35,13 @@ def container_config(
     labels: dict[str, str],
     runtime: str | None = None,
     allow_setuid: bool = False,
+    *,
+    trust_pem: str | None = None,
 ) -> dict[str, Any]:
     """The engine's create request for the sandbox ``name`` (its workspace volume of the
     same name at ``/mnt/work``); ``runtime``: the OCI runtime (``None``: the engine's);
-    ``allow_setuid``: without ``no-new-privileges``."""
+    ``allow_setuid``: without ``no-new-privileges``; ``trust_pem``: an authority the
+    agent adds to the sandbox's trust store when it starts (``SIESTA_EGRESS_CA``)."""
     s = settings
     host_config = api.create_host_config(
         binds={name: {"bind": WORKSPACE, "mode": "rw"}},
@@ -65,6 +71,7 @@ def container_config(
         host_config=host_config,
         stdin_open=True,  # the agent's channel: its stdin, open for attaching
         tty=False,
+        environment={TRUST_ENV: trust_pem} if trust_pem else None,
     )
     # The SDK sets StdinOnce with stdin_open (like `docker run -i`): the first
     # client to leave would close the agent's stdin for good. It must not.

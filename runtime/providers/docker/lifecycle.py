@@ -93,8 +93,10 @@ class DockerLifecycle:
         client: docker.DockerClient | None = None,
         network: str | None = None,
         disks: LoopDisks | None = None,
+        trust_pem: str | None = None,
     ) -> None:
         self._settings = settings
+        self._trust_pem = trust_pem
         self._network = network or settings.network
         self._disks = disks
         if disks is not None and (settings.workspace_size_mb or settings.container_disk_mb):
@@ -216,6 +218,7 @@ class DockerLifecycle:
             labels,
             spec.runtime,
             spec.allow_setuid,
+            trust_pem=self._trust_pem,
         )
         with metrics.create_phase("container"):
             self.api.create_container_from_config(config, name=name)  # type: ignore[no-untyped-call]

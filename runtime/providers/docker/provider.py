@@ -29,6 +29,7 @@ class DockerProvider(SandboxProvider):
         client: docker.DockerClient | None = None,
         network: str | None = None,
         disks: LoopDisks | None = None,
+        trust_pem: str | None = None,
     ) -> None:
         lifecycle = DockerLifecycle(
             settings,
@@ -37,6 +38,7 @@ class DockerProvider(SandboxProvider):
             client=client,
             network=network,
             disks=disks,
+            trust_pem=trust_pem,
         )
         super().__init__(lifecycle, docker_inside(lifecycle))
 

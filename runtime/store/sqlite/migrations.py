@@ -163,7 +163,17 @@ def release_0_1_0(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (release_0_1_0,)
+def egress_secrets(conn: sqlite3.Connection) -> None:
+    """2: orgs' secrets for the egress proxy to substitute, sealed (release 0.2.0)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS egress_secrets (org TEXT NOT NULL, name TEXT NOT NULL, "
+        "sealed TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+        "size INTEGER NOT NULL, hosts TEXT NOT NULL, header TEXT NOT NULL, "
+        "PRIMARY KEY (org, name))"
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (release_0_1_0, egress_secrets)
 """In order; ``user_version`` N means the first N have run."""
 
 

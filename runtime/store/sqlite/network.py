@@ -1,4 +1,5 @@
-"""Conversations' network rules and egress refusal counts in SQLite.
+"""Conversations' network rules and egress refusal counts, and orgs' sealed secrets,
+in SQLite.
 
 The egress proxy child opens the same file (WAL: its reads and the service's
 writes do not block each other for long).
@@ -6,7 +7,11 @@ writes do not block each other for long).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from runtime.core.network_rules import EgressRefusals, NetworkRules
+from runtime.core.records import SealedSecret
 from runtime.store.sqlite.db import Database
 
 
@@ -71,3 +76,73 @@ class SqliteNetwork:
                     f"DELETE FROM {table} WHERE org = ? AND conversation = ?",
                     (org, conversation),
                 )
+
+    def put_secret(self, secret: SealedSecret, limit: int) -> bool:
+        with self._db.transaction() as conn:
+            known = conn.execute(
+                "SELECT created_at FROM egress_secrets WHERE org = ? AND name = ?",
+                (secret.org, secret.name),
+            ).fetchone()
+            if known is None:
+                (count,) = conn.execute(
+                    "SELECT COUNT(*) FROM egress_secrets WHERE org = ?", (secret.org,)
+                ).fetchone()
+                if count >= limit:
+                    return False
+            conn.execute(
+                "INSERT INTO egress_secrets (org, name, sealed, created_at, updated_at, size,"
+                " hosts, header) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (org, name) DO "
+                "UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at, "
+                "size = excluded.size, hosts = excluded.hosts, header = excluded.header",
+                (
+                    secret.org,
+                    secret.name,
+                    secret.sealed,
+                    secret.created_at,
+                    secret.updated_at,
+                    secret.size,
+                    json.dumps(list(secret.hosts)),
+                    secret.header,
+                ),
+            )
+        return True
+
+    def secret(self, org: str, name: str) -> SealedSecret | None:
+        with self._db.lock:
+            row = self._db.conn.execute(
+                f"SELECT {_SECRET_COLUMNS} FROM egress_secrets WHERE org = ? AND name = ?",
+                (org, name),
+            ).fetchone()
+        return _secret(row) if row else None
+
+    def org_secrets(self, org: str) -> list[SealedSecret]:
+        with self._db.lock:
+            rows = self._db.conn.execute(
+                f"SELECT {_SECRET_COLUMNS} FROM egress_secrets WHERE org = ? ORDER BY name",
+                (org,),
+            ).fetchall()
+        return [_secret(row) for row in rows]
+
+    def delete_secret(self, org: str, name: str) -> bool:
+        with self._db.transaction() as conn:
+            gone = conn.execute(
+                "DELETE FROM egress_secrets WHERE org = ? AND name = ?", (org, name)
+            ).rowcount
+        return bool(gone)
+
+
+_SECRET_COLUMNS = "org, name, sealed, created_at, updated_at, size, hosts, header"
+
+
+def _secret(row: tuple[Any, ...]) -> SealedSecret:
+    org, name, sealed, created_at, updated_at, size, hosts, header = row
+    return SealedSecret(
+        str(org),
+        str(name),
+        str(sealed),
+        float(created_at),
+        float(updated_at),
+        int(size),
+        tuple(json.loads(hosts)),
+        str(header),
+    )

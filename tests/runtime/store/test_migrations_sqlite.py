@@ -82,23 +82,24 @@ def test_migrations_run_once_in_order_and_a_failing_one_changes_nothing(tmp_path
     ran: list[str] = []
 
     def add_notes(conn: sqlite3.Connection) -> None:
-        """2: a table of notes (a test's)."""
+        """The next one: a table of notes (a test's)."""
         ran.append("notes")
         conn.execute("CREATE TABLE notes (text TEXT NOT NULL)")
 
     def broken(conn: sqlite3.Connection) -> None:
-        """3: creates a table, then fails."""
+        """The one after: creates a table, then fails."""
         conn.execute("CREATE TABLE half (x)")
         msg = "broken"
         raise RuntimeError(msg)
 
     conn = sqlite3.connect(tmp_path / "siesta.db", isolation_level=None)
-    assert migrate(conn, [*MIGRATIONS, add_notes]) == 2
-    assert migrate(conn, [*MIGRATIONS, add_notes]) == 2
+    with_notes = len(MIGRATIONS) + 1
+    assert migrate(conn, [*MIGRATIONS, add_notes]) == with_notes
+    assert migrate(conn, [*MIGRATIONS, add_notes]) == with_notes
     assert ran == ["notes"]
     with pytest.raises(RuntimeError):
         migrate(conn, [*MIGRATIONS, add_notes, broken])
-    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (with_notes,)
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert "notes" in tables
     assert "half" not in tables
@@ -109,7 +110,7 @@ def test_two_processes_opening_a_new_file_together_migrate_it_once(tmp_path: Pat
     ran: list[int] = []
 
     def slow(conn: sqlite3.Connection) -> None:
-        """2: takes a while (a test's), so that the other opener arrives meanwhile."""
+        """The next one: takes a while (a test's), so the other opener arrives meanwhile."""
         ran.append(1)
         time.sleep(0.3)
 
@@ -124,4 +125,4 @@ def test_two_processes_opening_a_new_file_together_migrate_it_once(tmp_path: Pat
     for thread in threads:
         thread.join()
     assert ran == [1]
-    assert user_version(tmp_path / "siesta.db") == 2
+    assert user_version(tmp_path / "siesta.db") == len(MIGRATIONS) + 1

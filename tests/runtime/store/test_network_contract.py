@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from runtime.core.network_rules import EgressRefusals, NetworkRules
+from runtime.core.network_rules import EgressRefusals, HeaderSet, NetworkRules, SecretBinding
+from runtime.core.records import SealedSecret
 from runtime.seams.stores import Stores
 
 
@@ -40,3 +41,35 @@ def test_refusals_add_up_the_last_one_wins_and_the_conversation_forgets_them(
     network.forget_network("org-a", "c1")
     assert network.egress_refusals("org-a", "c1") is None
     assert network.network_rules("org-a", "c1") is None
+
+
+def secret(org: str, name: str, sealed: str = "v1.x", at: float = 1.0) -> SealedSecret:
+    return SealedSecret(org, name, sealed, at, at, 7, ("api.example.com",), "Authorization")
+
+
+def test_secrets_are_kept_sealed_per_org_within_a_limit(store: Stores) -> None:
+    network = store.network
+    assert network.put_secret(secret("org-a", "one"), limit=2)
+    assert network.put_secret(secret("org-a", "two"), limit=2)
+    assert not network.put_secret(secret("org-a", "three"), limit=2)  # a new name: refused
+    # A replacement is not a new name: kept, with when it was first set.
+    assert network.put_secret(secret("org-a", "two", sealed="v1.y", at=5.0), limit=2)
+    replaced = network.secret("org-a", "two")
+    assert replaced is not None
+    assert (replaced.sealed, replaced.created_at, replaced.updated_at) == ("v1.y", 1.0, 5.0)
+    assert replaced.hosts == ("api.example.com",) and replaced.header == "Authorization"
+    assert [s.name for s in network.org_secrets("org-a")] == ["one", "two"]
+    assert network.secret("org-b", "one") is None and network.org_secrets("org-b") == []
+    assert network.put_secret(secret("org-b", "one"), limit=1)  # another org's own count
+    assert network.delete_secret("org-a", "one")
+    assert not network.delete_secret("org-a", "one")
+    assert [s.name for s in network.org_secrets("org-a")] == ["two"]
+
+
+def test_rules_keep_the_secrets_offered_and_the_headers_set(store: Stores) -> None:
+    rules = NetworkRules(
+        secrets=(SecretBinding("gh", "GITHUB_TOKEN"),),
+        header_sets=(HeaderSet("api.example.com", "X-Key", "v1.sealed"),),
+    )
+    store.network.set_network_rules("org-a", "c9", rules)
+    assert store.network.network_rules("org-a", "c9") == rules
