@@ -256,7 +256,7 @@ def test_e2b_header_transforms_are_set_by_the_proxy_and_never_logged(
         assert "x-routing-id" not in elsewhere.seen[-1]
         sandbox.update_network(
             {"rules": {host: [{"transform": {"headers": {"X-Routing-Id": VALUE + "2"}}}]}}
-        )  # type: ignore[typeddict-item]
+        )
         log = service.client.get(
             "/v1/tools/executions", headers=headers(org=ORG_A), params={"limit": 1000}
         )
