@@ -38,6 +38,7 @@ def build_provider(
             provider,
             deployment_id=deployment_id,
             resume_timeout_seconds=resume_timeout_seconds,
+            trust_pem=trust_pem,
         )
     from runtime.providers.docker.disks import LoopDisks
     from runtime.providers.docker.provider import DockerProvider

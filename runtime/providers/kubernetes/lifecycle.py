@@ -82,9 +82,10 @@ class KubernetesLifecycle:
         *,
         deployment_id: str,
         resume_timeout_seconds: float,
+        trust_pem: str | None = None,
     ) -> None:
         self._sandbox = sandbox
-        self._objects = SandboxObjects(sandbox, settings, deployment_id)
+        self._objects = SandboxObjects(sandbox, settings, deployment_id, trust_pem)
         self._resume_timeout = resume_timeout_seconds
         self._namespace = settings.namespace
         self._timeout = settings.request_timeout_seconds

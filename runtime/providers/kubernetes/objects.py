@@ -44,11 +44,17 @@ class SandboxObjects:
     """Pods and claims of this deployment's sandboxes, as sent to the API server."""
 
     def __init__(
-        self, sandbox: SandboxSettings, settings: KubernetesProviderSettings, deployment_id: str
+        self,
+        sandbox: SandboxSettings,
+        settings: KubernetesProviderSettings,
+        deployment_id: str,
+        trust_pem: str | None = None,
     ) -> None:
+        """``trust_pem``: an authority the agent adds to the trust store at start."""
         self._sandbox = sandbox
         self._settings = settings
         self._deployment_id = deployment_id
+        self._trust_pem = trust_pem
 
     def metadata(self, spec_labels: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
         """Labels (for selecting) and annotations: a value that cannot be a label
@@ -118,6 +124,8 @@ class SandboxObjects:
             "securityContext": security,
             "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}],
         }
+        if self._trust_pem:
+            container["env"] = [{"name": "SIESTA_EGRESS_CA", "value": self._trust_pem}]
         spec: Body = {
             "containers": [container],
             "volumes": [{"name": "workspace", "persistentVolumeClaim": {"claimName": name}}],

@@ -32,11 +32,13 @@ class KubernetesProvider(SandboxProvider):
         *,
         deployment_id: str,
         resume_timeout_seconds: float,
+        trust_pem: str | None = None,
     ) -> None:
         lifecycle = KubernetesLifecycle(
             sandbox,
             settings,
             deployment_id=deployment_id,
             resume_timeout_seconds=resume_timeout_seconds,
+            trust_pem=trust_pem,
         )
         super().__init__(lifecycle, AgentInside(lifecycle.channels))
