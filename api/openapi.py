@@ -131,6 +131,10 @@ def deployment_limits(
         ("PublishFilesArgs", "paths"): {"maxItems": settings.files.max_publish_paths},
         ("MemoryEntryCreate", "key"): {"maxLength": settings.memory.max_key_chars},
         ("MemoryEntryCreate", "content"): {"maxLength": settings.memory.max_content_chars},
+        # The sum of keys and values (max_metadata_bytes) is more than JSON Schema says.
+        ("FsMetadataArgs", "metadata"): {"maxProperties": settings.files.max_metadata_keys},
+        # ASCII only: characters are bytes.
+        ("SecretPut", "value"): {"maxLength": settings.egress.max_secret_bytes},
     }
     if not keeps_memory:
         for model in ("SnapshotCreate", "ForkCreate", "ForksCreate"):

@@ -597,9 +597,28 @@ static int do_getmeta(const char *path, long long max_bytes, long long max_keys)
     return finish(OK, "path=%s", path);
 }
 
+#define MAX_RECORD (4 * PATH_MAX + 4096)
+
+/* One record of PROGRAM's out, with the metadata of the path its FIELDS-th tab starts. */
+static void put_record(char *record, size_t len, long long fields, long long max_bytes,
+                       long long max_keys) {
+    record[len] = '\0';
+    const char *path = record;
+    for (long long i = 0; i < fields && path; i++) {
+        path = memchr(path, '\t', (size_t)(record + len - path));
+        if (path) path++;
+    }
+    if (path && len > 0) put_meta(stdout, path, max_bytes, max_keys);
+    fputc('\t', stdout);
+    fwrite(record, 1, len, stdout);
+    fputc('\0', stdout);
+}
+
 /* Runs PROGRAM with its stdout into a pipe; each of its records comes out prefixed by
  * the metadata of the path it names. Quiet on success: PROGRAM's stderr and exit status
- * are what the caller reads. */
+ * are what the caller reads. Bounded: a "record" longer than any real one (a PROGRAM
+ * the sandbox replaced, printing without end) is passed on as it comes, without
+ * metadata, so the caller's byte limit stops it, instead of growing here. */
 static int do_entries(long long fields, long long max_bytes, long long max_keys, char **program) {
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) < 0) return fail_errno("pipe", program[0]);
@@ -613,25 +632,32 @@ static int do_entries(long long fields, long long max_bytes, long long max_keys,
     close(pipe_fds[1]);
     FILE *in = fdopen(pipe_fds[0], "r");
     if (!in) return fail_errno("fdopen", program[0]);
-    char *record = NULL;
-    size_t capacity = 0;
-    ssize_t len;
-    while ((len = getdelim(&record, &capacity, '\0', in)) > 0) {
-        if (record[len - 1] == '\0') len--;
-        const char *path = record;
-        for (long long i = 0; i < fields && path; i++) {
-            path = memchr(path, '\t', (size_t)(record + len - path));
-            if (path) path++;
+    static char record[MAX_RECORD + 1];
+    size_t len = 0;
+    int passing = 0;             /* an overlong record is being passed on raw */
+    int c;
+    while ((c = getc_unlocked(in)) != EOF) {
+        if (c == '\0') {
+            if (passing) {
+                fwrite(record, 1, len, stdout);
+                fputc('\0', stdout);
+            } else {
+                put_record(record, len, fields, max_bytes, max_keys);
+            }
+            len = 0;
+            passing = 0;
+            continue;
         }
-        if (path && len > 0) {
-            record[len] = '\0';
-            put_meta(stdout, path, max_bytes, max_keys);
+        if (len == MAX_RECORD) {
+            if (!passing) fputc('\t', stdout);
+            fwrite(record, 1, len, stdout);
+            len = 0;
+            passing = 1;
         }
-        fputc('\t', stdout);
-        fwrite(record, 1, (size_t)len, stdout);
-        fputc('\0', stdout);
+        record[len++] = (char)c;
     }
-    free(record);
+    if (len && !passing) put_record(record, len, fields, max_bytes, max_keys);
+    if (len && passing) fwrite(record, 1, len, stdout);
     fclose(in);
     fflush(stdout);
     int status;

@@ -78,7 +78,14 @@ class FsEntries(BaseModel):
 
 
 class FsMetadataArgs(FsPathArgs):
-    metadata: dict[MetadataKey, MetadataValue]
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        # The keys' pattern becomes patternProperties; no other key is accepted either,
+        # which the document must say too (else any key looks schema-valid).
+        json_schema_extra={
+            "additionalProperties": False,
+            "propertyNames": {"minLength": 1, "maxLength": 246, "pattern": r"^[\x20-\x7e]+$"},
+        }
+    )
     """Replaces the file's metadata (keys left out are removed; ``{}`` clears it), as
     E2B's ``files.write(..., metadata=...)`` does. At most
     ``SIESTA_FILES__MAX_METADATA_KEYS`` keys and ``SIESTA_FILES__MAX_METADATA_BYTES``
