@@ -11,8 +11,9 @@ and ``files.read`` beside ``/v1``'s on the same sandbox (``bench/e2b.py``); then
 on services of their own, a new conversation's first call under arrival patterns
 (``bench/arrivals.py``) and a process reached through another instance than the one
 that started it (``bench/attach.py``); last, in this process, ``search_memory``'s recall on
-paraphrased questions beside keyword matching (``bench/memory_recall.py``) and what the
-one door costs a call (``bench/door.py``). Prints the
+paraphrased questions beside keyword matching (``bench/memory_recall.py``), what the
+one door costs a call (``bench/door.py``) and what substituting a secret costs an HTTPS
+request through the egress proxy (``bench/egress_secrets.py``). Prints the
 table and writes ``bench/results.md`` with the machine, the date and the commit.
 Everything it makes carries ``siesta.bench=<run id>`` and is removed at the end.
 """
@@ -31,7 +32,18 @@ from pathlib import Path
 
 import docker
 
-from bench import arrivals, attach, door, e2b, forks, jail, measures, memory_recall, ports
+from bench import (
+    arrivals,
+    attach,
+    door,
+    e2b,
+    egress_secrets,
+    forks,
+    jail,
+    measures,
+    memory_recall,
+    ports,
+)
 from bench.common import IMAGE_REF, Bench
 from bench.measures import Figure
 
@@ -104,6 +116,7 @@ def main() -> int:
     print("measuring: memory search recall ...", flush=True)
     figures += memory_recall.measure()  # in this process, no service: the bank code itself
     figures += door.measure()  # in this process: what the one door adds to a call
+    figures += egress_secrets.measure(50 if args.quick else 200)  # in this process: secrets
     print("measuring: the JS jail ...", flush=True)
     figures += jail.measure(20 if args.quick else 100)  # in this process: jailed vs not
     table = render(figures)
