@@ -183,7 +183,7 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
     import signal
 
-    from runtime.egress.build import proxy_config, store_url
+    from runtime.egress.build import egress_authority, proxy_config, store_url
     from runtime.egress.server import json_lines, serve
     from runtime.seams.store_settings import SqliteStoreSettings
 
@@ -199,12 +199,19 @@ def _egress_proxy(args: argparse.Namespace, settings: Settings) -> int:
             "service on this host using that file reach this proxy (SIESTA_STORE__URL)",
             settings.sqlite_path,
         )
+    if egress.secrets_key is not None and egress.ca_cert_file is None:
+        msg = (
+            "egress-proxy substitutes secrets with the service's authority: set "
+            "SIESTA_EGRESS__CA_CERT_FILE and SIESTA_EGRESS__CA_KEY_FILE as for the service"
+        )
+        raise ConfigurationError(msg)
     config = proxy_config(
         egress,
         egress.key.get_secret_value().encode(),
         host=args.host,
         port=args.port or egress.proxy_port,
         store_url=store_url(settings.store, settings.sqlite_path),
+        authority=egress_authority(egress, settings.data_dir),
     )
 
     async def run() -> None:

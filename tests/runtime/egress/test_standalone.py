@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from runtime.core.context import CallContext
+from runtime.core.errors import ConfigurationError
+from runtime.egress.authority import make_authority
 from runtime.egress.build import build_egress
 from runtime.egress.credentials import verify
 from runtime.egress.service import ProxiedEgress, revoke_credentials
@@ -99,3 +101,78 @@ def test_the_standalone_proxy_checks_credentials_signed_by_the_service(
         assert proxy.wait(timeout=10) == 0
         if proxy.stdout:
             proxy.stdout.close()
+
+
+def test_with_secrets_both_sides_need_the_authority_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy run apart and the service must share one authority: made in each one's
+    own data folder, the sandboxes would trust the service's and meet the proxy's."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SIESTA_")},
+        "SIESTA_EGRESS__KEY": KEY,
+        "SIESTA_EGRESS__ALLOW": "allowed.example",
+        "SIESTA_EGRESS__SECRETS_KEY": "secrets-" + KEY,
+        "SIESTA_EGRESS__PROXY_URL": "http://localhost:3128",
+        "SIESTA_DATA_DIR": str(tmp_path),
+    }
+    proxy = subprocess.run(
+        [sys.executable, "-m", "cli.main", "egress-proxy", "--port", str(free_port())],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proxy.returncode != 0
+    assert "SIESTA_EGRESS__CA_CERT_FILE" in proxy.stdout + proxy.stderr
+    for name in [n for n in os.environ if n.startswith("SIESTA_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith("SIESTA_"):
+            monkeypatch.setenv(name, value)
+    settings = Settings()
+    stores = open_stores(settings.store, settings.sqlite_path)
+    with pytest.raises(ConfigurationError, match="SIESTA_EGRESS__CA_CERT_FILE"):
+        build_egress(egress_setup(settings), stores.deployment, "dep")
+    stores.close()
+
+    # With the files, the proxy starts; the service hands their certificate to sandboxes.
+    authority = make_authority()
+    (tmp_path / "ca.crt").write_text(authority.cert)
+    (tmp_path / "ca.key").write_text(authority.key)
+    files = {
+        "SIESTA_EGRESS__CA_CERT_FILE": str(tmp_path / "ca.crt"),
+        "SIESTA_EGRESS__CA_KEY_FILE": str(tmp_path / "ca.key"),
+    }
+    port = free_port()
+    started = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "egress-proxy",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env={**env, **files},
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert started.stdout is not None
+        assert json.loads(started.stdout.readline())["event"] == "ready"
+    finally:
+        started.send_signal(signal.SIGTERM)
+        started.communicate(timeout=30)  # reads to the end and closes its stdout
+    for name, value in files.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    stores = open_stores(settings.store, settings.sqlite_path)
+    egress = build_egress(egress_setup(settings), stores.deployment, "dep")
+    assert egress.trust_pem() == authority.cert
+    stores.close()
