@@ -341,7 +341,8 @@ class Services:
         key = egress_key(settings.egress, stores.deployment)
         services.port_tokens = PortTokens(key)
         services.secrets = OrgSecrets(stores.network, settings.egress, lambda: key)
-        egress.offer_secrets(secrets_environment(services.secrets, stores.network))
+        if services.secrets.configured:  # else no command pays a read for none
+            egress.offer_secrets(secrets_environment(services.secrets, stores.network))
         services.stop_tracing = start_tracing(settings.tracing)
         return services
 
