@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -186,6 +187,10 @@ def _too_large(exc: TransferTooLarge, path: str) -> TransferTooLarge:
         "list a folder further down, or with a smaller depth"
     )
     return TransferTooLarge(msg, limit=limit, unit=unit, path=path)
+
+
+REMOVAL_WAIT_SECONDS = 5.0
+"""How long removing a watcher waits for the sandbox's agent to list it as ended."""
 
 
 class SandboxFilesystem:
@@ -364,7 +369,19 @@ class SandboxFilesystem:
             watcher.stop()
 
     def remove_watcher(self, who: AsUser, watcher_id: str) -> None:
+        """Stopped, and gone from the sandbox's process table before this returns (up to
+        ``REMOVAL_WAIT_SECONDS``): the watch is killed at once, but the agent lists it as
+        running until it has reaped it, and a lookup meanwhile (through any instance)
+        would find it again."""
         watcher = self.watcher(who, watcher_id)
         with self._lock:
             self._watchers.pop(watcher_id, None)
         watcher.stop()
+        if self._shared is None:
+            return
+        deadline = time.monotonic() + REMOVAL_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            running = self._shared.running(who.ctx)
+            if running is None or watcher_id not in running:
+                return
+            time.sleep(0.05)

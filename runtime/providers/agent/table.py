@@ -45,8 +45,12 @@ from runtime.providers.base import (
     ProcessEntry,
 )
 
-ANSWER_SECONDS = 30.0
-"""How long a table request may wait for the agent's answer (a busy sandbox)."""
+ANSWER_SECONDS = 5.0
+"""How long a table request may wait for the agent's answer. A running agent answers in
+milliseconds, a CPU-starved one within a second or two; one that stays silent longer is
+in a sandbox frozen under the call (paused by the idle tiers meanwhile: the caller read
+its record just before), and waiting on would only make a listing hang (it was 30 s:
+schemathesis' 10 s response limit caught a process listing taking all of it)."""
 CREDIT_BYTES = 1024 * 1024
 """Output a follower lets the agent send ahead of what it has taken: the most a slow
 reader here holds (the agent keeps the rest in the process's ring, and moves on past
