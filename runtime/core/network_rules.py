@@ -208,6 +208,13 @@ class HeaderSet:
     header: str
     sealed: str
 
+    def applies_to(self, host: str, port: int) -> bool:
+        return self._host.allows(host, port)
+
+    @cached_property  # parsed once per rules object, not per connection
+    def _host(self) -> Allowlist:
+        return Allowlist.parse([self.host])
+
     @property
     def sealed_name(self) -> str:
         """What the value is sealed under (with the org): bound to host and header."""

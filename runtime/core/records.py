@@ -19,8 +19,6 @@ from typing import Any
 
 from siesta_contract.tools import ExecutionStatus
 
-from runtime.core.network_rules import Allowlist
-
 
 class SessionStatus(enum.StrEnum):
     ACTIVE = "active"
@@ -266,9 +264,6 @@ class SealedSecret:
     """Where the proxy may put it (allowlist entries)."""
     header: str
     """The request header it goes into, in place of its placeholder."""
-
-    def applies_to(self, host: str, port: int) -> bool:
-        return Allowlist.parse(self.hosts).allows(host, port)
 
 
 @dataclass(frozen=True)

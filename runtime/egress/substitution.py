@@ -75,7 +75,7 @@ class SecretValues:
             marker = placeholder(self._egress_key, org, conversation, binding.secret)
             found.append(Substitution(opened.header, marker.encode(), opened.value))
         for header_set in rules.header_sets:
-            if not Allowlist.parse([header_set.host]).allows(host, port):
+            if not header_set.applies_to(host, port):
                 continue
             try:
                 value = self._sealer.open(org, header_set.sealed_name, header_set.sealed)

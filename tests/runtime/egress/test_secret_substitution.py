@@ -6,7 +6,6 @@ The Docker end to end (a sandbox, its trust store) is tests/security/."""
 
 from __future__ import annotations
 
-import asyncio
 import http.server
 import ipaddress
 import subprocess
@@ -24,9 +23,10 @@ from runtime.egress.authority import make_authority
 from runtime.egress.authority_pem import AuthorityPem
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.placeholders import placeholder
-from runtime.egress.proxy import EgressProxy, ProxyConfig
+from runtime.egress.proxy import ProxyConfig
 from runtime.egress.sealing import SecretSealer
 from tests.egress_upstream import TlsUpstream, serving_tls
+from tests.runtime.egress.test_proxy import RunningProxy
 
 KEY = b"substitution-test-key-" * 2
 SECRETS_KEY = "secrets-key-for-the-substitution-test"
@@ -56,23 +56,14 @@ class Rules:
         pass
 
 
-class Running:
+class Running(RunningProxy):
+    """The proxy of ``test_proxy``, reading ``rules`` as its store (in memory)."""
+
     def __init__(self, config: ProxyConfig, rules: Rules) -> None:
-        self.events: list[dict[str, Any]] = []
-        self._loop = asyncio.new_event_loop()
-        self.proxy = EgressProxy(config, self.events.append)
-        self.proxy.rules._source = rules  # type: ignore[assignment]  # the store, in memory
+        super().__init__(config)
+        self.proxy.rules._source = rules  # type: ignore[assignment]  # read per request
         assert self.proxy.secrets is not None
         self.proxy.secrets._source = rules  # type: ignore[assignment]
-        threading.Thread(target=self._loop.run_forever, daemon=True).start()
-        self.port = asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(5)
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.proxy.close(), self._loop).result(5)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        while self._loop.is_running():
-            threading.Event().wait(0.01)
-        self._loop.close()
 
 
 @pytest.fixture(scope="module")
