@@ -12,6 +12,11 @@
 # Docker provider, a data folder of its own and the pool off; the tests reach it by
 # E2B's environment variables only. Defaults: the sandbox-facing tests (tests/sync,
 # tests/async, tests/shared/git). The log is $WORK/run.log.
+#
+# The tests reach sandbox ports at https://PORT-ID.e2b.localhost (port 443), as on E2B,
+# where TLS ends at the edge: scripts/tls_edge.py stands in for that edge (a
+# deployment's ingress) on 127.0.0.1:443 when the port is free (TLS_EDGE=0: none),
+# and SSL_CERT_FILE makes the tests trust it.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 E2B=$(cd "${1:?usage: $0 E2B_CHECKOUT [TARGETS...]}" && pwd)
@@ -22,7 +27,11 @@ E2B_VERSION=${E2B_VERSION:-2.45.1}
 TOKEN="e2b_$(printf 'a1%.0s' {1..20})" # the form the SDKs validate: e2b_ and 40 hex
 SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
 
+# E2B sandboxes reach the internet by default: the whole public address space (the
+# egress proxy still refuses private, loopback and metadata addresses).
+EGRESS_ALLOW=${EGRESS_ALLOW:-0.0.0.0/0,::/0}
 mkdir -p "$WORK/data"
+rm -f "$WORK/edge-ca.pem"
 rm -rf "$WORK/tests" && cp -r "$E2B/packages/python-sdk/tests" "$WORK/tests"
 cp "$E2B/packages/python-sdk/pytest.ini" "$WORK/"
 if [ ! -x "$WORK/venv/bin/python" ]; then
@@ -39,11 +48,13 @@ fi
     SIESTA_POOL__ENABLED=false \
     SIESTA_TOKENS="[{\"name\": \"e2b-tests\", \"sha256\": \"$SHA\", \"scopes\": [\"sandbox\"], \"org\": \"e2b-tests\"}]" \
     SIESTA_E2B__PORTS_DOMAIN=e2b.localhost \
+    SIESTA_EGRESS__ALLOW="$EGRESS_ALLOW" \
     SIESTA_HTTP__DRAIN_SECONDS=5 \
     exec .venv/bin/siesta-runtime serve --host 127.0.0.1 --port "$PORT"
 ) >"$WORK/data/service.log" 2>&1 &
 SERVICE=$!
-trap 'kill $SERVICE 2>/dev/null; wait $SERVICE 2>/dev/null || true' EXIT
+EDGE=
+trap 'kill $SERVICE $EDGE 2>/dev/null; wait $SERVICE 2>/dev/null || true' EXIT
 for _ in $(seq 120); do
   curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break
   sleep 0.5
@@ -52,6 +63,20 @@ curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || {
   echo "the service did not start: $WORK/data/service.log" >&2
   exit 1
 }
+
+if [ "${TLS_EDGE:-1}" = 1 ]; then
+  getent hosts probe.e2b.localhost >/dev/null || {
+    echo "*.e2b.localhost does not resolve: install libnss-myhostname (or TLS_EDGE=0)" >&2
+    exit 1
+  }
+  "$REPO/.venv/bin/python" "$REPO/scripts/tls_edge.py" e2b.localhost "$PORT" "$WORK/edge-ca.pem" \
+    >"$WORK/data/edge.log" 2>&1 &
+  EDGE=$!
+  for _ in $(seq 40); do [ -s "$WORK/edge-ca.pem" ] && break; sleep 0.25; done
+  BUNDLE=$("$WORK/venv/bin/python" -c 'import certifi; print(certifi.where())')
+  cat "$BUNDLE" "$WORK/edge-ca.pem" >"$WORK/trust.pem"
+  export SSL_CERT_FILE="$WORK/trust.pem"
+fi
 
 export E2B_API_URL="http://127.0.0.1:$PORT/e2b"
 export E2B_SANDBOX_URL="http://127.0.0.1:$PORT/e2b/envd"

@@ -1,102 +1,36 @@
-"""What a sandbox may reach: the host allowlist and the address policy.
+"""What a sandbox may reach: the deployment's allowlist, the agent's, the sandbox's.
 
-Both the egress proxy and the service's own outbound fetches (``web_fetch``) use
-these rules, so one table decides what "a private address" means everywhere.
-
-Allowlist entries are host names, never addresses: ``deb.debian.org`` (ports 80
-and 443), ``*.pypi.org`` (any name below ``pypi.org``, not ``pypi.org`` itself),
-``git.example.com:8443`` (that port only; list a host again for another port). A
-request is allowed when its host matches the deployment's list and, when the agent
-narrows it, the agent's list too: an agent can take hosts away, never add one.
+Allowlist entries are host names: ``deb.debian.org`` (ports 80 and 443),
+``*.pypi.org`` (any name below ``pypi.org``, not ``pypi.org`` itself),
+``git.example.com:8443`` (that port only; list a host again for another port); or
+addresses and ranges (``1.1.1.1``, ``8.8.8.0/24``, ``runtime/core/addresses.py``),
+which match the address a connection goes to: an IP literal asked for, or every
+address a name resolves to. A request is allowed when its host matches the
+deployment's list and, when the agent narrows it, the agent's list too: an agent
+can take hosts away, never add one. Whatever the lists say, the address policy
+(``runtime.core.addresses.refusal``: private, loopback, metadata) applies on top.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from siesta_contract.text import EGRESS_ENTRY
 
-DEFAULT_PORTS = (80, 443)
+from runtime.core.addresses import (
+    ANY_PORT,
+    DEFAULT_PORTS,
+    AddressRule,
+    IpAddress,
+    parse_address_rule,
+    ports_cover,
+)
+
 _ENTRY = re.compile(EGRESS_ENTRY)
-_NUMERIC_LOOKING = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
-
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-# Why each range is refused. Order matters: the first match names the reason, so
-# the metadata addresses come before the link-local and private ranges they sit in.
-_REFUSED: list[tuple[IpNetwork, str]] = [
-    (ipaddress.ip_network(net), reason)
-    for net, reason in [
-        ("169.254.169.254/32", "cloud metadata"),
-        ("169.254.170.2/32", "cloud metadata"),  # ECS task metadata
-        ("100.100.100.200/32", "cloud metadata"),  # Alibaba Cloud
-        ("fd00:ec2::254/128", "cloud metadata"),  # EC2 over IPv6
-        ("0.0.0.0/8", "unspecified"),
-        ("10.0.0.0/8", "private"),
-        ("100.64.0.0/10", "shared (carrier-grade NAT)"),
-        ("127.0.0.0/8", "loopback"),
-        ("169.254.0.0/16", "link-local"),
-        ("172.16.0.0/12", "private"),
-        ("192.0.0.0/24", "IETF protocol assignments"),
-        ("192.168.0.0/16", "private"),
-        ("224.0.0.0/4", "multicast"),
-        ("240.0.0.0/4", "reserved"),
-        ("::/128", "unspecified"),
-        ("::1/128", "loopback"),
-        ("fe80::/10", "link-local"),
-        ("fc00::/7", "private"),
-        ("ff00::/8", "multicast"),
-    ]
-]
-
-
-def refusal(address: IpAddress, allowed: Sequence[IpNetwork] = ()) -> str | None:
-    """Why connecting to ``address`` is refused (``None``: it is not).
-
-    IPv6 forms that carry an IPv4 address (mapped, NAT64, 6to4) are judged by the
-    address they carry. ``allowed`` opens ranges an operator vouches for, such as
-    an internal package mirror (the metadata addresses stay closed).
-    """
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(address)
-        if embedded is not None:
-            return refusal(embedded, allowed)
-    for network, reason in _REFUSED:
-        if address.version == network.version and address in network:
-            if reason != "cloud metadata" and any(
-                address.version == net.version and address in net for net in allowed
-            ):
-                return None
-            return reason
-    return None
-
-
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address in ipaddress.ip_network("64:ff9b::/96"):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def is_ip_literal(host: str) -> bool:
-    """An address written as a host (``10.0.0.1``, ``[::1]``, ``2130706433``, ``0x7f.1``):
-    the forms resolvers turn into addresses without asking DNS."""
-    host = host.strip("[]")
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        labels = host.rstrip(".").split(".")
-        return bool(labels) and all(_NUMERIC_LOOKING.match(label) for label in labels)
-    return True
 
 
 def normalise_host(host: str) -> str:
@@ -105,7 +39,7 @@ def normalise_host(host: str) -> str:
 
 @dataclass(frozen=True)
 class HostRule:
-    """One allowlist entry: a name or ``*.suffix``, with its ports."""
+    """One allowlist entry: a name or ``*.suffix``, with its ports (``ANY_PORT``: all)."""
 
     pattern: str
     ports: tuple[int, ...] = DEFAULT_PORTS
@@ -115,20 +49,25 @@ class HostRule:
         return self.pattern.startswith("*.")
 
     def matches(self, host: str, port: int) -> bool:
-        if port not in self.ports:
-            return False
+        return (not self.ports or port in self.ports) and self.names(host)
+
+    def names(self, host: str) -> bool:
         if self.wildcard:
             return host.endswith(self.pattern[1:])  # ".pypi.org": names below it only
         return host == self.pattern
 
     def __str__(self) -> str:
-        if self.ports == DEFAULT_PORTS:
+        if self.ports in (DEFAULT_PORTS, ANY_PORT):
             return self.pattern
         return ", ".join(f"{self.pattern}:{port}" for port in self.ports)
 
 
-def parse_rule(entry: str) -> HostRule:
-    """``name`` or ``*.suffix``, either with one ``:port`` (list a host once per port)."""
+Rule = HostRule | AddressRule
+
+
+def parse_rule(entry: str, default_ports: tuple[int, ...] = DEFAULT_PORTS) -> HostRule:
+    """``name`` or ``*.suffix``, either with one ``:port`` (list a host once per port);
+    without one, ``default_ports``."""
     text = entry.strip()
     if not _ENTRY.fullmatch(text):
         msg = (
@@ -137,34 +76,73 @@ def parse_rule(entry: str) -> HostRule:
         )
         raise ValueError(msg)
     name, _, port = normalise_host(text).partition(":")
-    return HostRule(name, (int(port),)) if port else HostRule(name)
+    return HostRule(name, (int(port),) if port else default_ports)
+
+
+def parse_entry(entry: str, default_ports: tuple[int, ...] = DEFAULT_PORTS) -> Rule:
+    """A host name entry (``parse_rule``) or an address entry (``8.8.8.0/24``)."""
+    address = parse_address_rule(entry, default_ports)
+    if address is not None:
+        return address
+    try:
+        return parse_rule(entry, default_ports)
+    except ValueError:
+        msg = (
+            f"{entry!r} is not an allowlist entry: a host name, *.suffix with at least "
+            "two labels, an address or a CIDR range, each with one :port from 1 to 65535 "
+            "(an IPv6 one in brackets)"
+        )
+        raise ValueError(msg) from None
 
 
 @dataclass(frozen=True)
 class Allowlist:
-    rules: tuple[HostRule, ...] = ()
+    rules: tuple[Rule, ...] = ()
 
     @classmethod
-    def parse(cls, entries: Iterable[str]) -> Allowlist:
-        return cls(tuple(parse_rule(entry) for entry in entries))
+    def parse(
+        cls, entries: Iterable[str], default_ports: tuple[int, ...] = DEFAULT_PORTS
+    ) -> Allowlist:
+        """``default_ports``: what an entry without a port matches (a deny list's
+        ``ANY_PORT``: denying a host denies it on every port)."""
+        return cls(tuple(parse_entry(entry, default_ports) for entry in entries))
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def allows(self, host: str, port: int) -> bool:
+    @cached_property
+    def by_address(self) -> bool:
+        """Whether any entry is an address or a range (a name's addresses matter)."""
+        return any(isinstance(rule, AddressRule) for rule in self.rules)
+
+    def allows(self, host: str, port: int, address: IpAddress | None = None) -> bool:
+        """Whether an entry matches ``host`` by name, or ``address`` (where the
+        connection goes) by address."""
         host = normalise_host(host)
-        return any(rule.matches(host, port) for rule in self.rules)
+        for rule in self.rules:
+            if isinstance(rule, HostRule):
+                if rule.matches(host, port):
+                    return True
+            elif address is not None and rule.matches(address, port):
+                return True
+        return False
 
     def __str__(self) -> str:
         return ", ".join(map(str, self.rules)) or "(nothing)"
 
 
-def covers(outer: HostRule, inner: HostRule) -> bool:
-    """Whether every host and port ``inner`` matches, ``outer`` matches too."""
-    if not set(inner.ports) <= set(outer.ports):
+def covers(outer: Rule, inner: Rule) -> bool:
+    """Whether every host and port ``inner`` matches, ``outer`` matches too (a name's
+    addresses are not known before it is asked for: names and addresses never
+    cover each other)."""
+    if isinstance(outer, AddressRule) and isinstance(inner, AddressRule):
+        return outer.covers(inner)
+    if isinstance(outer, AddressRule) or isinstance(inner, AddressRule):
+        return False
+    if not ports_cover(outer.ports, inner.ports):
         return False
     if not inner.wildcard:
-        return outer.matches(inner.pattern, inner.ports[0])
+        return outer.names(inner.pattern)
     # *.a.b.c lies inside *.b.c and *.a.b.c; no single name covers a wildcard.
     return outer.wildcard and ("." + inner.pattern[2:]).endswith(outer.pattern[1:])
 
@@ -174,8 +152,8 @@ def outside(allowlist: Allowlist, entries: Iterable[str]) -> list[str]:
     entry must be within one rule of the list)."""
     found = []
     for entry in entries:
-        rule = parse_rule(entry)
-        ports = [HostRule(rule.pattern, (port,)) for port in rule.ports]
+        rule = parse_entry(entry)
+        ports = [replace(rule, ports=(port,)) for port in rule.ports]
         if not all(any(covers(mine, port) for mine in allowlist.rules) for port in ports):
             found.append(entry)
     return found
@@ -239,14 +217,20 @@ class NetworkRules:
     """Secrets the proxy substitutes for their placeholders (never widens the lists)."""
     header_sets: tuple[HeaderSet, ...] = ()
     """Headers the proxy sets on requests to their hosts (never widens the lists)."""
+    exempt: tuple[str, ...] = ()
+    """What ``deny`` never takes away (E2B's ``allowOut`` beside a ``denyOut``: there,
+    allow wins); it allows nothing the other lists do not."""
 
-    def refusal(self, host: str, port: int) -> str | None:
-        """Why these rules refuse ``host:port`` (a reason code), or ``None``."""
+    def refusal(self, host: str, port: int, address: IpAddress | None = None) -> str | None:
+        """Why these rules refuse ``host:port`` (a reason code), or ``None``;
+        ``address``: where the connection goes (for address entries)."""
         if not self.internet:
             return "internet_off"
-        if self._allowlist is not None and not self._allowlist.allows(host, port):
+        if self._allowlist is not None and not self._allowlist.allows(host, port, address):
             return "not_in_sandbox_allow"
-        if self._denylist.allows(host, port):
+        if self._denylist.allows(host, port, address) and not self._exempt.allows(
+            host, port, address
+        ):
             return "sandbox_deny"
         return None
 
@@ -258,7 +242,11 @@ class NetworkRules:
 
     @cached_property
     def _denylist(self) -> Allowlist:
-        return Allowlist.parse(self.deny)
+        return Allowlist.parse(self.deny, ANY_PORT)
+
+    @cached_property
+    def _exempt(self) -> Allowlist:
+        return Allowlist.parse(self.exempt, ANY_PORT)
 
     def to_json(self) -> str:
         """How stores keep them."""
@@ -270,6 +258,7 @@ class NetworkRules:
                 "internet": self.internet,
                 "secrets": [binding.to_dict() for binding in self.secrets],
                 "header_sets": [header.to_dict() for header in self.header_sets],
+                "exempt": list(self.exempt),
             }
         )
 
@@ -286,6 +275,7 @@ class NetworkRules:
                 HeaderSet(str(h["host"]), str(h["header"]), str(h["sealed"]))
                 for h in data.get("header_sets", ())
             ),
+            tuple(str(e) for e in data.get("exempt", ())),  # since 0.2
         )
 
     def describe(self) -> str:
@@ -293,6 +283,8 @@ class NetworkRules:
             return "its internet access is off"
         allow = "all of them" if self.allow is None else ", ".join(self.allow) or "(nothing)"
         deny = f", denying {', '.join(self.deny)}" if self.deny else ""
+        if self.deny and self.exempt:
+            deny += f" except {', '.join(self.exempt)}"
         return f"allowing {allow}{deny}"
 
 
@@ -315,16 +307,26 @@ class EgressPolicy:
     agent: Allowlist | None = None
     sandbox: NetworkRules | None = None
 
-    def allows(self, host: str, port: int) -> bool:
-        return self.refusal(host, port) is None
+    def allows(self, host: str, port: int, address: IpAddress | None = None) -> bool:
+        return self.refusal(host, port, address) is None
 
-    def refusal(self, host: str, port: int) -> str | None:
-        """Why ``host:port`` is refused (a reason code), or ``None``."""
-        if not self.deployment.allows(host, port):
+    def refusal(self, host: str, port: int, address: IpAddress | None = None) -> str | None:
+        """Why ``host:port`` is refused (a reason code), or ``None``. Without
+        ``address``, by name alone: a name refused so may still be allowed by its
+        address when ``by_address``."""
+        if not self.deployment.allows(host, port, address):
             return "host_not_allowed"
-        if self.agent is not None and not self.agent.allows(host, port):
+        if self.agent is not None and not self.agent.allows(host, port, address):
             return "host_not_allowed"
-        return self.sandbox.refusal(host, port) if self.sandbox is not None else None
+        if self.sandbox is not None:
+            return self.sandbox.refusal(host, port, address)
+        return None
+
+    @property
+    def by_address(self) -> bool:
+        """Whether an address entry could allow a name its names do not (only the
+        deployment's list can open an address: the others lie within it)."""
+        return self.deployment.by_address
 
     def describe(self) -> str:
         described = str(self.deployment)

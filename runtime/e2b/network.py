@@ -6,14 +6,17 @@ What the SDKs send (``Sandbox.create(allow_internet_access=..., network=...)`` a
 names, addresses or CIDR ranges, where an ``allowOut`` entry wins over a
 ``denyOut`` one. So:
 
-- everything denied (``0.0.0.0/0`` or ``allow_internet_access=False``) and hosts
-  allowed: only those hosts (``allow``); nothing allowed: no internet at all;
-- hosts denied: ``deny`` (less any host ``allowOut`` names too);
+- everything denied (``0.0.0.0/0`` or ``allow_internet_access=False``) and entries
+  allowed: only those (``allow``); nothing allowed: no internet at all;
+- entries denied: ``deny``, with ``allowOut``'s entries ``exempt`` from it;
 - ``allowOut`` alone changes nothing in E2B either (all traffic is allowed).
 
-The egress proxy decides by host name, never by address, so addresses and CIDR
-ranges other than "all traffic" are refused (400, naming them), as is a custom
-``egressProxy``. Per-host ``rules`` with header ``transform``s are the proxy's to
+Addresses and ranges are enforced where traffic leaves, the egress proxy: against
+the IP literal a sandbox asks for, and against every address a name resolves to
+(``runtime/core/addresses.py``). A sandbox has no other route out, so no traffic
+escapes them. Like names, an allowed address must lie within the deployment's
+allowlist (``SIESTA_EGRESS__ALLOW`` lists addresses too); a denied one need not. A
+custom ``egressProxy`` is refused. Per-host ``rules`` with header ``transform``s are the proxy's to
 apply: each header value is sealed like a secret (``runtime/sandbox/secrets.py``) and
 set on the sandbox's requests to that host (HTTPS read through the deployment's
 authority); without ``SIESTA_EGRESS__SECRETS_KEY`` they are refused. A rules key is a
@@ -26,7 +29,6 @@ Hosts must lie within the deployment's allowlist, like ``/v1``'s rules.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -83,15 +85,13 @@ def _lists(
     allow_out: list[str] | None,
     deny_out: list[str] | None,
 ) -> NetworkRules:
-    allow_hosts, allow_all = _hosts(allow_out or [])
-    deny_hosts, deny_all = _hosts(deny_out or [])
+    allowed, allow_all = _split(allow_out or [])
+    denied, deny_all = _split(deny_out or [])
     if allow_all:
         return network.checked(None, [], True)
     if deny_all or allow_internet_access is False:
-        return (
-            network.checked(allow_hosts, [], True) if allow_hosts else NetworkRules(internet=False)
-        )
-    return network.checked(None, [host for host in deny_hosts if host not in allow_hosts], True)
+        return network.checked(allowed, [], True) if allowed else NetworkRules(internet=False)
+    return network.checked(None, denied, True, exempt=allowed if denied else [])
 
 
 def _header_sets(rules: Any, seal_header: SealHeader | None) -> tuple[HeaderSet, ...]:
@@ -141,27 +141,11 @@ def _entries(options: dict[str, Any], name: str) -> list[str] | None:
     return value
 
 
-def _hosts(entries: list[str]) -> tuple[list[str], bool]:
-    """The host names, and whether "all traffic" is among the entries; any other
-    address or range is refused (the proxy allows by name)."""
-    addresses = [entry for entry in entries if entry not in ALL_TRAFFIC and _is_address(entry)]
-    if addresses:
-        msg = (
-            f"{', '.join(addresses)}: addresses and CIDR ranges are not supported (only "
-            "0.0.0.0/0 for all traffic): the egress proxy allows and denies by host name"
-        )
-        raise UnsupportedNetworkOption(msg, entries=addresses)
+def _split(entries: list[str]) -> tuple[list[str], bool]:
+    """The entries, and whether "all traffic" is among them."""
     return [entry for entry in entries if entry not in ALL_TRAFFIC], any(
         entry in ALL_TRAFFIC for entry in entries
     )
-
-
-def _is_address(entry: str) -> bool:
-    try:
-        ipaddress.ip_network(entry, strict=False)
-    except ValueError:
-        return False
-    return True
 
 
 def masked(rules: Any) -> Any:

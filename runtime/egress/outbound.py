@@ -17,7 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from runtime.core.network_rules import IpAddress, refusal
+from runtime.core.addresses import IpAddress, refusal
 from runtime.core.tls import client_context
 
 Resolver = Callable[[str, int], list[IpAddress]]

@@ -43,16 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from runtime.core.network_rules import (
-    Allowlist,
-    EgressPolicy,
-    IpAddress,
-    IpNetwork,
-    NetworkRules,
-    is_ip_literal,
-    normalise_host,
-    refusal,
-)
+from runtime.core.addresses import IpAddress, IpNetwork, is_ip_literal, literal_address, refusal
+from runtime.core.network_rules import Allowlist, EgressPolicy, NetworkRules, normalise_host
 from runtime.core.records import EgressRevocation
 from runtime.egress.credentials import EgressClaims, basic_credentials, verify
 from runtime.egress.http import Refused, answer, authority, upstream_head
@@ -349,19 +341,33 @@ class EgressProxy:
     ) -> tuple[IpAddress, NetworkRules | None]:
         """The address to connect to, and the conversation's own rules (read for it)."""
         host, port = request.host, request.port
-        if is_ip_literal(host):
-            raise Refused(403, "ip_literal", f"{host}: addresses are refused, use a host name")
+        literal = literal_address(host)
+        if literal is None and is_ip_literal(host):
+            msg = f"{host}: write an address in its usual form (1.2.3.4, [2001:db8::1])"
+            raise Refused(403, "ip_literal", msg)
         narrowed = claims.narrowed_to
         own = await self.rules.get(claims.org, claims.conversation)
         policy = EgressPolicy(
             self._config.allow, Allowlist.parse(narrowed) if narrowed is not None else None, own
         )
-        reason = policy.refusal(host, port)
-        if reason is not None:
-            msg = f"{host}:{port} is not in the egress allowlist ({policy.describe()})"
-            raise Refused(403, reason, msg)
-        addresses = await self._resolve(host, port)
+        if literal is None:
+            reason = policy.refusal(host, port)  # by name: no DNS for a refused name
+            if reason is not None and not policy.by_address:
+                msg = f"{host}:{port} is not in the egress allowlist ({policy.describe()})"
+                raise Refused(403, reason, msg)
+        addresses = [literal] if literal is not None else await self._resolve(host, port)
         for address in addresses:
+            reason = policy.refusal(host, port, address)
+            if reason == "host_not_allowed" and literal is not None:
+                msg = (
+                    f"{host}:{port}: addresses are refused unless the egress allowlist "
+                    f"lists them ({policy.describe()})"
+                )
+                raise Refused(403, "ip_literal", msg)
+            if reason is not None:
+                at = f" (at {address})" if literal is None else ""
+                msg = f"{host}:{port}{at} is not in the egress allowlist ({policy.describe()})"
+                raise Refused(403, reason, msg)
             reason = refusal(address, self._config.allowed_private_networks)
             if reason is not None:
                 msg = f"{host} resolves to {address}, a {reason} address"

@@ -53,8 +53,9 @@ class EgressSettings(BaseModel):
 
     allow: HostList = Field(default_factory=list)
     """Hosts sandboxes may reach, e.g. ``deb.debian.org,*.pypi.org,files.pythonhosted.org``
-    (names only; ``*.suffix`` for names below a domain; ``:port`` for other ports than
-    80 and 443). An agent may narrow this list, never widen it."""
+    (``*.suffix`` for names below a domain; ``:port`` for other ports than 80 and 443),
+    and addresses or CIDR ranges (``1.1.1.1``, ``203.0.113.0/24:8443``), matched against
+    where a connection goes. An agent may narrow this list, never widen it."""
     proxy_port: int = Field(3128, ge=1, le=65535)
     """Docker: the port the proxy listens on, on the sandbox network's gateway."""
     proxy_url: str | None = None

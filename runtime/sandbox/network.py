@@ -1,8 +1,9 @@
 """A conversation's own network rules: set, read, and what its sandbox was refused.
 
 The rules narrow what the deployment's list (``SIESTA_EGRESS__ALLOW``) and the
-agent's (``X-Siesta-Egress-Allow``) let through: ``allow`` keeps only the hosts it
-lists, ``deny`` takes hosts away, ``internet=False`` takes everything. They never
+agent's (``X-Siesta-Egress-Allow``) let through: ``allow`` keeps only the hosts and
+addresses it lists, ``deny`` takes them away (on every port, unless an entry names
+one), ``internet=False`` takes everything. They never
 widen: an ``allow`` entry that would reach anything outside the deployment's list
 is refused when it is set (``network_rule_outside_allowlist``, naming the list),
 not kept and quietly ignored, so what a user reads back is what applies.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime.core.addresses import ANY_PORT
 from runtime.core.context import CallContext
 from runtime.core.errors import Forbidden, InvalidRequest
 from runtime.core.network_rules import (
@@ -26,7 +28,7 @@ from runtime.core.network_rules import (
     NetworkRules,
     covers,
     outside,
-    parse_rule,
+    parse_entry,
 )
 from runtime.seams.stores import NetworkRuleStore
 
@@ -61,15 +63,21 @@ class SandboxNetwork:
         self._store = store
         self._deployment = deployment
 
-    def checked(self, allow: list[str] | None, deny: list[str], internet: bool) -> NetworkRules:
+    def checked(
+        self,
+        allow: list[str] | None,
+        deny: list[str],
+        internet: bool,
+        exempt: list[str] | tuple[str, ...] = (),
+    ) -> NetworkRules:
         """Rules from a request, or the 4xx that says what is wrong with them."""
-        for name, entries in (("allow", allow or []), ("deny", deny)):
+        for name, entries in (("allow", allow or []), ("deny", deny), ("exempt", exempt)):
             if len(entries) > MAX_ENTRIES:
                 msg = f"{name} lists {len(entries)} entries; at most {MAX_ENTRIES}"
                 raise InvalidNetworkRule(msg, limit=MAX_ENTRIES)
             for entry in entries:
                 try:
-                    parse_rule(entry)
+                    parse_entry(entry)
                 except ValueError as exc:
                     raise InvalidNetworkRule(str(exc), entry=entry) from exc
         wider = outside(self._deployment, allow or [])
@@ -82,7 +90,10 @@ class SandboxNetwork:
                 msg, entries=wider, allowlist=[str(r) for r in self._deployment.rules]
             )
         return NetworkRules(
-            tuple(allow) if allow is not None else None, tuple(dict.fromkeys(deny)), internet
+            tuple(allow) if allow is not None else None,
+            tuple(dict.fromkeys(deny)),
+            internet,
+            exempt=tuple(dict.fromkeys(exempt)),
         )
 
     def set(self, ctx: CallContext, rules: NetworkRules) -> NetworkView:
@@ -115,7 +126,11 @@ class SandboxNetwork:
         if not rules.internet:
             return ()
         allowed = Allowlist.parse(rules.allow) if rules.allow is not None else self._deployment
-        denied = Allowlist.parse(rules.deny).rules
+        denied = Allowlist.parse(rules.deny, ANY_PORT).rules
+        exempt = Allowlist.parse(rules.exempt, ANY_PORT).rules
         return tuple(
-            str(rule) for rule in allowed.rules if not any(covers(deny, rule) for deny in denied)
+            str(rule)
+            for rule in allowed.rules
+            if not any(covers(deny, rule) for deny in denied)
+            or any(covers(kept, rule) for kept in exempt)
         )

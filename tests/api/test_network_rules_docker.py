@@ -28,10 +28,10 @@ CACHE_SECONDS = 0.5
 
 @pytest.fixture(scope="module")
 def service(start_service: StartService, upstream: int) -> ServiceProcess:
+    settings = egress_to(upstream, "one.test", "two.test")
+    settings["SIESTA_EGRESS__ALLOW"] += f",127.0.0.1:{upstream}"  # by address too
     return start_service(
-        "docker",
-        **egress_to(upstream, "one.test", "two.test"),
-        SIESTA_EGRESS__NETWORK_RULES_CACHE_SECONDS=str(CACHE_SECONDS),
+        "docker", **settings, SIESTA_EGRESS__NETWORK_RULES_CACHE_SECONDS=str(CACHE_SECONDS)
     )
 
 
@@ -95,14 +95,15 @@ def test_rules_narrow_a_running_sandbox_and_its_refusals_are_counted(
     one = f"one.test:{upstream}"
     answer = put_rules(service, conversation, allow=[one])
     assert answer["allow"] == [one] and answer["effective"] == [one]
-    assert answer["deployment"] == [one, f"two.test:{upstream}"]
+    assert answer["deployment"] == [one, f"two.test:{upstream}", f"127.0.0.1:{upstream}"]
     only_one = applied(service, conversation, upstream, "two status=403")
     assert "one status=200" in only_one and "two status=403" in only_one, only_one
     assert "X-Siesta-Egress-Refusal: not_in_sandbox_allow" in only_one, only_one
     assert "two status=403" in statuses(service, conversation, upstream, earlier)
 
     answer = put_rules(service, conversation, deny=[one])
-    assert answer["allow"] is None and answer["effective"] == [f"two.test:{upstream}"]
+    assert answer["allow"] is None
+    assert answer["effective"] == [f"two.test:{upstream}", f"127.0.0.1:{upstream}"]
     denied = applied(service, conversation, upstream, "one status=403")
     assert "one status=403" in denied and "two status=200" in denied, denied
     assert "X-Siesta-Egress-Refusal: sandbox_deny" in denied, denied
@@ -132,6 +133,58 @@ def test_rules_narrow_a_running_sandbox_and_its_refusals_are_counted(
     )
     assert metrics.status_code == 200, metrics.text
     assert metrics.json()["egressRefusals"] == refusals["count"]
+
+
+def test_addresses_and_ranges_match_where_a_connection_goes(
+    service: ServiceProcess, upstream: int
+) -> None:
+    """The deployment lists the upstream's address: the sandbox reaches it as an IP
+    literal. A denied range catches the names that resolve into it; an allowed address
+    lets through the names that resolve to it."""
+    conversation = new_conversation()
+    # --noproxy '': the sandbox's NO_PROXY keeps 127.0.0.1 its own; here it is the host's.
+    literal = (
+        f"; curl --noproxy '' -sS -m 20 -D - -o /dev/null -w 'literal status=%{{http_code}}\\n' "
+        f"http://127.0.0.1:{upstream}/ 2>&1 | grep -Ei '(status=|^x-siesta)'"
+    )
+
+    def fetched(expected: str) -> str:
+        seen = [""]
+
+        def done() -> bool:
+            seen[0] = (
+                statuses(service, conversation, upstream)
+                + run_command(
+                    service.client, conversation, literal.lstrip("; "), timeoutSeconds=60
+                )["stdout"]
+            )
+            return expected in seen[0]
+
+        wait_until(done, timeout=15)
+        return seen[0]
+
+    allowed = fetched("literal status=200")
+    assert "one status=200" in allowed and "literal status=200" in allowed, allowed
+
+    put_rules(service, conversation, deny=["127.0.0.0/8"])
+    denied = fetched("one status=403")
+    for name in ("one", "two", "literal"):
+        assert f"{name} status=403" in denied, denied
+    assert "X-Siesta-Egress-Refusal: sandbox_deny" in denied, denied
+
+    answer = put_rules(service, conversation, allow=[f"127.0.0.1:{upstream}"])
+    assert answer["effective"] == [f"127.0.0.1:{upstream}"]
+    by_address = fetched("one status=200")
+    for name in ("one", "two", "literal"):
+        assert f"{name} status=200" in by_address, by_address
+
+    response = service.client.put(
+        f"/v1/conversations/{conversation}/sandbox/network",
+        headers=headers(),
+        json={"allow": [f"127.0.0.2:{upstream}", "10.0.0.0/8"]},
+    )
+    assert response.status_code == 403, response.text
+    assert response.json()["error"]["entries"] == [f"127.0.0.2:{upstream}", "10.0.0.0/8"]
 
 
 @pytest.mark.parametrize(
@@ -170,7 +223,8 @@ def test_a_fork_starts_with_its_sources_rules(service: ServiceProcess, upstream:
     )
     assert response.status_code == 201, response.text
     answer = rules_of(service, fork)
-    assert (answer["allow"], answer["deny"], answer["effective"]) == (None, [two], [one])
+    effective = [one, f"127.0.0.1:{upstream}"]
+    assert (answer["allow"], answer["deny"], answer["effective"]) == (None, [two], effective)
     # Stored before the fork's sandbox existed: its very first requests obey them.
     first = statuses(service, fork, upstream)
     assert "one status=200" in first and "two status=403" in first, first

@@ -232,7 +232,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 class Echo(BaseHTTPRequestHandler):
     def do_GET(self):
-        body = self.headers["Host"].encode()
+        body = (self.headers["Host"] + "|" + ",".join(self.headers.keys())).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -257,15 +257,17 @@ def test_the_server_sees_the_masked_host_when_asked(e2b_ports: E2bService) -> No
         for sandbox in (masked, plain):
             sandbox.files.write("host.py", HOST_ECHO)
             sandbox.commands.run("python3 host.py", background=True, timeout=0)
-        seen = until_listening(e2b_ports, masked.get_host(8080)).text
+        seen, names = until_listening(e2b_ports, masked.get_host(8080)).text.split("|")
         assert seen == "custom-host.example.com:8080"
-        assert until_listening(e2b_ports, plain.get_host(8080)).text == "localhost:8080"
+        # Names in their canonical case, as E2B's proxy sends them (apps compare them).
+        assert {"Host", "User-Agent", "X-Forwarded-For"} <= set(names.split(",")), names
+        assert until_listening(e2b_ports, plain.get_host(8080)).text.startswith("localhost:8080|")
         # A fork keeps its source's mask, as it keeps its network options.
         (fork,) = masked.fork()
         assert isinstance(fork, Sandbox), fork
         try:
             fork.commands.run("python3 host.py", background=True, timeout=0)
-            assert until_listening(e2b_ports, fork.get_host(8080)).text == seen
+            assert until_listening(e2b_ports, fork.get_host(8080)).text.startswith(seen + "|")
         finally:
             fork.kill()
     finally:

@@ -8,11 +8,12 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from siesta_contract.secrets import MAX_BINDINGS, SecretBindingPublic, SecretBindingSpec
-from siesta_contract.text import EGRESS_ENTRY
+from siesta_contract.text import NETWORK_ENTRY
 
 MAX_NETWORK_ENTRIES = 256
-NetworkEntry = Annotated[str, Field(pattern=f"^{EGRESS_ENTRY}$", max_length=300)]
-"""``name``, ``*.suffix`` or either with ``:port``, as in ``SIESTA_EGRESS__ALLOW``."""
+NetworkEntry = Annotated[str, Field(pattern=f"^{NETWORK_ENTRY}$", max_length=300)]
+"""``name``, ``*.suffix``, an address or a CIDR range, any with ``:port``, as in
+``SIESTA_EGRESS__ALLOW``."""
 
 
 class SandboxNetworkUpdate(BaseModel):
@@ -22,7 +23,7 @@ class SandboxNetworkUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     allow: Annotated[list[NetworkEntry], Field(max_length=MAX_NETWORK_ENTRIES)] | None = None
-    """Only these hosts (each within the deployment's allowlist, else 403
+    """Only these hosts and addresses (each within the deployment's allowlist, else 403
     ``network_rule_outside_allowlist``); ``null``: the deployment's whole list."""
     deny: Annotated[list[NetworkEntry], Field(max_length=MAX_NETWORK_ENTRIES)] = Field(
         default_factory=list

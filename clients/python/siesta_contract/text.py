@@ -67,6 +67,24 @@ _TOP = r"([A-Za-z0-9_][A-Za-z0-9_-]*)?[A-Za-z_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
 _PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 EGRESS_ENTRY = rf"(\*\.({_LABEL}\.)+|({_LABEL}\.)*){_TOP}(:{_PORT})?"
 """One egress allowlist entry: ``name``, ``*.suffix`` (two labels at least), ``:port``."""
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = rf"{_OCTET}(\.{_OCTET}){{3}}"
+_H = r"[0-9A-Fa-f]{1,4}"
+_IPV6 = (
+    rf"(({_H}:){{7}}{_H}|({_H}:){{1,7}}:|({_H}:){{1,6}}:{_H}|({_H}:){{1,5}}(:{_H}){{1,2}}"
+    rf"|({_H}:){{1,4}}(:{_H}){{1,3}}|({_H}:){{1,3}}(:{_H}){{1,4}}|({_H}:){{1,2}}(:{_H}){{1,5}}"
+    rf"|{_H}:(:{_H}){{1,6}}|:((:{_H}){{1,7}}|:)|({_H}:){{1,4}}:{_IPV4}|::([Ff]{{4}}:)?{_IPV4})"
+)
+_V4_PREFIX = r"(/(3[0-2]|[12]?[0-9]))?"
+_V6_PREFIX = r"(/(12[0-8]|1[01][0-9]|[1-9]?[0-9]))?"
+ADDRESS_ENTRY = (
+    rf"({_IPV4}{_V4_PREFIX}(:{_PORT})?|{_IPV6}{_V6_PREFIX}|\[{_IPV6}{_V6_PREFIX}\](:{_PORT})?)"
+)
+"""An address or a CIDR range (``1.1.1.1``, ``8.8.8.0/24``, ``2001:db8::/32``), with
+one ``:port`` (an IPv6 one in brackets: ``[2001:db8::/32]:8443``)."""
+NETWORK_ENTRY = rf"({EGRESS_ENTRY}|{ADDRESS_ENTRY})"
+"""An egress entry or an address entry: what the deployment's allowlist and a
+sandbox's network rules take (an agent's list and a secret's hosts are names)."""
 EGRESS_HEADER = rf"^\s*({EGRESS_ENTRY}(\s*,\s*{EGRESS_ENTRY})*)?\s*$"
 """Entries separated by commas, as the ``X-Siesta-Egress-Allow`` header carries them."""
 

@@ -67,18 +67,25 @@ def end_to_end(headers: Headers) -> Headers:
     return [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() not in named]
 
 
+def canonical(name: bytes) -> bytes:
+    """``x-forwarded-for`` as ``X-Forwarded-For``. The ASGI server hands the service
+    lower-cased names; E2B's proxy (Go) sends this form, and servers that compare
+    names by case (more than a few hand-written ones do) expect it."""
+    return b"-".join(part.capitalize() for part in name.split(b"-"))
+
+
 async def forward(
     connection: PortConnection, request: ForwardedRequest, body: AsyncIterator[bytes]
 ) -> ForwardedResponse:
     """Send ``request`` (its body from ``body``) and answer once the response's head came."""
     client = h11.Connection(h11.CLIENT)
-    headers = [(k, v) for k, v in request.headers if k.lower() != b"content-length"]
-    headers.append((b"connection", b"close"))
+    headers = [(canonical(k), v) for k, v in request.headers if k.lower() != b"content-length"]
+    headers.append((b"Connection", b"close"))
     if request.has_body:
         if request.length is not None:
-            headers.append((b"content-length", str(request.length).encode()))
+            headers.append((b"Content-Length", str(request.length).encode()))
         else:
-            headers.append((b"transfer-encoding", b"chunked"))
+            headers.append((b"Transfer-Encoding", b"chunked"))
     head = h11.Request(method=request.method, target=request.target, headers=headers)
     await connection.send(client.send(head) or b"")
     upload = asyncio.create_task(_send_body(connection, client, body, request.has_body))

@@ -7,7 +7,7 @@ import ipaddress
 import httpx
 import pytest
 
-from runtime.core.network_rules import IpAddress
+from runtime.core.addresses import IpAddress
 from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from runtime.core.network_rules import Allowlist
+from runtime.core.network_rules import Allowlist, NetworkRules
 from runtime.egress.credentials import EgressClaims, sign
 from runtime.egress.proxy import EgressProxy, ProxyConfig
 
@@ -136,7 +136,7 @@ def test_connect_tunnels_to_an_allowed_host(proxy: RunningProxy, origin: int) ->
         ("CONNECT elsewhere.test:443 HTTP/1.1", 403, "host_not_allowed", "elsewhere.test:443"),
         ("CONNECT 127.0.0.1:{origin} HTTP/1.1", 403, "ip_literal", "addresses are refused"),
         ("CONNECT [::1]:443 HTTP/1.1", 403, "ip_literal", "addresses are refused"),
-        ("GET http://2130706433:{origin}/ HTTP/1.1", 403, "ip_literal", "addresses are refused"),
+        ("GET http://2130706433:{origin}/ HTTP/1.1", 403, "ip_literal", "usual form"),
         (
             "CONNECT private.pinned.test:{origin} HTTP/1.1",
             403,
@@ -269,4 +269,64 @@ def test_one_sandbox_cannot_take_every_connection(origin: int) -> None:
     finally:
         for conn in tunnels:
             conn.close()
+        running.close()
+
+
+class OwnRules:
+    """A store as the proxy reads it, holding one conversation's own network rules."""
+
+    def __init__(self, rules: NetworkRules) -> None:
+        self.rules = rules
+
+    def network_rules(self, org: str, conversation: str) -> NetworkRules | None:
+        return self.rules
+
+    def add_egress_refusals(self, *args: Any) -> None:
+        pass
+
+
+def test_addresses_and_ranges_in_the_lists(origin: int) -> None:
+    """An address the deployment lists is reachable as a literal, and a name is too
+    when every address it resolves to is listed; a sandbox's denied range catches the
+    names that resolve into it, unless its E2B ``allowOut`` exempts them."""
+    config = ProxyConfig(
+        key=KEY,
+        allow=Allowlist.parse([f"127.0.0.1:{origin}", f"listed.test:{origin}"]),
+        port=0,
+        hosts={"listed.test": "127.0.0.1", "unlisted.test": "127.0.0.1", "far.test": "127.0.0.2"},
+        allowed_private_networks=LOOPBACK,
+        network_rules_cache_seconds=1e-6,  # each request reads the rules set below
+    )
+    running = RunningProxy(config)
+    try:
+
+        def get(host: str) -> tuple[int, str]:
+            status, head, _ = running.exchange(
+                f"GET http://{host}:{origin}/ HTTP/1.1", claims=CLAIMS
+            )
+            return status, head
+
+        assert get("127.0.0.1")[0] == 200
+        assert get("unlisted.test")[0] == 200  # resolves to a listed address
+        status, head = get("127.0.0.2")
+        assert status == 403 and "X-Siesta-Egress-Refusal: ip_literal" in head
+        status, head = get("far.test")
+        assert status == 403 and "X-Siesta-Egress-Refusal: host_not_allowed" in head
+
+        own = OwnRules(NetworkRules(deny=("127.0.0.0/8",)))
+        running.proxy.rules._source = own  # type: ignore[assignment]  # read per request
+        for host in ("127.0.0.1", "listed.test", "unlisted.test"):
+            status, head = get(host)
+            assert status == 403 and "X-Siesta-Egress-Refusal: sandbox_deny" in head, host
+
+        own.rules = NetworkRules(deny=("127.0.0.0/8",), exempt=("listed.test:" + str(origin),))
+        assert get("listed.test")[0] == 200  # allow wins over deny, as on E2B
+        assert get("unlisted.test")[0] == 403
+
+        own.rules = NetworkRules(allow=(f"127.0.0.1:{origin}",))
+        assert get("127.0.0.1")[0] == 200
+        assert get("unlisted.test")[0] == 200  # by its address
+        status, head = get("listed.test")
+        assert status == 200  # listed.test resolves to 127.0.0.1 too
+    finally:
         running.close()

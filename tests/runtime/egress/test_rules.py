@@ -9,8 +9,19 @@ import ipaddress
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime.core.network_rules import Allowlist, EgressPolicy, is_ip_literal, parse_rule, refusal
+from siesta_contract.text import NETWORK_ENTRY
+
+from runtime.core.addresses import is_ip_literal, refusal
+from runtime.core.network_rules import (
+    Allowlist,
+    EgressPolicy,
+    NetworkRules,
+    parse_entry,
+    parse_rule,
+)
 from runtime.egress.credentials import EgressClaims, basic_credentials, sign, verify
 
 DEPLOYMENT = Allowlist.parse(
@@ -127,6 +138,99 @@ def test_ip_literals(host: str, literal: bool) -> None:
 )
 def test_address_policy(address: str, reason: str | None) -> None:
     assert refusal(ipaddress.ip_address(address)) == reason
+
+
+@pytest.mark.parametrize(
+    ("entry", "shown"),
+    [
+        ("1.1.1.1", "1.1.1.1"),
+        ("8.8.8.0/24", "8.8.8.0/24"),
+        ("8.8.8.9/24", "8.8.8.0/24"),  # host bits are ignored, as E2B's firewall does
+        ("1.1.1.1:8443", "1.1.1.1:8443"),
+        ("2001:db8::/32", "2001:db8::/32"),
+        ("[2001:db8::/32]:8443", "[2001:db8::/32]:8443"),
+        ("[::1]", "::1"),
+        ("0.0.0.0/0", "0.0.0.0/0"),
+        ("deb.debian.org:8443", "deb.debian.org:8443"),  # a name stays a name
+    ],
+)
+def test_address_entries(entry: str, shown: str) -> None:
+    assert str(parse_entry(entry)) == shown
+
+
+@pytest.mark.parametrize(
+    "entry", ["999.1.1.1", "1.1.1.1/33", "1.1.1.1:0", "[::1]:70000", "fe80::1%eth0", "1::2::3"]
+)
+def test_bad_address_entries_are_refused(entry: str) -> None:
+    with pytest.raises(ValueError, match="65535"):
+        parse_entry(entry)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.from_regex(f"^{NETWORK_ENTRY}$", fullmatch=True))
+def test_every_entry_the_contract_lets_through_parses(entry: str) -> None:
+    """What the API's schema accepts, the service accepts: no 422 on a valid entry."""
+    assert str(parse_entry(entry))
+
+
+ADDRESSED = Allowlist.parse(["deb.debian.org", "1.1.1.1", "8.8.8.0/24:443", "2001:db8::/32"])
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "address", "allowed"),
+    [
+        ("1.1.1.1", 443, "1.1.1.1", True),  # the literal asked for
+        ("1.1.1.1", 8080, "1.1.1.1", False),  # 80 and 443 only
+        ("1.1.1.2", 443, "1.1.1.2", False),
+        ("dns.google", 443, "8.8.8.8", True),  # a name whose address is listed
+        ("dns.google", 80, "8.8.8.8", False),  # that entry is for 443 only
+        ("dns.google", 443, None, False),  # by name alone: not listed
+        ("deb.debian.org", 80, "151.101.2.132", True),  # listed by name: any address
+        ("v6.example", 443, "2001:db8::1", True),
+        ("v6.example", 443, "::ffff:1.1.1.1", False),  # mapped: another version
+    ],
+)
+def test_allowlist_by_address(host: str, port: int, address: str | None, allowed: bool) -> None:
+    at = ipaddress.ip_address(address) if address is not None else None
+    assert ADDRESSED.allows(host, port, at) is allowed
+
+
+def test_e2b_precedence_allow_wins_over_deny() -> None:
+    """``denyOut: [8.8.8.0/24]`` with ``allowOut: [8.8.8.8]``: that one address is
+    reachable, its neighbours not; a denied range catches names resolving into it."""
+    rules = NetworkRules(deny=("8.8.8.0/24", "evil.example"), exempt=("8.8.8.8",))
+    policy = EgressPolicy(
+        Allowlist.parse(
+            [
+                "*.evil.example",
+                "*.other.example",
+                "other.example",
+                "evil.example",
+                "dns.google",
+                "0.0.0.0/0",
+            ]
+        ),
+        None,
+        rules,
+    )
+    assert policy.refusal("8.8.8.8", 443, ipaddress.ip_address("8.8.8.8")) is None
+    assert policy.refusal("8.8.8.4", 443, ipaddress.ip_address("8.8.8.4")) == "sandbox_deny"
+    assert policy.refusal("dns.google", 443, ipaddress.ip_address("8.8.4.4")) is None
+    assert policy.refusal("other.example", 443, ipaddress.ip_address("8.8.8.1")) == "sandbox_deny"
+    assert policy.refusal("evil.example", 443, ipaddress.ip_address("9.9.9.9")) == "sandbox_deny"
+    assert policy.refusal("1.2.3.4", 443, ipaddress.ip_address("1.2.3.4")) is None
+
+
+def test_a_sandbox_allowlist_of_addresses_narrows() -> None:
+    rules = NetworkRules(allow=("1.1.1.1",))
+    policy = EgressPolicy(Allowlist.parse(["0.0.0.0/0", "a.example"]), None, rules)
+    assert policy.by_address
+    assert policy.refusal("1.1.1.1", 443, ipaddress.ip_address("1.1.1.1")) is None
+    assert policy.refusal("8.8.8.8", 443, ipaddress.ip_address("8.8.8.8")) == (
+        "not_in_sandbox_allow"
+    )
+    assert policy.refusal("a.example", 443) == "not_in_sandbox_allow"
+    assert not EgressPolicy(Allowlist.parse(["a.example"])).by_address
 
 
 def test_operator_ranges_open_private_addresses_but_never_metadata() -> None:

@@ -5,19 +5,21 @@ mapped onto them."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from typing import Any
 
 import pytest
 
 from runtime.core import network_rules
+from runtime.core.addresses import DEFAULT_PORTS
 from runtime.core.errors import InvalidRequest
 from runtime.core.network_rules import (
     Allowlist,
     EgressPolicy,
-    HostRule,
     NetworkRules,
+    Rule,
     outside,
-    parse_rule,
+    parse_entry,
 )
 from runtime.e2b.network import e2b_network_rules
 from runtime.egress.sandbox_rules import SandboxRules
@@ -47,6 +49,15 @@ def test_an_entry_is_outside_when_it_reaches_anything_the_list_does_not(
     assert bool(outside(DEPLOYMENT, [entry])) is wider
 
 
+def test_a_deny_entry_without_a_port_denies_every_port() -> None:
+    own = NetworkRules(deny=("bad.pypi.org", "8.8.8.0/24", "odd.pypi.org:8443"))
+    for port in (80, 443, 8443, 22):
+        assert own.refusal("bad.pypi.org", port) == "sandbox_deny"
+        assert own.refusal("x", port, ipaddress.ip_address("8.8.8.8")) == "sandbox_deny"
+    assert own.refusal("odd.pypi.org", 8443) == "sandbox_deny"
+    assert own.refusal("odd.pypi.org", 443) is None  # that port only
+
+
 def test_the_policy_narrows_three_times_and_names_why() -> None:
     own = NetworkRules(allow=("*.pypi.org",), deny=("bad.pypi.org",))
     policy = EgressPolicy(DEPLOYMENT, None, own)
@@ -66,11 +77,11 @@ def test_a_conversations_lists_are_parsed_once_not_on_every_connection(
 ) -> None:
     parsed: list[str] = []
 
-    def counting(entry: str) -> HostRule:
+    def counting(entry: str, default_ports: tuple[int, ...] = DEFAULT_PORTS) -> Rule:
         parsed.append(entry)
-        return parse_rule(entry)
+        return parse_entry(entry, default_ports)
 
-    monkeypatch.setattr(network_rules, "parse_rule", counting)
+    monkeypatch.setattr(network_rules, "parse_entry", counting)
     own = NetworkRules(allow=("*.pypi.org",), deny=("bad.pypi.org",))
     for _ in range(50):
         assert own.refusal("x.pypi.org", 443) is None
@@ -147,7 +158,7 @@ def test_one_connection_going_away_does_not_fail_the_others_waiting_for_the_read
 
 def network() -> SandboxNetwork:
     store: NetworkRuleStore = None  # type: ignore[assignment]  # checking needs none
-    return SandboxNetwork(store, Allowlist.parse(["one.test", "two.test"]))
+    return SandboxNetwork(store, Allowlist.parse(["one.test", "two.test", "1.1.1.0/24"]))
 
 
 @pytest.mark.parametrize(
@@ -161,7 +172,18 @@ def network() -> SandboxNetwork:
         (
             None,
             {"denyOut": ["two.test", "one.test"], "allowOut": ["one.test"]},
-            NetworkRules(None, ("two.test",)),
+            NetworkRules(None, ("two.test", "one.test"), exempt=("one.test",)),  # allow wins
+        ),
+        (
+            None,
+            {"denyOut": ["8.8.8.0/24"], "allowOut": ["8.8.8.8"]},
+            NetworkRules(None, ("8.8.8.0/24",), exempt=("8.8.8.8",)),
+        ),
+        (None, {"denyOut": ["::1"]}, NetworkRules(None, ("::1",))),  # denying needs no list
+        (
+            None,
+            {"denyOut": ["0.0.0.0/0"], "allowOut": ["1.1.1.1", "one.test"]},
+            NetworkRules(("1.1.1.1", "one.test")),
         ),
         (None, {"allowOut": ["one.test"]}, NetworkRules()),  # E2B: allowOut only excepts
         (True, {"allowOut": ["0.0.0.0/0"], "denyOut": ["one.test"]}, NetworkRules()),
@@ -177,8 +199,7 @@ def test_e2b_options_map_onto_rules(
 @pytest.mark.parametrize(
     ("options", "error"),
     [
-        ({"allowOut": ["10.0.0.0/8"], "denyOut": ["0.0.0.0/0"]}, "10.0.0.0/8: addresses"),
-        ({"denyOut": ["::1"]}, "::1: addresses"),
+        ({"denyOut": ["1.1.1.1/33"]}, "not an allowlist entry"),
         # Header transforms need the secrets key (no sealing given here).
         ({"rules": {"one.test": [{}]}}, "network.rules: header transforms need secrets"),
         ({"egressProxy": {"address": "p:1080"}}, "network.egressProxy: not supported"),
@@ -195,3 +216,5 @@ def test_e2b_options_that_cannot_be_honoured_are_refused(
 def test_e2b_hosts_outside_the_deployments_list_are_refused() -> None:
     with pytest.raises(NetworkRuleOutsideAllowlist, match=r"example\.com"):
         e2b_network_rules(network(), False, {"allowOut": ["example.com"]})
+    with pytest.raises(NetworkRuleOutsideAllowlist, match=r"10\.0\.0\.0/8"):  # ranges too
+        e2b_network_rules(network(), False, {"allowOut": ["10.0.0.0/8"]})
