@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# E2B's own Python SDK tests, unmodified, against this service: how close "E2B to the
-# letter" is. Not part of `make test`: the tests live in E2B's repository
-# (packages/python-sdk/tests of github.com/e2b-dev/E2B), which CI cannot download.
+# E2B's own SDK tests, unmodified, against this service: how close "E2B to the letter"
+# is. Not part of `make test`: the tests live in E2B's repository
+# (packages/python-sdk/tests and packages/js-sdk/tests of github.com/e2b-dev/E2B),
+# which CI cannot download.
 #
 #   scripts/e2b_sdk_tests.sh E2B_CHECKOUT [PYTEST TARGETS...]
+#   SDK=js scripts/e2b_sdk_tests.sh E2B_CHECKOUT [VITEST FILTERS...]
+#
+# SDK=js: the JavaScript SDK's tests (vitest), run from the checkout's own sources
+# (packages/js-sdk/src, as its tests import them) with the dependencies of its
+# package.json plus vitest, dotenv and msw, installed from npm into $WORK/js-deps the
+# first time. Its vitest configuration needs browser packages the sandbox tests do
+# not use, so a configuration with the same options as its `unit` project runs them.
+# Default: tests/sandbox. The log is $WORK/run-js.log.
 #
 # E2B_CHECKOUT: a checkout of e2b-dev/E2B at the SDK's release tag (e.g.
 # @e2b/python-sdk@2.45.1). A virtualenv with that SDK and the tests' packages is made
@@ -32,9 +41,41 @@ SHA=$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)
 EGRESS_ALLOW=${EGRESS_ALLOW:-0.0.0.0/0,::/0}
 mkdir -p "$WORK/data"
 rm -f "$WORK/edge-ca.pem"
-rm -rf "$WORK/tests" && cp -r "$E2B/packages/python-sdk/tests" "$WORK/tests"
-cp "$E2B/packages/python-sdk/pytest.ini" "$WORK/"
-if [ ! -x "$WORK/venv/bin/python" ]; then
+if [ "${SDK:-python}" = js ]; then
+  JS="$WORK/js"
+  rm -rf "$JS" && mkdir -p "$JS"
+  cp -r "$E2B/packages/js-sdk/src" "$E2B/packages/js-sdk/tests" "$E2B/packages/js-sdk/tsconfig.json" "$JS/"
+  if [ ! -d "$WORK/js-deps/node_modules/vitest" ]; then
+    mkdir -p "$WORK/js-deps"
+    node -e '
+      const sdk = require(process.argv[1]);
+      const dev = sdk.devDependencies;
+      const deps = { ...sdk.dependencies, vitest: dev.vitest, dotenv: dev.dotenv, msw: dev.msw };
+      console.log(JSON.stringify({ name: "e2b-sdk-tests", private: true, dependencies: deps }));
+    ' "$E2B/packages/js-sdk/package.json" >"$WORK/js-deps/package.json"
+    (cd "$WORK/js-deps" && npm install --no-audit --no-fund --loglevel=error)
+  fi
+  ln -s "$WORK/js-deps/node_modules" "$JS/node_modules"
+  cat >"$JS/vitest.config.mts" <<'CONFIG'
+import { defineConfig } from 'vitest/config'
+// The options of the SDK's own `unit` project (vitest.config.mts), for its sandbox tests.
+export default defineConfig({
+  test: {
+    include: ['tests/**/*.test.ts'],
+    isolate: true,
+    globals: false,
+    testTimeout: 60_000,
+    environment: 'node',
+    setupFiles: ['tests/globalFetchFallback.setup.ts'],
+    deps: { interopDefault: true },
+  },
+})
+CONFIG
+else
+  rm -rf "$WORK/tests" && cp -r "$E2B/packages/python-sdk/tests" "$WORK/tests"
+  cp "$E2B/packages/python-sdk/pytest.ini" "$WORK/"
+fi
+if [ "${SDK:-python}" = python ] && [ ! -x "$WORK/venv/bin/python" ]; then
   python3 -m venv "$WORK/venv"
   "$WORK/venv/bin/pip" install -q "e2b==$E2B_VERSION" pytest pytest-asyncio pytest-xdist \
     pytest-timeout python-dotenv
@@ -73,9 +114,9 @@ if [ "${TLS_EDGE:-1}" = 1 ]; then
     >"$WORK/data/edge.log" 2>&1 &
   EDGE=$!
   for _ in $(seq 40); do [ -s "$WORK/edge-ca.pem" ] && break; sleep 0.25; done
-  BUNDLE=$("$WORK/venv/bin/python" -c 'import certifi; print(certifi.where())')
+  BUNDLE=$("$REPO/.venv/bin/python" -c 'import certifi; print(certifi.where())')
   cat "$BUNDLE" "$WORK/edge-ca.pem" >"$WORK/trust.pem"
-  export SSL_CERT_FILE="$WORK/trust.pem"
+  export SSL_CERT_FILE="$WORK/trust.pem" NODE_EXTRA_CA_CERTS="$WORK/edge-ca.pem"
 fi
 
 export E2B_API_URL="http://127.0.0.1:$PORT/e2b"
@@ -83,9 +124,16 @@ export E2B_SANDBOX_URL="http://127.0.0.1:$PORT/e2b/envd"
 export E2B_API_KEY="$TOKEN"
 export E2B_DOMAIN=e2b.localhost
 unset E2B_DEBUG E2B_ACCESS_TOKEN # E2B_DEBUG would bypass the control plane
+set +e
+if [ "${SDK:-python}" = js ]; then
+  [ $# -eq 0 ] && set -- tests/sandbox
+  cd "$JS"
+  ./node_modules/.bin/vitest run --maxWorkers "${JOBS:-4}" --reporter verbose "$@" 2>&1 |
+    tee "$WORK/run-js.log"
+  exit "${PIPESTATUS[0]}"
+fi
 [ $# -eq 0 ] && set -- tests/sync tests/async tests/shared/git
 cd "$WORK"
-set +e
 "$WORK/venv/bin/python" -m pytest -p no:cacheprovider -q -rA --timeout 120 -n "${JOBS:-4}" "$@" \
   2>&1 | tee "$WORK/run.log"
 exit "${PIPESTATUS[0]}"

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from siesta_contract.tools import ExecutionStatus
 
+from runtime.core.knowledge_records import ContentVersion, KnowledgeBase, KnowledgeChunk
 from runtime.core.network_rules import EgressRefusals, NetworkRules
 from runtime.core.operator_records import AuditEntry, AuditFilter, ConsoleSession, ImageBuild
 from runtime.core.records import (
@@ -414,6 +415,55 @@ class MemoryStore(Protocol):
         """Up to ``limit`` of the key's entries from one end, and how many it holds."""
 
 
+class KnowledgeStore(Protocol):
+    """Knowledge bases per org, oldest first; each base's content versions and their
+    chunks, deleted with it. Version ids are unique in an org. A version's chunks are
+    searchable once it is ``ready``; ``generation`` changes whenever what a base's
+    search sees does (a version ready or removed), so indexes built from ``chunks``
+    know when to build again."""
+
+    def add_base(self, base: KnowledgeBase, limit: int) -> bool:
+        """Add unless the org has ``limit`` bases (False)."""
+
+    def get_base(self, org: str, base_id: str) -> KnowledgeBase | None: ...
+
+    def list_bases(self, org: str) -> list[KnowledgeBase]: ...
+
+    def delete_base(self, org: str, base_id: str) -> bool:
+        """Remove the base, its versions and their chunks (False: there was none)."""
+
+    def add_version(self, version: ContentVersion, limit: int) -> bool | None:
+        """Add unless the base holds ``limit`` versions (False); None: no such base."""
+
+    def get_version(self, org: str, version_id: str) -> ContentVersion | None: ...
+
+    def list_versions(self, org: str, base_id: str) -> list[ContentVersion]:
+        """Oldest first."""
+
+    def save_version(self, version: ContentVersion) -> bool:
+        """Replace the version's record (False: removed meanwhile, nothing stored)."""
+
+    def claim_version(self, now: float, stale_before: float) -> ContentVersion | None:
+        """Take a version to index: a queued one, or one an indexer took before
+        ``stale_before`` and never finished; it is stored as ``indexing`` at ``now``."""
+
+    def finish_version(
+        self, version: ContentVersion, chunks: list[KnowledgeChunk], limit: int
+    ) -> bool | None:
+        """Store the chunks and ``version`` (``ready``) at once, unless the base would
+        hold more than ``limit`` chunks (False, nothing stored); None: removed meanwhile."""
+
+    def delete_version(self, org: str, base_id: str, version_id: str) -> bool:
+        """Remove the version and its chunks (False: there was none)."""
+
+    def chunks(self, org: str, base_id: str) -> list[KnowledgeChunk]:
+        """Every chunk of the base's ready versions."""
+
+    def chunk_count(self, org: str, base_id: str) -> int: ...
+
+    def generation(self, org: str, base_id: str) -> int: ...
+
+
 class CatalogStore(Protocol):
     """The operators' image catalog, shared by every instance: each image version
     (``id:tag``) as JSON (its shape is ``runtime.images.catalog.CatalogImage``'s), the
@@ -492,6 +542,7 @@ class Stores:
     network: NetworkRuleStore
     agents: AgentStore
     memory: MemoryStore
+    knowledge: KnowledgeStore
     catalog: CatalogStore
     audit: AuditStore
     console: ConsoleSessionStore

@@ -187,6 +187,42 @@ def memory_entries(org: str, bank_id: str, key: str) -> str:
     return f"{PREFIX}memory:{org}/{bank_id}/{key}"
 
 
+def knowledge_bases(org: str) -> str:
+    """Hash: the org's knowledge bases, base id → the record as JSON."""
+    return f"{PREFIX}knowledge-bases:{org}"
+
+
+def knowledge_generations(org: str) -> str:
+    """Hash: base id → how many times what its search sees changed."""
+    return f"{PREFIX}knowledge-generations:{org}"
+
+
+def knowledge_chunk_counts(org: str) -> str:
+    """Hash: base id → its chunks, and version id → its own (both kinds of ids are
+    prefixed apart: ``kb`` and ``cv``)."""
+    return f"{PREFIX}knowledge-chunk-counts:{org}"
+
+
+def knowledge_versions(org: str, base_id: str) -> str:
+    """Hash: a base's content versions, version id → the record as JSON."""
+    return f"{PREFIX}knowledge-versions:{org}/{base_id}"
+
+
+def knowledge_version_bases(org: str) -> str:
+    """Hash: version id → its base (a version is found by its id alone)."""
+    return f"{PREFIX}knowledge-version-bases:{org}"
+
+
+def knowledge_chunks(org: str, version_id: str) -> str:
+    """String: a version's chunks, serialised (``runtime/store/redis/knowledge.py``)."""
+    return f"{PREFIX}knowledge-chunks:{org}/{version_id}"
+
+
+KNOWLEDGE_PENDING = f"{PREFIX}knowledge-pending"
+"""Sorted set: ``org/version id`` of versions to index, scored by when an indexer may
+take them (a taken one comes back when its indexer has not finished in time)."""
+
+
 CATALOG_IMAGES = f"{PREFIX}catalog:images"
 """Hash: every catalog image version, ``id:tag`` → its JSON."""
 

@@ -21,6 +21,7 @@ from runtime.store.redis.e2b import RedisE2b
 from runtime.store.redis.executions import RedisExecutions
 from runtime.store.redis.files import RedisFiles
 from runtime.store.redis.idempotency import RedisIdempotency
+from runtime.store.redis.knowledge import RedisKnowledge
 from runtime.store.redis.leases import RedisLeases
 from runtime.store.redis.memory import RedisMemory
 from runtime.store.redis.migrations import migrate
@@ -62,6 +63,7 @@ def open_redis(url: str) -> Stores:
         agents=RedisAgents(client),
         console=RedisConsoleSessions(client),
         memory=RedisMemory(client),
+        knowledge=RedisKnowledge(client),
         catalog=RedisCatalog(client),
         audit=RedisAudit(client),
         ping=ping,

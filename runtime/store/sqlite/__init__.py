@@ -18,6 +18,7 @@ from runtime.store.sqlite.e2b import SqliteE2b
 from runtime.store.sqlite.executions import SqliteExecutions
 from runtime.store.sqlite.files import SqliteFiles
 from runtime.store.sqlite.idempotency import SqliteIdempotency
+from runtime.store.sqlite.knowledge import SqliteKnowledge
 from runtime.store.sqlite.leases import SqliteLeases
 from runtime.store.sqlite.memory import SqliteMemory
 from runtime.store.sqlite.network import SqliteNetwork
@@ -47,6 +48,7 @@ def open_sqlite(path: Path, clock: Callable[[], float] = time.time) -> Stores:
         agents=SqliteAgents(db),
         console=SqliteConsoleSessions(db),
         memory=SqliteMemory(db),
+        knowledge=SqliteKnowledge(db),
         catalog=SqliteCatalog(db),
         audit=SqliteAudit(db),
         ping=db.ping,

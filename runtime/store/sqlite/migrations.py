@@ -173,7 +173,34 @@ def egress_secrets(conn: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Migration, ...] = (release_0_1_0, egress_secrets)
+def knowledge_bases(conn: sqlite3.Connection) -> None:
+    """3: knowledge bases, their content versions and chunks (release 0.2.0)."""
+    for statement in _statements(KNOWLEDGE):
+        conn.execute(statement)
+
+
+KNOWLEDGE = """
+CREATE TABLE IF NOT EXISTS knowledge_bases (
+    org TEXT NOT NULL, base_id TEXT NOT NULL, created_at REAL NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0, body TEXT NOT NULL, PRIMARY KEY (org, base_id)
+);
+CREATE TABLE IF NOT EXISTS knowledge_versions (
+    org TEXT NOT NULL, version_id TEXT NOT NULL, base_id TEXT NOT NULL,
+    created_at REAL NOT NULL, status TEXT NOT NULL, claimed_at REAL NOT NULL,
+    body TEXT NOT NULL, PRIMARY KEY (org, version_id)
+);
+CREATE INDEX IF NOT EXISTS knowledge_versions_by_base ON knowledge_versions (org, base_id);
+CREATE INDEX IF NOT EXISTS knowledge_versions_by_status ON knowledge_versions (status, created_at);
+CREATE TABLE IF NOT EXISTS knowledge_chunks (
+    org TEXT NOT NULL, base_id TEXT NOT NULL, version_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    heading TEXT NOT NULL, text TEXT NOT NULL, start INTEGER NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (org, version_id, seq)
+);
+CREATE INDEX IF NOT EXISTS knowledge_chunks_by_base ON knowledge_chunks (org, base_id);
+"""
+
+
+MIGRATIONS: tuple[Migration, ...] = (release_0_1_0, egress_secrets, knowledge_bases)
 """In order; ``user_version`` N means the first N have run."""
 
 
