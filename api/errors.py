@@ -112,6 +112,8 @@ STATUS_BY_CODE: dict[str, int] = {
     # this deployment does not do; nothing failed on the server's side.
     "snapshot_memory_not_supported": 422,
     "memory_limit_reached": 409,  # limit: the org's banks or a key's entries
+    "knowledge_limit_reached": 409,  # limit: the org's bases, a base's versions or passages
+    "document_too_large": 413,  # limit: a document's bytes
     "secret_limit_reached": 409,  # limit: the org's secrets
     "secrets_not_configured": 409,  # no SIESTA_EGRESS__SECRETS_KEY
     "cancelled": 499,  # nginx's "client closed request": logged, never read

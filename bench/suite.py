@@ -40,6 +40,7 @@ from bench import (
     egress_secrets,
     forks,
     jail,
+    knowledge,
     measures,
     memory_recall,
     ports,
@@ -115,6 +116,8 @@ def main() -> int:
         client.close()
     print("measuring: memory search recall ...", flush=True)
     figures += memory_recall.measure()  # in this process, no service: the bank code itself
+    print("measuring: knowledge bases ...", flush=True)
+    figures += knowledge.measure(quick=args.quick)  # in this process: recall, scale, indexing
     figures += door.measure()  # in this process: what the one door adds to a call
     figures += egress_secrets.measure(50 if args.quick else 200)  # in this process: secrets
     print("measuring: the JS jail ...", flush=True)

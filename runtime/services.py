@@ -42,6 +42,10 @@ from runtime.images.build import DockerImageBuilder
 from runtime.images.catalog import ImageCatalog
 from runtime.jsexec.executor import JsExecutor
 from runtime.jsexec.pool import WorkerPool
+from runtime.knowledge.bases import KnowledgeBases
+from runtime.knowledge.documents import DocumentSources, Indexing
+from runtime.knowledge.fetch import DocumentFetcher
+from runtime.knowledge.indexer import Indexer
 from runtime.memory.banks import MemoryBanks
 from runtime.memory.embedding import Embedder
 from runtime.sandbox.filesystem import FsLimits, SandboxFilesystem
@@ -74,12 +78,13 @@ from runtime.tools.adapters.connections import connection_adapter
 from runtime.tools.adapters.content import content_adapters
 from runtime.tools.adapters.help import help_adapter
 from runtime.tools.adapters.image import image_adapter
+from runtime.tools.adapters.knowledge import knowledge_adapters
 from runtime.tools.adapters.memory import memory_adapters
 from runtime.tools.adapters.platform import platform_adapters
 from runtime.tools.adapters.processes import process_adapters
 from runtime.tools.adapters.search import firecrawl_adapters, google_search_adapter
 from runtime.tools.adapters.system import batch_adapter, js_adapter, sandbox_adapters
-from runtime.tools.adapters.web import web_fetch_adapter
+from runtime.tools.adapters.web import page_client, web_fetch_adapter
 from runtime.tools.agent_registry import AgentRegistry
 from runtime.tools.catalog import Catalog, build_catalog
 from runtime.tools.executions import ExecutionsSweep
@@ -180,6 +185,9 @@ class Services:
     ports: SandboxPorts = field(init=False)
     port_tokens: PortTokens = field(init=False)
     memory: MemoryBanks = field(init=False)
+    knowledge: KnowledgeBases = field(init=False)
+    indexer: Indexer = field(init=False)
+    """Indexes documents added to knowledge bases; started by a serving instance."""
     fleet: Fleet = field(init=False)
     """Every instance's sandboxes, read for the console and the gauges."""
     console_sessions: ConsoleSessions = field(init=False)
@@ -215,9 +223,8 @@ class Services:
         images.seed()  # the YAML file's versions the store lacks (a first start: all)
         catalog = images.catalog
         sessions, leases, lifecycle, pool = assemble_sessions(stores, provider, catalog, settings)
-        files = ConversationFiles(
-            stores.files, LocalBlobStore(settings.data_dir / "blobs"), settings.files
-        )
+        blobs = LocalBlobStore(settings.data_dir / "blobs")
+        files = ConversationFiles(stores.files, blobs, settings.files)
         sandbox = Sandbox(
             sessions,
             provider,
@@ -289,7 +296,11 @@ class Services:
                 settings.processes.ring_bytes,
             ),
         )
-        services.memory = MemoryBanks(stores.memory, settings.memory, Embedder())
+        embedder = Embedder()  # one model in memory for memory banks and knowledge bases
+        services.memory = MemoryBanks(stores.memory, settings.memory, embedder)
+        services.knowledge, services.indexer = _knowledge(
+            settings, stores, blobs, files, services.upstreams, embedder
+        )
         services.tools = services._tool_executor(gateway)  # its adapters use the processes
         services.user_files = UserFiles(
             sessions,
@@ -355,6 +366,7 @@ class Services:
         """Start making ahead what the next sandboxes will need (a serving instance,
         once; ``close`` stops it)."""
         self.provider.lifecycle.prepare_ahead()
+        self.indexer.start()
 
     def tool_catalog(self, agent: AgentConfig, user: UserInfo, org: str | None = None) -> Catalog:
         """The functions this agent gets for this user (of ``org``: its policies
@@ -380,8 +392,11 @@ class Services:
             **process_adapters(self.processes),
             **firecrawl_adapters(tools, upstreams),
             **platform_adapters(tools, upstreams),
-            **content_adapters(ContentReader(self.files, self.settings.files.content)),
+            **content_adapters(
+                ContentReader(self.files, self.settings.files.content, self.knowledge)
+            ),
             **memory_adapters(self.memory),
+            **knowledge_adapters(self.knowledge),
             "JsExecutorAgent": js_adapter(self.js),
             "run_function_batch": batch_adapter(gateway, self.settings.agents, tools),
             "GoogleSearch.Search": google_search_adapter(tools, upstreams),
@@ -474,6 +489,7 @@ class Services:
         return record, deleted_files, forgotten
 
     def close(self) -> None:
+        self.indexer.stop()
         self.js.close()
         self.upstreams.close()
         self.sessions.close()
@@ -482,3 +498,24 @@ class Services:
         self.egress.close()
         if self.stop_tracing is not None:
             self.stop_tracing()
+
+
+def _knowledge(
+    settings: Settings,
+    stores: Stores,
+    blobs: LocalBlobStore,
+    files: ConversationFiles,
+    upstreams: Upstreams,
+    embedder: Embedder,
+) -> tuple[KnowledgeBases, Indexer]:
+    """The org's knowledge bases, and the indexer that fills them."""
+    knowledge = settings.knowledge
+    fetcher = None
+    if settings.egress.enabled:  # documents by URL go where sandboxes may go, no further
+        client = page_client(settings.tools, upstreams)
+        allow = Allowlist.parse(settings.egress.allow)
+        fetcher = DocumentFetcher(client, allow, knowledge.fetch_timeout_seconds)
+    sources = DocumentSources(files, fetcher, knowledge)
+    bases = KnowledgeBases(stores.knowledge, blobs, sources, knowledge, embedder)
+    indexing = Indexing(stores.knowledge, blobs, knowledge, embedder)
+    return bases, Indexer(indexing, knowledge.indexer_poll_seconds)

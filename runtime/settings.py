@@ -28,6 +28,7 @@ from runtime.egress.settings import EgressSettings
 from runtime.files.settings import FileSettings
 from runtime.images.settings import ImageSettings
 from runtime.jsexec.settings import JsSettings
+from runtime.knowledge.settings import KnowledgeSettings
 from runtime.memory.settings import MemorySettings
 from runtime.sandbox.ports.settings import PortsSettings
 from runtime.sandbox.settings import CommandSettings, MetricsSettings, ProcessSettings
@@ -87,6 +88,7 @@ class Settings(BaseSettings):
     files: FileSettings = Field(default_factory=FileSettings)
     snapshots: SnapshotSettings = Field(default_factory=SnapshotSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     store: Annotated[StoreSettings, BeforeValidator(_store_from_url)] = Field(
         default_factory=SqliteStoreSettings
     )

@@ -9,7 +9,7 @@
 #
 # SDK=js: the JavaScript SDK's tests (vitest), run from the checkout's own sources
 # (packages/js-sdk/src, as its tests import them) with the dependencies of its
-# package.json plus vitest, dotenv and msw, installed from npm into $WORK/js-deps the
+# package.json plus vitest, dotenv, msw and error-stack-parser-es, installed from npm into $WORK/js-deps the
 # first time. Its vitest configuration needs browser packages the sandbox tests do
 # not use, so a configuration with the same options as its `unit` project runs them.
 # Default: tests/sandbox. The log is $WORK/run-js.log.
@@ -44,13 +44,16 @@ rm -f "$WORK/edge-ca.pem"
 if [ "${SDK:-python}" = js ]; then
   JS="$WORK/js"
   rm -rf "$JS" && mkdir -p "$JS"
-  cp -r "$E2B/packages/js-sdk/src" "$E2B/packages/js-sdk/tests" "$E2B/packages/js-sdk/tsconfig.json" "$JS/"
+  cp -r "$E2B/packages/js-sdk/"{src,tests,tsconfig.json,package.json} "$JS/"
   if [ ! -d "$WORK/js-deps/node_modules/vitest" ]; then
     mkdir -p "$WORK/js-deps"
     node -e '
       const sdk = require(process.argv[1]);
       const dev = sdk.devDependencies;
-      const deps = { ...sdk.dependencies, vitest: dev.vitest, dotenv: dev.dotenv, msw: dev.msw };
+      // error-stack-parser-es: bundled into the published package, imported by src.
+      const wanted = ["vitest", "dotenv", "msw", "error-stack-parser-es"];
+      const deps = { ...sdk.dependencies };
+      for (const name of wanted) deps[name] = dev[name];
       console.log(JSON.stringify({ name: "e2b-sdk-tests", private: true, dependencies: deps }));
     ' "$E2B/packages/js-sdk/package.json" >"$WORK/js-deps/package.json"
     (cd "$WORK/js-deps" && npm install --no-audit --no-fund --loglevel=error)
@@ -114,6 +117,10 @@ if [ "${TLS_EDGE:-1}" = 1 ]; then
     >"$WORK/data/edge.log" 2>&1 &
   EDGE=$!
   for _ in $(seq 40); do [ -s "$WORK/edge-ca.pem" ] && break; sleep 0.25; done
+  [ -s "$WORK/edge-ca.pem" ] || {
+    echo "the TLS edge did not start (port 443 taken?): $WORK/data/edge.log" >&2
+    exit 1
+  }
   BUNDLE=$("$REPO/.venv/bin/python" -c 'import certifi; print(certifi.where())')
   cat "$BUNDLE" "$WORK/edge-ca.pem" >"$WORK/trust.pem"
   export SSL_CERT_FILE="$WORK/trust.pem" NODE_EXTRA_CA_CERTS="$WORK/edge-ca.pem"

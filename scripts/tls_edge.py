@@ -8,8 +8,9 @@ the bytes to the service unchanged (the ``Host`` header chooses the sandbox).
 
     python scripts/tls_edge.py DOMAIN UPSTREAM_PORT CA_OUT [--port 443]
 
-It writes the authority's certificate to ``CA_OUT`` (point ``SSL_CERT_FILE`` at a
-bundle holding it), then serves until stopped. Not part of the service.
+Once it listens, it writes the authority's certificate to ``CA_OUT`` (point
+``SSL_CERT_FILE`` at a bundle holding it), then serves until stopped. Not part of the
+service.
 """
 
 from __future__ import annotations
@@ -83,7 +84,6 @@ async def main() -> None:
     parser.add_argument("--port", type=int, default=443)
     args = parser.parse_args()
     ca, chain, key = certificates(args.domain)
-    args.ca_out.write_bytes(ca)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "chain.pem").write_bytes(chain)
@@ -100,6 +100,7 @@ async def main() -> None:
 
     # *.localhost resolves to ::1 and 127.0.0.1 (libnss-myhostname): both are served.
     server = await asyncio.start_server(edge, ["127.0.0.1", "::1"], args.port, ssl=context)
+    args.ca_out.write_bytes(ca)  # once listening: a caller waiting for it may connect
     async with server:
         await server.serve_forever()
 

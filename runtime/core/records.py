@@ -76,6 +76,9 @@ class FileKind(enum.StrEnum):
     """Published from the sandbox, or created by a helper, as a downloadable result."""
     WORKING = "working"
     """Made by a helper for later steps (e.g. ``writeExcelFile``); not a message artifact."""
+    KNOWLEDGE = "knowledge"
+    """A knowledge base's content version, read by the content tools (never stored as a
+    conversation file)."""
 
 
 @dataclass(frozen=True)

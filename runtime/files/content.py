@@ -14,7 +14,8 @@ import codecs
 import re
 from collections import deque
 from collections.abc import Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from siesta_contract.functions.content import (
     ContentSource,
@@ -30,18 +31,42 @@ from siesta_contract.functions.content import (
 
 from runtime.core.context import CallContext
 from runtime.core.errors import InvalidArguments
-from runtime.core.records import FileRecord
+from runtime.core.knowledge_records import ContentVersion
+from runtime.core.records import FileKind, FileRecord
 from runtime.files.conversation import ConversationFiles
 from runtime.files.settings import ContentSettings
 
+CHUNK_BYTES = 64 * 1024
 SNIFF_BYTES = 8192
 """How much of a file decides whether it is text."""
 
 
+class VersionTexts(Protocol):
+    """Knowledge bases' content versions, by id in an org (``runtime/knowledge``)."""
+
+    def text(self, org: str, version_id: str) -> tuple[ContentVersion, str]: ...
+
+
+_VERSION_ID = re.compile(r"cv[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class _VersionRecord(FileRecord):
+    """A content version, read as a file: its text is at hand, not in the blob store."""
+
+    text: str = ""
+
+
 class ContentReader:
-    def __init__(self, files: ConversationFiles, settings: ContentSettings) -> None:
+    def __init__(
+        self,
+        files: ConversationFiles,
+        settings: ContentSettings,
+        versions: VersionTexts | None = None,
+    ) -> None:
         self._files = files
         self._settings = settings
+        self._versions = versions
 
     def list_sources(self, ctx: CallContext, limit: int, offset: int) -> ListContentSourcesResult:
         limit = min(limit, self._settings.max_list_sources)
@@ -175,7 +200,7 @@ class ContentReader:
         )
 
     def stats(self, ctx: CallContext, file: str) -> ContentStatsResult:
-        record = self._files.find(ctx, file)
+        record = self._find(ctx, file)
         budget = self._settings.max_scan_chars
         counts: tuple[int, int, int] | None = None
         complete = True
@@ -212,8 +237,35 @@ class ContentReader:
 
     # -- reading --------------------------------------------------------------------------
 
+    def _find(self, ctx: CallContext, file: str) -> FileRecord:
+        """A conversation file by id or name, or a knowledge base's content version by
+        its id (``cv`` and 16 hex digits: no conversation file id looks like one)."""
+        if self._versions is None or not _VERSION_ID.fullmatch(file):
+            return self._files.find(ctx, file)
+        version, text = self._versions.text(ctx.org, file)
+        return _VersionRecord(
+            org=ctx.org,
+            conversation=ctx.conversation,
+            file_id=version.version_id,
+            name=version.name,
+            size=len(text.encode()),
+            content_type="text/plain; charset=utf-8",
+            sha256=version.sha256,
+            kind=FileKind.KNOWLEDGE,
+            created_at=version.created_at,
+            text=text,
+        )
+
+    def _chunks(self, record: FileRecord) -> Iterator[bytes]:
+        if isinstance(record, _VersionRecord):
+            data = record.text.encode()
+            for start in range(0, len(data), CHUNK_BYTES):
+                yield data[start : start + CHUNK_BYTES]
+        else:
+            yield from self._files.chunks(record)
+
     def _text_file(self, ctx: CallContext, file: str) -> FileRecord:
-        record = self._files.find(ctx, file)
+        record = self._find(ctx, file)
         if not self._is_text(record):
             msg = (
                 f"{record.name!r} ({record.content_type}) is not UTF-8 text; stage it into "
@@ -224,7 +276,7 @@ class ContentReader:
 
     def _is_text(self, record: FileRecord) -> bool:
         head = b""
-        for chunk in self._files.chunks(record):
+        for chunk in self._chunks(record):
             head += chunk
             if len(head) >= SNIFF_BYTES:
                 break
@@ -241,7 +293,7 @@ class ContentReader:
     def _text(self, record: FileRecord) -> Iterator[str]:
         """The file's text, chunk by chunk (a stray invalid byte later on becomes U+FFFD)."""
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        for chunk in self._files.chunks(record):
+        for chunk in self._chunks(record):
             if text := decoder.decode(chunk):
                 yield text
         if text := decoder.decode(b"", final=True):

@@ -13,6 +13,10 @@ The rules are the reference text's (shared/seeds/000_*, "System Tools"):
   (``list_content_sources``, ``peek_content``, ``grep_content``,
   ``get_content_stats``, over the conversation's files) and the memory bank
   functions (``list_memory_banks``, ``add_memory``, ``search_memory``, ...) when assigned;
+* ``search_knowledge_base`` when the knowledge base System Tool is assigned, with
+  ``list_knowledge_bases`` unless the base is known (the reference's scenarios: named
+  in the prompt, ``knowledgeBaseInPrompt``; in the run's metadata,
+  ``knowledgeBaseDefault``, which becomes the parameter's default);
 * a shared connection's functions only when it is shared with all of the agent's
   audience, when the request says both (``sharedWith``, ``audience``);
 * every function's policy comes from ``policy.py`` (the agent's configuration,
@@ -37,6 +41,7 @@ from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SI
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT, FILE_FUNCTIONS, LIST_CONTENT_SOURCES
 from runtime.functions.js import JS_EXECUTOR
+from runtime.functions.knowledge import KNOWLEDGE, LIST_KNOWLEDGE_BASES, SEARCH_KNOWLEDGE_BASE
 from runtime.functions.memory import MEMORY
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
@@ -255,6 +260,14 @@ def _system_functions(
         )
     if "memory_banks" in assigned:
         chosen.extend((function, "memory_banks") for function in MEMORY)
+    if "knowledge_base" in assigned:
+        # Scenarios 1 and 2a: the base is known (the prompt's, the run's); 2b: discover it.
+        known = agent.knowledge_base_in_prompt or agent.knowledge_base_default is not None
+        chosen.extend(
+            (function, "knowledge_base")
+            for function in KNOWLEDGE
+            if not (known and function is LIST_KNOWLEDGE_BASES)
+        )
     return chosen
 
 
@@ -262,6 +275,13 @@ def _parameters(definition: FunctionSpec, agent: AgentConfig) -> dict[str, Any]:
     """The function's schema as this agent sees it: a content tool's ``file`` is
     required, or defaults to the run's content item (the reference's scenarios)."""
     parameters = definition.parameters()
+    if definition.name == SEARCH_KNOWLEDGE_BASE.name:
+        base = parameters["properties"]["knowledge_base_id"]
+        if agent.knowledge_base_default is None:
+            parameters["required"] = sorted({*parameters["required"], "knowledge_base_id"})
+            parameters["properties"]["knowledge_base_id"] = not_nullable(base)
+        else:
+            base["default"] = agent.knowledge_base_default
     if definition.name in FILE_FUNCTIONS:
         if agent.content_default is None:
             parameters["required"] = sorted({*parameters["required"], "file"})

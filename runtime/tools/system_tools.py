@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from siesta_contract.agents import Role, SystemToolId
 
 from runtime.agents.settings import AgentSettings
+from runtime.functions.knowledge import KNOWLEDGE
 from runtime.functions.memory import MEMORY
 from runtime.images.catalog import ImageCatalog
 from runtime.seams.provider_settings import SandboxSettings
@@ -113,6 +114,12 @@ SYSTEM_TOOLS = (
         "Memory banks",
         tuple(spec.name for spec in MEMORY),
         "Assigned; the org's banks are made by an operator (POST /v1/memory-banks).",
+    ),
+    SystemToolInfo(
+        "knowledge_base",
+        "Knowledge base",
+        tuple(spec.name for spec in KNOWLEDGE),
+        "Assigned; the org's bases are made by an operator (POST /v1/knowledge-bases).",
     ),
 )
 

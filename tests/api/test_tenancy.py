@@ -222,6 +222,28 @@ def a_bank(client: httpx.Client) -> str:
 
 
 A_BANKS: list[str] = []
+A_BASES: list[tuple[str, str]] = []
+
+
+def a_base(client: httpx.Client) -> tuple[str, str]:
+    """A knowledge base of A's (made once) holding a document whose text is the marker:
+    (base id, content version id), for B's probes to name."""
+    if not A_BASES:
+        made = client.post("/v1/knowledge-bases", headers=A, json={"name": MARKER})
+        assert made.status_code == 201, made.text
+        base = made.json()["knowledgeBaseId"]
+        body = {"name": "a.md", "text": f"# {MARKER}\n\n{MARKER}"}
+        added = client.post(f"/v1/knowledge-bases/{base}/documents", headers=A, json=body)
+        assert added.status_code == 202, added.text
+        A_BASES.append((base, added.json()["contentVersionId"]))
+    return A_BASES[0]
+
+
+def with_a_base(client: httpx.Client, probe: Callable[[], httpx.Response]) -> httpx.Response:
+    a_base(client)
+    return probe()
+
+
 A_SECRET = "a-token"
 SECRET_BODY = {"value": MARKER, "hosts": ["api.example.com"]}
 
@@ -486,6 +508,50 @@ PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         NOT_FOUND,
         lambda c, a: c.post(
             f"/v1/memory-banks/{a_bank(c)}/entries", headers=B, json={"key": "k", "content": "x"}
+        ),
+    ),
+    ("POST", "/v1/knowledge-bases"): (
+        OWN_EMPTY,  # B's own base, after A made one
+        lambda c, a: with_a_base(
+            c, lambda: c.post("/v1/knowledge-bases", headers=B, json={"name": "b"})
+        ),
+    ),
+    ("GET", "/v1/knowledge-bases"): (
+        OWN_EMPTY,  # B's bases only
+        lambda c, a: with_a_base(c, lambda: c.get("/v1/knowledge-bases", headers=B)),
+    ),
+    ("GET", "/v1/knowledge-bases/{base_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/knowledge-bases/{a_base(c)[0]}", headers=B),
+    ),
+    ("DELETE", "/v1/knowledge-bases/{base_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete(f"/v1/knowledge-bases/{a_base(c)[0]}", headers=B),
+    ),
+    ("POST", "/v1/knowledge-bases/{base_id}/documents"): (
+        NOT_FOUND,
+        lambda c, a: c.post(
+            f"/v1/knowledge-bases/{a_base(c)[0]}/documents",
+            headers=B,
+            json={"name": "b.md", "text": "b"},
+        ),
+    ),
+    ("GET", "/v1/knowledge-bases/{base_id}/documents"): (
+        NOT_FOUND,
+        lambda c, a: c.get(f"/v1/knowledge-bases/{a_base(c)[0]}/documents", headers=B),
+    ),
+    ("GET", "/v1/knowledge-bases/{base_id}/documents/{version_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.get("/v1/knowledge-bases/{}/documents/{}".format(*a_base(c)), headers=B),
+    ),
+    ("DELETE", "/v1/knowledge-bases/{base_id}/documents/{version_id}"): (
+        NOT_FOUND,
+        lambda c, a: c.delete("/v1/knowledge-bases/{}/documents/{}".format(*a_base(c)), headers=B),
+    ),
+    ("POST", "/v1/knowledge-bases/{base_id}/search"): (
+        NOT_FOUND,
+        lambda c, a: c.post(
+            f"/v1/knowledge-bases/{a_base(c)[0]}/search", headers=B, json={"query": MARKER}
         ),
     ),
     ("GET", "/v1/secrets"): (

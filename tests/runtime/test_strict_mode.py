@@ -38,6 +38,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "load_chat_history": {"memory_bank_id": "m1", "key": "u1"},
     "load_memory": {"memory_bank_id": "m1", "key": "u1"},
     "search_memory": {"memory_bank_id": "m1", "key": "u1", "query": "drinks"},
+    "search_knowledge_base": {"query": "refund policy"},
     "SearchWebAsync": {"query": "weather"},
     "grep_content": {"query": "total"},
     "image_generation": {"prompt": "a cat"},

@@ -290,7 +290,7 @@ def test_definitions_are_openai_function_schemas() -> None:
     catalog = build_catalog(
         everything, UserInfo(id="u", role="Owner"), ToolSettings(), IMAGES, sandbox_enabled=True
     )
-    assert len(catalog.functions) == 1 + 1 + 4 + 1 + 1 + 5 + 1 + 20 + 1 + 1 + 5 + 6
+    assert len(catalog.functions) == 1 + 1 + 4 + 1 + 1 + 5 + 1 + 20 + 1 + 1 + 5 + 6 + 2
     for function in catalog.functions:
         schema = function.parameters
         assert schema["type"] == "object"

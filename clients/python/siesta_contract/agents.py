@@ -20,6 +20,7 @@ SystemToolId = Literal[
     "js_executor",
     "content",
     "memory_banks",
+    "knowledge_base",
 ]
 Role = Literal["Owner", "Admin", "User"]
 Policy = Literal["enabled", "disabled", "confirm"]
@@ -91,6 +92,16 @@ class AgentConfig(_Wire):
     """The content item this run is about (a conversation file's id or name), as the
     reference's run metadata gives it: the content tools use it when the model names no
     file, and ``list_content_sources`` is left out."""
+    knowledge_base_default: str | None = Field(
+        None, alias="knowledgeBaseDefault", min_length=1, max_length=64
+    )
+    """The reference's scenario 2a: the run's metadata names a knowledge base
+    (``knowledge_base_id``): ``search_knowledge_base`` offers it as its parameter's
+    default and ``list_knowledge_bases`` is left out."""
+    knowledge_base_in_prompt: bool = Field(False, alias="knowledgeBaseInPrompt")
+    """The reference's scenario 1: the prompt names the knowledge base to search, so
+    the model gets ``search_knowledge_base`` alone (the id required). Neither this nor
+    ``knowledgeBaseDefault`` (scenario 2b): both functions are offered."""
     sub_agents: list[str] = Field(default_factory=list, alias="subAgents")
     connections: list[Connection] = Field(default_factory=list)
     audience: list[Principal] | None = None

@@ -17,7 +17,8 @@ from siesta_contract.base import Arguments, Result
 FILE_FIELD = Field(
     None,
     min_length=1,
-    description="A conversation file's id, or its name (the newest file of that name); "
+    description="A conversation file's id, or its name (the newest file of that name), "
+    "or a knowledge base search result's source_connection_content_version_id; "
     "required unless the run names its content (then that is the default)",
 )
 
@@ -74,7 +75,7 @@ class GetContentStatsArgs(Arguments):
 class ContentSource(Result):
     fileId: str
     name: str
-    kind: Literal["attachment", "artifact", "working"]
+    kind: Literal["attachment", "artifact", "working", "knowledge"]
     contentType: str
     size: int
     createdAt: float
@@ -135,7 +136,7 @@ class GrepContentResult(Result):
 
 class ContentStatsResult(Result):
     file: FileRef
-    kind: Literal["attachment", "artifact", "working"]
+    kind: Literal["attachment", "artifact", "working", "knowledge"]
     contentType: str
     size: int
     text: bool

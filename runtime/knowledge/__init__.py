@@ -1,0 +1,1 @@
+"""Knowledge bases: documents indexed once, searched by meaning (``bases.py``)."""
