@@ -114,6 +114,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "memory_limit_reached": 409,  # limit: the org's banks or a key's entries
     "knowledge_limit_reached": 409,  # limit: the org's bases, a base's versions or passages
     "document_too_large": 413,  # limit: a document's bytes
+    "url_documents_off": 409,  # no SIESTA_EGRESS__ALLOW: documents by URL have nowhere to go
     "secret_limit_reached": 409,  # limit: the org's secrets
     "secrets_not_configured": 409,  # no SIESTA_EGRESS__SECRETS_KEY
     "cancelled": 499,  # nginx's "client closed request": logged, never read

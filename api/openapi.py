@@ -135,6 +135,7 @@ def deployment_limits(
         ("FsMetadataArgs", "metadata"): {"maxProperties": settings.files.max_metadata_keys},
         # ASCII only: characters are bytes.
         ("SecretPut", "value"): {"maxLength": settings.egress.max_secret_bytes},
+        ("KnowledgeSearch", "query"): {"maxLength": settings.knowledge.max_query_chars},
     }
     if not keeps_memory:
         for model in ("SnapshotCreate", "ForkCreate", "ForksCreate"):

@@ -27,3 +27,10 @@ class DocumentTooLarge(InvalidRequest):
     """A document's bytes, or its text, are over the setting ``limit`` names."""
 
     code = "document_too_large"
+
+
+class UrlDocumentsOff(SiestaError):
+    """A document by URL on a deployment without egress: the service fetches only what
+    sandboxes may reach, and they may reach nothing."""
+
+    code = "url_documents_off"

@@ -28,7 +28,7 @@ def org(name: str) -> dict[str, str]:
 
 A, B = org("org-a"), org("org-b")
 LIMITS = {
-    "SIESTA_KNOWLEDGE__MAX_BASES_PER_ORG": "8",
+    "SIESTA_KNOWLEDGE__MAX_BASES_PER_ORG": "9",
     "SIESTA_KNOWLEDGE__MAX_DOCUMENT_BYTES": "200000",
     "SIESTA_KNOWLEDGE__MAX_CHUNKS_PER_BASE": "60",
     "SIESTA_KNOWLEDGE__CHUNK_CHARS": "400",
@@ -210,11 +210,13 @@ def test_documents_come_from_uploads_files_and_formats_agents_hand_over(
     )
     assert uploaded.status_code == 201, uploaded.text
     from_file = add(service, base, conversationId="conv-files", fileId=uploaded.json()["id"])[1]
+    docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     docx = add(
         service,
         base,
         name="onboarding.docx",
         contentBase64=base64.b64encode(_docx()).decode(),
+        contentType=docx_type,
     )[1]
     html = add(
         service,
@@ -241,13 +243,33 @@ def test_documents_come_from_uploads_files_and_formats_agents_hand_over(
 
 def test_what_cannot_be_indexed_is_refused_or_fails_saying_why(service: InProcessService) -> None:
     base = make_base(service, "Refusals")
-    status, refused = add(service, base, name="tool.exe", contentBase64="TVqQAAMAAAAEAAAA")
-    assert status == 422 and refused["error"]["code"] == "unsupported_document", refused
+    # An upload names its format, one of those read: the schema refuses any other.
+    status, _ = add(service, base, name="tool.exe", contentBase64="TVqQAAMAAAAEAAAA")
+    assert status == 422
+    status, _ = add(
+        service, base, name="tool.exe", contentBase64="TVqQ", contentType="application/x-exe"
+    )
+    assert status == 422
+    # A conversation's file is taken as it is, and fails to index if no reader knows it.
+    uploaded = service.client.post(
+        "/v1/conversations/conv-refusals/files",
+        headers={**A, "X-Siesta-User": "user-1"},
+        files={"file": ("tool.exe", b"MZ\x90\x00", "application/x-msdownload")},
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    status, exe = add(service, base, conversationId="conv-refusals", fileId=uploaded.json()["id"])
+    assert status == 202
+    failed = ready(service, base, exe["contentVersionId"])
+    assert failed["status"] == "failed" and "not a format" in failed["error"], failed
     status, large = add(service, base, name="big.txt", text="x" * 200_001)
     assert status == 413 and large["error"]["code"] == "document_too_large"
     assert "SIESTA_KNOWLEDGE__MAX_DOCUMENT_BYTES" in large["error"]["message"]
     status, broken = add(
-        service, base, name="broken.pdf", contentBase64=base64.b64encode(b"%PDF-no").decode()
+        service,
+        base,
+        name="broken.pdf",
+        contentBase64=base64.b64encode(b"%PDF-no").decode(),
+        contentType="application/pdf",
     )
     assert status == 202
     failed = ready(service, base, broken["contentVersionId"])
@@ -257,14 +279,28 @@ def test_what_cannot_be_indexed_is_refused_or_fails_saying_why(service: InProces
     failed = ready(service, base, many["contentVersionId"])
     assert failed["status"] == "failed", failed
     assert "SIESTA_KNOWLEDGE__MAX_CHUNKS_PER_BASE" in failed["error"]
-    for bad in ({}, {"text": "x"}, {"url": "ftp://x"}, {"fileId": "f", "name": "x"}):
+    for bad in (
+        {},
+        {"text": "x"},  # no name
+        {"url": "ftp://x"},
+        {"fileId": "f", "name": "x"},  # no conversation
+        {"name": "x", "text": "a", "url": "http://x"},  # two sources
+        {"name": "x.pdf", "contentBase64": "not base64!", "contentType": "application/pdf"},
+    ):
         answer = service.client.post(f"/v1/knowledge-bases/{base}/documents", headers=A, json=bad)
         assert answer.status_code == 422, bad
 
 
+def test_documents_by_url_need_egress(service: InProcessService) -> None:
+    base = make_base(service, "Pages")
+    status, refused = add(service, base, url="https://example.com/handbook.html")
+    assert status == 409 and refused["error"]["code"] == "url_documents_off", refused
+    assert "SIESTA_EGRESS__ALLOW" in refused["error"]["message"]
+
+
 def test_an_orgs_bases_limit_names_its_setting(service: InProcessService) -> None:
     headers = org("org-full")
-    for n in range(8):
+    for n in range(9):
         make_base(service, f"base {n}", headers)
     refused = service.client.post("/v1/knowledge-bases", headers=headers, json={"name": "one more"})
     assert refused.status_code == 409

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN, NON_BLANK_TEXT
 
@@ -39,45 +39,69 @@ class KnowledgeBasesPublic(BaseModel):
     """Oldest first."""
 
 
-class DocumentAdd(BaseModel):
-    """A document to add, from exactly one source: ``text`` or ``contentBase64`` (an
-    upload, with its ``name``), a conversation's file or artifact (``conversationId``
-    and ``fileId``), or a ``url`` fetched through the deployment's egress allowlist."""
+TextType = Literal["text/plain", "text/markdown", "text/html", "text/csv"]
+DocumentType = Literal[
+    "text/plain",
+    "text/markdown",
+    "text/html",
+    "text/csv",
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+]
+"""The formats knowledge bases read (``runtime/knowledge/extract.py``)."""
+BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+DOCUMENT_NAME = Field(min_length=1, max_length=255, pattern=NON_BLANK_TEXT)
+
+
+class TextDocument(BaseModel):
+    """A document given as text; its name says how to read it (``.md``, ``.html``,
+    ``.csv``, else plain text) unless ``contentType`` does."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=255, pattern=NON_BLANK_TEXT)
-    """The document's name in the base: adding the same name again makes a new
-    version of that document when the content changed. Default: the file's name, or
-    the URL."""
-    text: str | None = None
-    contentBase64: str | None = None
-    contentType: str | None = Field(None, max_length=255)
-    """How to read the upload (default: by its name's extension)."""
-    conversationId: str | None = Field(
-        None, min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN
-    )
-    fileId: str | None = Field(None, min_length=1, max_length=255)
-    url: str | None = Field(None, min_length=1, max_length=2048, pattern=r"^https?://")
+    name: str = DOCUMENT_NAME
+    """The document's name in the base: adding the same name again makes a new version
+    of that document when the content changed."""
+    text: str
+    contentType: TextType | None = None
 
-    @model_validator(mode="after")
-    def _one_source(self) -> DocumentAdd:
-        sources = [
-            self.text is not None,
-            self.contentBase64 is not None,
-            self.fileId is not None,
-            self.url is not None,
-        ]
-        if sum(sources) != 1:
-            msg = "give exactly one of text, contentBase64, fileId (with conversationId), url"
-            raise ValueError(msg)
-        if (self.fileId is None) != (self.conversationId is None):
-            msg = "fileId and conversationId go together"
-            raise ValueError(msg)
-        if (self.text is not None or self.contentBase64 is not None) and self.name is None:
-            msg = "an upload (text or contentBase64) needs a name"
-            raise ValueError(msg)
-        return self
+
+class UploadDocument(BaseModel):
+    """A document's bytes (PDF, DOCX, XLSX or any text), in base64."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = DOCUMENT_NAME
+    contentBase64: str = Field(pattern=BASE64)
+    contentType: DocumentType
+
+
+class FileDocument(BaseModel):
+    """A conversation's file or artifact, read as it is now (a copy: the file may change
+    or go afterwards). A format no reader knows fails to index, saying so."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversationId: str = Field(min_length=1, max_length=ID_MAX_CHARS, pattern=ID_PATTERN)
+    fileId: str = Field(min_length=1, max_length=255)
+    name: str | None = Field(None, min_length=1, max_length=255, pattern=NON_BLANK_TEXT)
+    """Default: the file's name."""
+
+
+class UrlDocument(BaseModel):
+    """A page or file fetched by the service, from a host on the deployment's egress
+    allowlist (the one sandboxes reach). A format no reader knows fails to index."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^\s]+$")
+    name: str | None = Field(None, min_length=1, max_length=255, pattern=NON_BLANK_TEXT)
+    """Default: the URL it was fetched from (after redirects)."""
+
+
+DocumentAdd = TextDocument | UploadDocument | FileDocument | UrlDocument
+"""A document to add, from exactly one source (each form's fields are its own)."""
 
 
 class ContentVersionPublic(BaseModel):
