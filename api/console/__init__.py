@@ -18,6 +18,7 @@ from api.console.pages import (
     audit,
     executions,
     images,
+    knowledge,
     overview,
     sandboxes,
     settings,
@@ -25,7 +26,18 @@ from api.console.pages import (
     static,
 )
 
-PAGES = (static, sign_in, overview, sandboxes, images, approvals, executions, audit, settings)
+PAGES = (
+    static,
+    sign_in,
+    overview,
+    sandboxes,
+    images,
+    knowledge,
+    approvals,
+    executions,
+    audit,
+    settings,
+)
 
 
 def console_router() -> APIRouter:

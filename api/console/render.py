@@ -20,6 +20,7 @@ NAV: list[tuple[str, str, str]] = [
     ("overview", "Overview", PREFIX),
     ("sandboxes", "Sandboxes", f"{PREFIX}/sandboxes"),
     ("images", "Images", f"{PREFIX}/images"),
+    ("knowledge", "Knowledge", f"{PREFIX}/knowledge"),
     ("approvals", "Approvals", f"{PREFIX}/approvals"),
     ("executions", "Executions", f"{PREFIX}/executions"),
     ("audit", "Audit", f"{PREFIX}/audit"),
