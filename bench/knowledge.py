@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from siesta_contract.knowledge import KnowledgeBaseCreate, TextDocument
+from siesta_contract.knowledge import DocumentAdd, KnowledgeBaseCreate, TextDocument
 
 from bench.common import percentile
 from bench.measures import Figure
@@ -274,7 +274,7 @@ def _throughput(model: WordLlamaModel, folder: Path, n: int) -> list[Figure]:
         base = bases.create(ORG, KnowledgeBaseCreate(name="towns")).base_id
         docs, _ = corpus(n, seed=SEED + 1)
         for name, text in docs:
-            bases.add_document(ORG, base, TextDocument(name=name, text=text))
+            bases.add_document(ORG, base, DocumentAdd(TextDocument(name=name, text=text)))
         indexing = Indexing(stores.knowledge, blobs, settings, embedder)
         started = time.perf_counter()
         done = 0

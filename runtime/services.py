@@ -28,7 +28,7 @@ from runtime.admin.images import CatalogAdmin
 from runtime.agents import AgentGateway, build_gateway
 from runtime.core.auth import TokenRegistry
 from runtime.core.context import CallContext
-from runtime.core.errors import SessionBusy
+from runtime.core.errors import SessionBusy, SiestaError
 from runtime.core.network_rules import Allowlist
 from runtime.core.records import IdempotencyClaim, SessionRecord, SessionStatus, conversation_key
 from runtime.core.secrets import secret_values
@@ -371,14 +371,49 @@ class Services:
     def tool_catalog(self, agent: AgentConfig, user: UserInfo, org: str | None = None) -> Catalog:
         """The functions this agent gets for this user (of ``org``: its policies
         apply), with notes on what was left out."""
-        return build_catalog(
+        notes: list[str] = []
+        file_search = self._file_search(agent, org, notes)
+        catalog = build_catalog(
             agent,
             user,
             self.settings.tools,
             self.catalog,
             sandbox_enabled=self.settings.sandbox.enabled,
             org_floor=self.org_floor(org, agent.id),
+            file_search=file_search,
         )
+        catalog.notes.extend(notes)
+        return catalog
+
+    def _file_search(self, agent: AgentConfig, org: str | None, notes: list[str]) -> bool:
+        """Whether the agent's files call for ``file_search`` (seed 003): ``rag``, when
+        it has one; ``direct``, when one overflowed the pre-load budget and the switch
+        is on."""
+        files = agent.files
+        if files is None or org is None:
+            return False
+        try:
+            fitting, count = self.knowledge.preload_plan(org, files.knowledge_base_id)
+        except SiestaError as error:
+            notes.append(f"file_search is left out: the agent's files cannot be read ({error})")
+            return False
+        if count == 0:
+            notes.append("file_search is left out: the agent has no file (none ready)")
+            return False
+        if files.strategy == "rag":
+            return True
+        if len(fitting) == count:
+            notes.append(
+                "file_search is left out: every file of the agent fits the pre-load budget "
+                "(direct strategy: they are in preloadedFiles)"
+            )
+            return False
+        if not files.file_search:
+            notes.append(
+                f"file_search is off (fileSearch): {count - len(fitting)} of the agent's "
+                "files overflowed the pre-load budget and are not in context"
+            )
+        return files.file_search
 
     def org_floor(self, org: str | None, agent: str | None) -> dict[str, Policy]:
         """``org``'s floor for a call stating ``agent``: lifted for the agents it trusts

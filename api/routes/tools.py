@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from anyio import to_thread
 from fastapi import APIRouter, Header, Query
 
+from siesta_contract.agents import AgentConfig
+from siesta_contract.functions.knowledge import PreloadedFile
 from siesta_contract.tools import (
     CatalogPublic,
     CatalogRequest,
@@ -29,11 +31,10 @@ from api.deps import CallerDep, OrgDep, ServicesDep, requires
 from api.responses import COMMON, error_responses
 from api.streaming import SSE_CONTENT, event_stream
 from runtime.core.context import check_id
-from runtime.core.errors import (
-    InvalidConversationId,
-)
+from runtime.core.errors import InvalidConversationId, SiestaError
 from runtime.core.records import ExecutionFilter
 from runtime.functions.base import strict_schema
+from runtime.services import Services
 from runtime.tools.call import CallEvents
 from runtime.tools.system_tools import Deployment, system_tools
 
@@ -93,7 +94,31 @@ def catalog(
     functions = [f.public() for f in result.functions]
     if schema_mode == "strict":
         functions = [{**f, "parameters": strict_schema(f["parameters"])} for f in functions]
-    return CatalogPublic.model_validate({"functions": functions, "notes": result.notes})
+    preloaded = preloaded_files(services, agent, org)
+    return CatalogPublic.model_validate(
+        {"functions": functions, "notes": result.notes, "preloadedFiles": preloaded}
+    )
+
+
+def preloaded_files(services: Services, agent: AgentConfig, org: str) -> list[PreloadedFile]:
+    """The agent's files to put into context (the ``direct`` strategy): those that fit
+    the budget, smallest first (none when they cannot be read: the notes say why)."""
+    files = agent.files
+    if files is None or files.strategy != "direct":
+        return []
+    try:
+        fitting, _ = services.knowledge.preload_plan(org, files.knowledge_base_id)
+        texts = [services.knowledge.text(org, v.version_id) for v in fitting]
+    except SiestaError:
+        return []
+    return [
+        PreloadedFile(
+            source_connection_content_version_id=version.version_id,
+            name=version.name,
+            text=text,
+        )
+        for version, text in texts
+    ]
 
 
 @router.post(

@@ -6,7 +6,7 @@ from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SI
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT
 from runtime.functions.js import JS_EXECUTOR
-from runtime.functions.knowledge import KNOWLEDGE
+from runtime.functions.knowledge import FILE_SEARCH, KNOWLEDGE
 from runtime.functions.memory import MEMORY
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.processes import PROCESSES
@@ -30,6 +30,7 @@ FUNCTIONS: dict[str, FunctionSpec] = {
         *CONTENT,
         *MEMORY,
         *KNOWLEDGE,
+        FILE_SEARCH,
     ]
 }
 """The system functions this service knows (connection functions come with the agent)."""

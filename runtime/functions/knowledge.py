@@ -5,6 +5,8 @@ reference (seeds/004_*, "Knowledge Base Tools")."""
 from __future__ import annotations
 
 from siesta_contract.functions.knowledge import (
+    FileSearchArgs,
+    FileSearchResult,
     ListKnowledgeBasesArgs,
     ListKnowledgeBasesResult,
     SearchKnowledgeBaseArgs,
@@ -31,3 +33,11 @@ LIST_KNOWLEDGE_BASES = FunctionSpec(
 )
 KNOWLEDGE = [SEARCH_KNOWLEDGE_BASE, LIST_KNOWLEDGE_BASES]
 """In the reference's order."""
+FILE_SEARCH = FunctionSpec(
+    "file_search",
+    "Search the agent's uploaded files by meaning; returns the best matching passages "
+    "with the file they come from.",
+    FileSearchArgs,
+    FileSearchResult,
+)
+"""Not a System Tool's: the agent's files decide it (``AgentConfig.files``, seed 003)."""

@@ -161,6 +161,28 @@ class KnowledgeBases:
             raise InvalidArguments(msg, contentVersionId=version_id, status=version.status)
         return version, read_all(self._blobs, text_blob(version_id))
 
+    # An agent's files (seed 003): the latest ready version of each document of a base.
+
+    def files(self, org: str, base_id: str) -> builtins.list[ContentVersion]:
+        """The base's documents as an agent's files: each one's latest version, ready."""
+        latest: dict[str, ContentVersion] = {}
+        for version in self._store.list_versions(org, base_id):
+            if version.status == "ready":
+                latest[version.document_id] = version  # oldest first: the last one wins
+        return builtins.list(latest.values())
+
+    def preload_plan(self, org: str, base_id: str) -> tuple[builtins.list[ContentVersion], int]:
+        """The ``direct`` strategy: the files that fit the budget, smallest first, and
+        how many files the agent has (more than fit: some overflowed)."""
+        files = sorted(self.files(org, base_id), key=lambda v: (v.chars, v.name))
+        budget, used, fitting = self._settings.direct_preload_chars, 0, []
+        for version in files:
+            if used + version.chars > budget:
+                break
+            fitting.append(version)
+            used += version.chars
+        return fitting, len(files)
+
     # Both sides.
 
     def search(

@@ -69,8 +69,9 @@ class DocumentSources:
         self._fetcher = fetcher
         self._settings = settings
 
-    def read(self, org: str, body: DocumentAdd) -> Source:
+    def read(self, org: str, added: DocumentAdd) -> Source:
         limit = self._settings.max_document_bytes
+        body = added.root
         if isinstance(body, TextDocument):
             data = body.text.encode()
             self._check_size(len(data))

@@ -35,5 +35,9 @@ class KnowledgeSettings(BaseModel):
     claim_stale_seconds: float = Field(600.0, gt=0)
     """A document whose indexer has not finished in this long is indexed again (by any
     instance): an indexer that died loses no document."""
+    direct_preload_chars: int = Field(18_000, ge=0)
+    """An agent's files pre-loaded into context under the ``direct`` strategy (seed 003:
+    "up to 18,000 characters (60% of the 30,000-character budget), smallest file
+    first"); ``file_search`` is offered only for what overflows it."""
     fetch_timeout_seconds: float = Field(30.0, gt=0)
     """How long fetching a document's URL may take."""

@@ -41,7 +41,12 @@ from runtime.functions.assistant import IMAGE_GENERATION, RUN_FUNCTION_BATCH, SI
 from runtime.functions.base import FunctionSpec
 from runtime.functions.content import CONTENT, FILE_FUNCTIONS, LIST_CONTENT_SOURCES
 from runtime.functions.js import JS_EXECUTOR
-from runtime.functions.knowledge import KNOWLEDGE, LIST_KNOWLEDGE_BASES, SEARCH_KNOWLEDGE_BASE
+from runtime.functions.knowledge import (
+    FILE_SEARCH,
+    KNOWLEDGE,
+    LIST_KNOWLEDGE_BASES,
+    SEARCH_KNOWLEDGE_BASE,
+)
 from runtime.functions.memory import MEMORY
 from runtime.functions.platform import CREATE_TASK, PLATFORM
 from runtime.functions.sandbox import SANDBOX
@@ -100,14 +105,18 @@ def build_catalog(
     *,
     sandbox_enabled: bool,
     org_floor: Mapping[str, Policy] | None = None,
+    file_search: bool = False,
 ) -> Catalog:
     """``org_floor``: the org's floor as it holds for this agent
-    (``Services.org_floor``: lifted only for an agent the org registered)."""
+    (``Services.org_floor``: lifted only for an agent the org registered);
+    ``file_search``: whether the agent's files call for it (``Services.tool_catalog``
+    reads them: seed 003's strategies)."""
     catalog = Catalog()
     floor = settings.function_policies
-    for definition, tool in _system_functions(
-        agent, user, settings, images, sandbox_enabled, catalog.notes
-    ):
+    chosen = _system_functions(agent, user, settings, images, sandbox_enabled, catalog.notes)
+    if file_search:
+        chosen.append((FILE_SEARCH, "files"))
+    for definition, tool in chosen:
         agent_policy = agent.function_policies.get(definition.name)
         rule = effective_policy(
             definition.name,

@@ -30,7 +30,7 @@ A, B = org("org-a"), org("org-b")
 LIMITS = {
     "SIESTA_KNOWLEDGE__MAX_BASES_PER_ORG": "9",
     "SIESTA_KNOWLEDGE__MAX_DOCUMENT_BYTES": "200000",
-    "SIESTA_KNOWLEDGE__MAX_CHUNKS_PER_BASE": "60",
+    "SIESTA_KNOWLEDGE__MAX_CHUNKS_PER_BASE": "120",
     "SIESTA_KNOWLEDGE__CHUNK_CHARS": "400",
     "SIESTA_KNOWLEDGE__CHUNK_OVERLAP_CHARS": "80",
     "SIESTA_KNOWLEDGE__INDEXER_POLL_SECONDS": "0.1",
@@ -274,8 +274,8 @@ def test_what_cannot_be_indexed_is_refused_or_fails_saying_why(service: InProces
     assert status == 202
     failed = ready(service, base, broken["contentVersionId"])
     assert failed["status"] == "failed" and "broken.pdf" in failed["error"], failed
-    # Passages past the base's limit (60, with 400-character passages): the version fails.
-    status, many = add(service, base, name="long.txt", text="\n\n".join(["word " * 70] * 80))
+    # Passages past the base's limit (120, with 400-character passages): the version fails.
+    status, many = add(service, base, name="long.txt", text="\n\n".join(["word " * 70] * 200))
     failed = ready(service, base, many["contentVersionId"])
     assert failed["status"] == "failed", failed
     assert "SIESTA_KNOWLEDGE__MAX_CHUNKS_PER_BASE" in failed["error"]
@@ -387,3 +387,65 @@ def _docx() -> bytes:
         archive.writestr("word/document.xml", document)
         archive.writestr("word/styles.xml", styles)
     return buffer.getvalue()
+
+
+def catalog_answer(service: InProcessService, agent: dict[str, Any]) -> dict[str, Any]:
+    response = service.client.post(
+        "/v1/tools/catalog", headers=A, json={"agent": agent, "user": USER, "org": "org-a"}
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def test_an_agents_files_and_the_two_strategies_of_seed_003(service: InProcessService) -> None:
+    """Direct: files pre-loaded smallest first within the budget (18,000 characters),
+    file_search only for what overflowed and only with the switch on; RAG: file_search
+    whenever there is a file, switch or not."""
+    base = make_base(service, "Agent files")
+    small = add(
+        service, base, name="small.md", text="# Small\n\nThe wifi password is on the fridge."
+    )[1]
+    medium = add(service, base, name="medium.md", text="# Medium\n\n" + "Parking rules. " * 600)[1]
+    large = add(service, base, name="large.md", text="# Large\n\n" + "Safety manual words. " * 900)[
+        1
+    ]
+    for version in (small, medium, large):
+        assert ready(service, base, version["contentVersionId"])["status"] == "ready"
+
+    files: dict[str, Any] = {"knowledgeBaseId": base, "strategy": "direct"}
+    direct = {**AGENT, "files": files}
+    answer = catalog_answer(service, direct)
+    preloaded = [f["name"] for f in answer["preloadedFiles"]]
+    assert preloaded == ["small.md", "medium.md"]  # smallest first; large overflows
+    assert answer["preloadedFiles"][0]["text"].startswith("# Small")
+    names = {f["name"] for f in answer["functions"]}
+    assert "file_search" not in names  # the switch is off
+    assert any("fileSearch" in note for note in answer["notes"]), answer["notes"]
+
+    switched = {**AGENT, "files": {**files, "fileSearch": True}}
+    names = {f["name"] for f in catalog_answer(service, switched)["functions"]}
+    assert "file_search" in names
+    found = call(service, "file_search", agent=switched, query="safety manual", limit=2)
+    assert found["ok"], found
+    assert found["result"]["results"][0]["source_name"] == "large.md"
+    assert len(found["result"]["results"]) <= 2
+
+    rag = {**AGENT, "files": {"knowledgeBaseId": base, "strategy": "rag"}}
+    answer = catalog_answer(service, rag)
+    assert answer["preloadedFiles"] == []
+    assert "file_search" in {f["name"] for f in answer["functions"]}  # switch or not
+    limit = catalog_answer(service, rag)["functions"]
+    (spec,) = [f for f in limit if f["name"] == "file_search"]
+    assert spec["parameters"]["required"] == ["query"]
+
+    # Everything fits: file_search is pruned even with the switch on.
+    removed = service.client.delete(
+        f"/v1/knowledge-bases/{base}/documents/{large['contentVersionId']}", headers=A
+    )
+    assert removed.status_code == 204
+    answer = catalog_answer(service, switched)
+    assert "file_search" not in {f["name"] for f in answer["functions"]}
+    assert [f["name"] for f in answer["preloadedFiles"]] == ["small.md", "medium.md"]
+    refused = call(service, "file_search", agent=switched, query="parking")
+    assert not refused["ok"], refused  # not in this agent's catalog now

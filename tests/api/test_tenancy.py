@@ -185,6 +185,16 @@ CONSOLE_ROUTES = {
         "/console/image-builds/" + "0" * 32 + "/events"
     ),
     ("GET", "/console/audit"): "/console/audit",
+    ("GET", "/console/knowledge"): "/console/knowledge?org=org-a",
+    ("POST", "/console/knowledge/{org}"): "/console/knowledge/org-a",
+    ("GET", "/console/knowledge/{org}/{base_id}"): "/console/knowledge/org-a/kb0",
+    ("POST", "/console/knowledge/{org}/{base_id}/documents"): (
+        "/console/knowledge/org-a/kb0/documents"
+    ),
+    ("POST", "/console/knowledge/{org}/{base_id}/documents/{version_id}/remove"): (
+        "/console/knowledge/org-a/kb0/documents/cv0/remove"
+    ),
+    ("POST", "/console/knowledge/{org}/{base_id}/delete"): "/console/knowledge/org-a/kb0/delete",
 }
 
 

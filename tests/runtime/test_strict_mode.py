@@ -39,6 +39,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "load_memory": {"memory_bank_id": "m1", "key": "u1"},
     "search_memory": {"memory_bank_id": "m1", "key": "u1", "query": "drinks"},
     "search_knowledge_base": {"query": "refund policy"},
+    "file_search": {"query": "wifi password"},
     "SearchWebAsync": {"query": "weather"},
     "grep_content": {"query": "total"},
     "image_generation": {"prompt": "a cat"},

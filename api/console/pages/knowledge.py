@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 from anyio import to_thread
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from siesta_contract.knowledge import DocumentAdd, KnowledgeBaseCreate
 from siesta_contract.text import ID_MAX_CHARS
@@ -34,7 +34,6 @@ from runtime.services import Services
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 ORG = Annotated[str, Query(max_length=ID_MAX_CHARS)]
-DOCUMENT = TypeAdapter[Any](DocumentAdd)
 UPLOAD_CHUNK = 1 << 20
 
 
@@ -149,7 +148,7 @@ async def add(
     content: dict[str, Any] = {"name": name.strip() or filename or ""}
 
     def added() -> str:
-        body = DOCUMENT.validate_python(content)
+        body = DocumentAdd.model_validate(content)
         version, created = services.knowledge.add_document(org, base_id, body)
         if created:
             target = f"{org}/{base_id}/{version.version_id}"

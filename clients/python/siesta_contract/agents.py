@@ -77,6 +77,21 @@ class Connection(_Wire):
     A private connection's is never read (its credential is the user's own)."""
 
 
+class AgentFiles(_Wire):
+    """The agent's uploaded files (peer seed 003, "File search"): a knowledge base of
+    the org holding them, and the File Retrieval Strategy that decides how the model
+    sees them."""
+
+    knowledge_base_id: str = Field(alias="knowledgeBaseId", min_length=1, max_length=64)
+    strategy: Literal["direct", "rag"] = "direct"
+    """``direct``: the files are pre-loaded into context (the catalog's
+    ``preloadedFiles``) up to the budget, smallest first, and ``file_search`` is offered
+    only when one overflowed it and ``fileSearch`` is on. ``rag``: ``file_search``
+    whenever the agent has a file, whether or not ``fileSearch`` is on."""
+    file_search: bool = Field(False, alias="fileSearch")
+    """The File search switch."""
+
+
 class AgentConfig(_Wire):
     id: str = Field(min_length=1)
     system_tool_ids: list[SystemToolId] = Field(default_factory=list, alias="systemToolIds")
@@ -98,6 +113,8 @@ class AgentConfig(_Wire):
     """The reference's scenario 2a: the run's metadata names a knowledge base
     (``knowledge_base_id``): ``search_knowledge_base`` offers it as its parameter's
     default and ``list_knowledge_bases`` is left out."""
+    files: AgentFiles | None = None
+    """The agent's uploaded files and their retrieval strategy (``file_search``)."""
     knowledge_base_in_prompt: bool = Field(False, alias="knowledgeBaseInPrompt")
     """The reference's scenario 1: the prompt names the knowledge base to search, so
     the model gets ``search_knowledge_base`` alone (the id required). Neither this nor

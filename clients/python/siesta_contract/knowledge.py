@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN, NON_BLANK_TEXT
 
@@ -100,8 +100,8 @@ class UrlDocument(BaseModel):
     """Default: the URL it was fetched from (after redirects)."""
 
 
-DocumentAdd = TextDocument | UploadDocument | FileDocument | UrlDocument
-"""A document to add, from exactly one source (each form's fields are its own)."""
+class DocumentAdd(RootModel[TextDocument | UploadDocument | FileDocument | UrlDocument]):
+    """A document to add, from exactly one source (each form's fields are its own)."""
 
 
 class ContentVersionPublic(BaseModel):

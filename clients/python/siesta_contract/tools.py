@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from siesta_contract.agents import AgentConfig, Policy, Role, SystemToolId, UserInfo
 from siesta_contract.errors import ErrorBody
+from siesta_contract.functions.knowledge import PreloadedFile
 from siesta_contract.text import ID_MAX_CHARS, ID_PATTERN
 
 SchemaMode = Literal["standard", "strict"]
@@ -47,6 +48,10 @@ class CatalogPublic(BaseModel):
     functions: list[CatalogFunctionPublic]
     notes: list[str]
     """What was left out, and why."""
+    preloadedFiles: list[PreloadedFile] = Field(default_factory=list)
+    """The agent's files to put into the model's context (``files.strategy``
+    ``direct``): smallest first, as many as fit the budget
+    (``SIESTA_KNOWLEDGE__DIRECT_PRELOAD_CHARS``)."""
 
 
 class ExecuteRequest(BaseModel):

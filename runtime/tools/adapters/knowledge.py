@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from siesta_contract.functions.knowledge import (
+    FileSearchArgs,
+    FileSearchResult,
     ListKnowledgeBasesArgs,
     ListKnowledgeBasesResult,
     SearchKnowledgeBaseArgs,
@@ -15,7 +17,7 @@ from siesta_contract.functions.knowledge import (
 
 from runtime.core.errors import InvalidArguments
 from runtime.functions.base import parse_arguments
-from runtime.functions.knowledge import LIST_KNOWLEDGE_BASES, SEARCH_KNOWLEDGE_BASE
+from runtime.functions.knowledge import FILE_SEARCH, LIST_KNOWLEDGE_BASES, SEARCH_KNOWLEDGE_BASE
 from runtime.knowledge.bases import KnowledgeBases, base_info
 from runtime.tools.call import Adapter, ToolCall
 
@@ -38,4 +40,19 @@ def knowledge_adapters(bases: KnowledgeBases) -> dict[str, Adapter]:
         found = bases.search(call.ctx.org, chosen, a.query, a.top_n)
         return found.model_dump(mode="json")
 
-    return {LIST_KNOWLEDGE_BASES.name: list_bases, SEARCH_KNOWLEDGE_BASE.name: search}
+    def file_search(call: ToolCall, arguments: dict[str, Any]) -> Any:
+        a = parse_arguments(FileSearchArgs, FILE_SEARCH.name, arguments)
+        files = call.agent.files
+        if files is None:
+            msg = "file_search: this agent has no files (its configuration's files)"
+            raise InvalidArguments(msg)
+        found = bases.search(call.ctx.org, files.knowledge_base_id, a.query, a.limit)
+        return FileSearchResult(
+            results=found.results, method=found.method, searched=found.searched
+        ).model_dump(mode="json")
+
+    return {
+        LIST_KNOWLEDGE_BASES.name: list_bases,
+        SEARCH_KNOWLEDGE_BASE.name: search,
+        FILE_SEARCH.name: file_search,
+    }

@@ -73,3 +73,26 @@ class SearchKnowledgeBaseResult(Result):
     pending: int
     """Documents of the base still being indexed (not searched yet)."""
     note: str | None = None
+
+
+class FileSearchArgs(Arguments):
+    """Peer seed 003: "a file_search tool (query required, limit defaulting to 8) over
+    the agent's uploaded files"."""
+
+    query: str = Field(pattern=NON_BLANK_TEXT, description="What to look for in the files")
+    limit: int = Field(8, ge=1, le=50, description="Most passages to return")
+
+
+class FileSearchResult(Result):
+    results: list[KnowledgeHit]
+    """Best first, at most ``limit``, from the agent's files."""
+    method: Literal["hybrid", "lexical"]
+    searched: int
+
+
+class PreloadedFile(Result):
+    """One of the agent's files, pre-loaded into context (the ``direct`` strategy)."""
+
+    source_connection_content_version_id: str
+    name: str
+    text: str
