@@ -98,11 +98,15 @@ def upstream() -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def start_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartService]:
+def start_service(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[StartService]:
     """Starts real ``siesta-runtime serve`` processes; stops them after the module."""
     started: list[ServiceProcess] = []
 
     def start(provider: str = "docker", **env: str) -> ServiceProcess:
+        if provider == "docker":  # its sandboxes go with the session's (run label)
+            request.getfixturevalue("docker_client")
         data_dir = tmp_path_factory.mktemp("siesta-data")
         environment = {
             **os.environ,
