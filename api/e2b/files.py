@@ -222,10 +222,11 @@ async def _write_parts(
     request: Request, content_type: str, who: AsUser, file_metadata: dict[str, str]
 ) -> list[Written]:
     """Each part named ``file`` streamed into the sandbox as it arrives, nothing spooled
-    here: the first to ``?path=`` when given (the SDKs give it with one file), every
-    other to its file name, each given ``file_metadata``. Other fields are read and
-    dropped (at most ``MAX_FIELD_BYTES`` each); a part that fails leaves the earlier
-    ones written."""
+    here: the first to ``?path=`` when given (the SDKs give it with one file; that part
+    may be a plain field without a file name, as a browser's ``FormData.append('file',
+    text)`` sends, and envd takes it), every other to its file name, each given
+    ``file_metadata``. Other fields are read and dropped (at most ``MAX_FIELD_BYTES``
+    each); a part that fails leaves the earlier ones written."""
     services = _services(request)
     call = CALL.get()
     single_path = request.query_params.get("path")
@@ -236,7 +237,8 @@ async def _write_parts(
     async for event in events:
         if not isinstance(event, PartStart):
             continue  # a part's bytes and end come after its start: none are stray
-        if event.name != "file" or event.filename is None:
+        to_path = bool(single_path) and not written
+        if event.name != "file" or (event.filename is None and not to_path):
             fields += 1
             await _skip_field(events, fields)
             continue

@@ -4,7 +4,9 @@ The SDK's ``sandbox.get_host(port)`` builds that name from the ``domain`` create
 connect answer (``SIESTA_E2B__PORTS_DOMAIN``). A request whose ``Host`` has that form
 is forwarded to the port before any other routing, HTTP and WebSocket alike. A paused
 sandbox created with ``lifecycle.auto_resume`` is resumed by the request (as
-``connect`` would); one without answers 404, as E2B does. As on
+``connect`` would); one without answers 404. A sandbox that does not exist (killed,
+timed out) answers as E2B's edge does: 502 ``{"sandboxId", "message": "The sandbox
+was not found", "code": 502}``. As on
 E2B, a sandbox's ports are public unless it was created with
 ``network={"allow_public_traffic": False}``: then each request must carry the
 sandbox's ``trafficAccessToken`` as ``e2b-traffic-access-token``. The server sees
@@ -19,6 +21,7 @@ from typing import Any
 
 from anyio import to_thread
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -68,6 +71,10 @@ def traffic_token(tokens: PortTokens, sandbox: E2bSandbox) -> str:
     return tokens.issue(PortGrant(sandbox.org, sandbox.sandbox_id, "e2b:" + sandbox.access_token))
 
 
+class E2bSandboxGone(PortSandboxMissing):
+    """No such sandbox (any more): E2B's edge answers 502 with a body of its own."""
+
+
 class PortHosts:
     """ASGI middleware: requests to ``PORT-SANDBOXID.DOMAIN`` go to that port."""
 
@@ -102,6 +109,11 @@ class PortHosts:
         try:
             target = await _target(services, scope, port, sandbox_id)
             response = await http_response(services, target, Request(scope, receive))
+        except E2bSandboxGone:
+            # E2B's edge, word for word: what the SDKs' callers (and their tests) read.
+            body = {"sandboxId": sandbox_id, "message": "The sandbox was not found", "code": 502}
+            await JSONResponse(body, status_code=502)(scope, receive, send)
+            return
         except SiestaError as error:
             await error_response(status_for(error), error.to_dict())(scope, receive, send)
             return
@@ -119,8 +131,11 @@ async def _target(services: Services, scope: Scope, port: int, sandbox_id: str) 
         msg = f"the {TRAFFIC_HEADER} header must be ASCII"
         raise InvalidHeader(msg, header=TRAFFIC_HEADER)
     sandbox = await to_thread.run_sync(services.e2b.find, sandbox_id)
-    wakes = sandbox is not None and sandbox.state == "paused" and sandbox.auto_resume
-    if sandbox is None or (sandbox.state != "running" and not wakes):
+    if sandbox is None:  # never made, killed, or ended by its timeout
+        msg = f"the sandbox {sandbox_id} was not found"
+        raise E2bSandboxGone(msg, port=port)
+    wakes = sandbox.state == "paused" and sandbox.auto_resume
+    if sandbox.state != "running" and not wakes:
         # E2B's answer for a paused sandbox without auto-resume: traffic does not wake it.
         msg = f"the sandbox {sandbox_id} was not found or is not running"
         raise PortSandboxMissing(msg, port=port)

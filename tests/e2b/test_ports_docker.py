@@ -225,6 +225,12 @@ def test_traffic_resumes_a_paused_sandbox_created_with_auto_resume(
     finally:
         sandbox.kill()
         plain.kill()
+    # Killed: E2B's edge answer, word for word (the JS SDK's own tests read it).
+    gone = get(e2b_ports, plain.get_host(3000), "/")
+    assert (gone.status_code, gone.json()) == (
+        502,
+        {"sandboxId": plain.sandbox_id, "message": "The sandbox was not found", "code": 502},
+    )
 
 
 HOST_ECHO = """

@@ -53,6 +53,10 @@ def test_a_signed_url_downloads_and_uploads_with_no_token_and_expires(sandbox: S
     assert sent.status_code == 200, sent.text
     assert sandbox.files.read("uploaded.txt") == "sent by url"
     assert sandbox.commands.run("stat -c %U uploaded.txt").stdout == "user\n"
+    # A form field rather than a file part (the JS SDK's tests send FormData text so).
+    field = httpx.post(upload, files={"file": (None, b"sent as a field")})
+    assert field.status_code == 200, field.text
+    assert sandbox.files.read("uploaded.txt") == "sent as a field"
 
     # The same URL on envd's own path, the sandbox named by its header.
     parts = urlsplit(plain)
