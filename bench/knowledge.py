@@ -292,26 +292,47 @@ def _throughput(model: WordLlamaModel, folder: Path, n: int) -> list[Figure]:
 
 
 def _search_at_scale(model: WordLlamaModel, folder: Path, size: int) -> list[Figure]:
+    """The search as agents get it (vectors in partitions past
+    ``partition_from_chunks``), beside every vector read (the baseline), interleaved;
+    and how many of the exact 10 nearest vectors the partitions still find."""
     stores = open_sqlite(folder / "scale.db")
     try:
         blobs = LocalBlobStore(folder / "scale-blobs")
         settings = KnowledgeSettings(max_chunks_per_base=size + 1)
         embedder = Embedder(lambda: model)
         bases = _bases(stores, blobs, settings, embedder)
+        exact = _bases(stores, blobs, settings.model_copy(update={"partition_from_chunks": 0}), embedder)
         base = bases.create(ORG, KnowledgeBaseCreate(name="scale")).base_id
         docs, questions = corpus(size // 5 + 1, seed=SEED + 2)
         _store_directly(stores.knowledge, model, base, docs, size)
         first = _timed(lambda: bases.search(ORG, base, questions[0].text, 10))
-        times = [_timed(partial(bases.search, ORG, base, q.text, 10)) for q in questions[1:201]]
+        exact.search(ORG, base, questions[0].text, 10)  # its own index, built apart
+        times, baseline = [], []
+        for q in questions[1:201]:
+            times.append(_timed(partial(bases.search, ORG, base, q.text, 10)))
+            baseline.append(_timed(partial(exact.search, ORG, base, q.text, 10)))
+        index = BaseIndex(stores.knowledge.chunks(ORG, base), settings.partition_from_chunks)
+        found = []
+        for q in questions[1:201]:
+            vector = np.frombuffer(model.embed([q.text])[0], dtype="<f4")
+            nearest = {h.position for h in index.semantic(vector, 10, exact=True)}
+            probed = {h.position for h in index.semantic(vector, 10)}
+            found.append(len(nearest & probed) / len(nearest))
     finally:
         stores.close()
     p50, p95 = statistics.median(times), percentile(times, 95)
     name = f"search over {size:,} passages (SQLite, hybrid, top 10)"
+    partitioned = index.partitions is not None
+    how = "vectors in partitions" if partitioned else "every vector (too few to partition)"
     return [
-        Figure(f"{name}, p50", p50, "ms", target="≤ 30 ms", met=p50 <= 30),
-        Figure(f"{name}, p95", p95, "ms", target="≤ 80 ms", met=p95 <= 80),
+        Figure(f"{name}, p50", p50, "ms", "every vector read", statistics.median(baseline),
+               "≤ 30 ms", p50 <= 30, note=how),
+        Figure(f"{name}, p95", p95, "ms", "every vector read", percentile(baseline, 95),
+               "≤ 80 ms", p95 <= 80),
+        Figure("of the exact 10 nearest vectors, found in the partitions probed",
+               100 * statistics.mean(found), "%"),
         Figure("first search of that base (builds its index from the store)", first, "ms"),
-    ]
+    ]  # fmt: skip
 
 
 def _store_directly(

@@ -60,7 +60,7 @@ class KnowledgeBases:
         self._settings = settings
         self._embedder = embedder
         self._clock = clock
-        self._indexes = Indexes(settings.max_cached_chunks)
+        self._indexes = Indexes(settings.max_cached_chunks, settings.partition_from_chunks)
 
     # The operators' side (HTTP).
 

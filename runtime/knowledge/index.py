@@ -1,8 +1,8 @@
 """A knowledge base's search index, in memory, built from its chunks in the store.
 
 Two indexes over the same chunks: the vectors as one float32 matrix (a query is one
-matrix-vector product, a few milliseconds for 100,000 chunks of 256 dimensions,
-measured in ``bench/knowledge.py``), and an inverted index of words for BM25 (the
+matrix-vector product; a large base's vectors are also clustered, and a query reads
+only the nearest clusters: ``partitions.py``), and an inverted index of words for BM25 (the
 formula of ``runtime/memory/lexical.py``, over postings, so a query touches only the
 chunks holding its words). ``hybrid`` fuses the two rankings by reciprocal rank
 (Cormack et al., k = 60): names and rare words that embeddings blur are caught by
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.core.knowledge_records import KnowledgeChunk
+from runtime.knowledge.partitions import Partitions
 from runtime.memory.lexical import K1, B, terms
 
 RRF_K = 60
@@ -37,9 +38,18 @@ class Hit:
 
 
 class BaseIndex:
-    def __init__(self, chunks: list[KnowledgeChunk]) -> None:
+    def __init__(
+        self, chunks: list[KnowledgeChunk], partition_from: int = 0, probes: int = 32
+    ) -> None:
+        """``partition_from``: from how many passages the vectors are searched in
+        partitions (``partitions.py``) rather than all of them (0: never)."""
         self.chunks = chunks
         self.vectors = _matrix(chunks)
+        self.partitions = (
+            Partitions(self.vectors, probes)
+            if self.vectors is not None and partition_from and len(chunks) >= partition_from
+            else None
+        )
         self._postings, self._lengths = _inverted(chunks)
         self._average = float(self._lengths.mean()) if len(chunks) else 1.0
 
@@ -47,10 +57,15 @@ class BaseIndex:
     def semantic_ready(self) -> bool:
         return self.vectors is not None
 
-    def semantic(self, query: np.ndarray, k: int) -> list[Hit]:
+    def semantic(self, query: np.ndarray, k: int, *, exact: bool = False) -> list[Hit]:
+        """The ``k`` nearest passages: in the nearest partitions when the base is
+        partitioned (``exact``: every vector, as a smaller base always is)."""
         if self.vectors is None or not self.chunks:
             return []
-        return _top(self.vectors @ query, k)
+        if self.partitions is None or exact:
+            return _top(self.vectors @ query, k)
+        positions, scores = self.partitions.scores(query)
+        return [Hit(int(positions[hit.position]), hit.score) for hit in _top(scores, k)]
 
     def lexical(self, query: str, k: int) -> list[Hit]:
         n = len(self.chunks)
@@ -125,8 +140,9 @@ class Indexes:
     """Each base's index, built when its generation changed since, kept up to
     ``max_chunks`` chunks in all (the least recently searched bases go first)."""
 
-    def __init__(self, max_chunks: int) -> None:
+    def __init__(self, max_chunks: int, partition_from: int = 0) -> None:
         self._max_chunks = max_chunks
+        self._partition_from = partition_from
         self._built: OrderedDict[tuple[str, str], tuple[int, BaseIndex]] = OrderedDict()
         self._lock = threading.Lock()
         self._building: dict[tuple[str, str], threading.Lock] = {}
@@ -149,7 +165,7 @@ class Indexes:
                 found = self._fresh(key, generation)
             if found is not None:
                 return found
-            index = BaseIndex(load())
+            index = BaseIndex(load(), self._partition_from)
             with self._lock:
                 self._built[key] = (generation, index)
                 self._built.move_to_end(key)

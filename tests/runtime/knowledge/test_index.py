@@ -59,3 +59,22 @@ def test_an_index_is_built_once_per_generation_within_the_bound() -> None:
     assert loads == ["kb1", "kb1", "kb2", "kb1"]
     indexes.get("other-org", "kb1", 2, lambda: load("x", 1))  # another org's, its own
     assert loads[-1] == "x"
+
+
+def test_a_large_base_reads_only_the_partitions_nearest_to_the_query() -> None:
+    rng = np.random.default_rng(3)
+    centres = rng.standard_normal((20, 16)).astype("<f4")
+    points = np.concatenate([c + 0.05 * rng.standard_normal((50, 16)) for c in centres])
+    points = (points / np.linalg.norm(points, axis=1, keepdims=True)).astype("<f4")
+    chunks = [chunk(i, f"text {i}", list(map(float, p))) for i, p in enumerate(points)]
+    index = BaseIndex(chunks, partition_from=500, probes=4)
+    assert index.partitions is not None
+    query = points[123]
+    candidates = index.partitions.candidates(query)
+    assert len(candidates) < len(points) / 2  # not every vector is read
+    assert len(set(candidates.tolist())) == len(candidates)  # each vector in one partition
+    exact = [h.position for h in index.semantic(query, 10, exact=True)]
+    probed = [h.position for h in index.semantic(query, 10)]
+    assert probed[0] == 123 and exact[0] == 123
+    assert len(set(exact) & set(probed)) >= 9  # clustered data: next to nothing missed
+    assert BaseIndex(chunks, partition_from=5000).partitions is None  # too few to partition
