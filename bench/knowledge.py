@@ -301,7 +301,8 @@ def _search_at_scale(model: WordLlamaModel, folder: Path, size: int) -> list[Fig
         settings = KnowledgeSettings(max_chunks_per_base=size + 1)
         embedder = Embedder(lambda: model)
         bases = _bases(stores, blobs, settings, embedder)
-        exact = _bases(stores, blobs, settings.model_copy(update={"partition_from_chunks": 0}), embedder)
+        every_vector = settings.model_copy(update={"partition_from_chunks": 0})
+        exact = _bases(stores, blobs, every_vector, embedder)
         base = bases.create(ORG, KnowledgeBaseCreate(name="scale")).base_id
         docs, questions = corpus(size // 5 + 1, seed=SEED + 2)
         _store_directly(stores.knowledge, model, base, docs, size)

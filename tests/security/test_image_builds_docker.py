@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import json
 import re
 import socket
@@ -157,7 +158,10 @@ def test_build_steps_reach_the_allowlist_through_the_proxy_and_nothing_else(
     mirror: str,
     host_port: int,
 ) -> None:
-    gateway = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    config = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    # An engine may leave the default bridge's gateway out of its answer: it is then
+    # the subnet's first address, where Docker puts it.
+    gateway = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
     dockerfile = "\n".join(
         [
             "FROM siesta/debian-base:1",
