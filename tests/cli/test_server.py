@@ -112,6 +112,10 @@ def test_a_process_output_stream_in_flight_is_handed_off_and_read_on_later(
     instance exits long before its drain time, and the process runs on: the instance
     started again reads it on from that id, input included."""
     service = start_service("docker", SIESTA_HTTP__DRAIN_SECONDS="60")
+    # Its start-up work done first: a shutdown waits for the OpenAPI document's
+    # background build (api/openapi.py), seconds on a loaded machine, which is not what
+    # this test times.
+    assert service.client.get("/openapi.json").status_code == 200
     conversation = new_conversation()
     started = service.client.post(
         f"/v1/conversations/{conversation}/sandbox/processes",
