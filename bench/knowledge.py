@@ -292,17 +292,17 @@ def _throughput(model: WordLlamaModel, folder: Path, n: int) -> list[Figure]:
 
 
 def _search_at_scale(model: WordLlamaModel, folder: Path, size: int) -> list[Figure]:
-    """The search as agents get it (vectors in partitions past
-    ``partition_from_chunks``), beside every vector read (the baseline), interleaved;
-    and how many of the exact 10 nearest vectors the partitions still find."""
+    """The search as agents get it (every vector read below
+    ``partition_from_chunks``), beside the vectors in partitions, interleaved; and how
+    many of the exact 10 nearest vectors the partitions still find."""
     stores = open_sqlite(folder / "scale.db")
     try:
         blobs = LocalBlobStore(folder / "scale-blobs")
         settings = KnowledgeSettings(max_chunks_per_base=size + 1)
         embedder = Embedder(lambda: model)
         bases = _bases(stores, blobs, settings, embedder)
-        every_vector = settings.model_copy(update={"partition_from_chunks": 0})
-        exact = _bases(stores, blobs, every_vector, embedder)
+        partitioned = settings.model_copy(update={"partition_from_chunks": 20_000})
+        exact = _bases(stores, blobs, partitioned, embedder)
         base = bases.create(ORG, KnowledgeBaseCreate(name="scale")).base_id
         docs, questions = corpus(size // 5 + 1, seed=SEED + 2)
         _store_directly(stores.knowledge, model, base, docs, size)
@@ -312,7 +312,7 @@ def _search_at_scale(model: WordLlamaModel, folder: Path, size: int) -> list[Fig
         for q in questions[1:201]:
             times.append(_timed(partial(bases.search, ORG, base, q.text, 10)))
             baseline.append(_timed(partial(exact.search, ORG, base, q.text, 10)))
-        index = BaseIndex(stores.knowledge.chunks(ORG, base), settings.partition_from_chunks)
+        index = BaseIndex(stores.knowledge.chunks(ORG, base), partition_from=20_000)
         found = []
         for q in questions[1:201]:
             vector = np.frombuffer(model.embed([q.text])[0], dtype="<f4")
@@ -323,14 +323,13 @@ def _search_at_scale(model: WordLlamaModel, folder: Path, size: int) -> list[Fig
         stores.close()
     p50, p95 = statistics.median(times), percentile(times, 95)
     name = f"search over {size:,} passages (SQLite, hybrid, top 10)"
-    partitioned = index.partitions is not None
-    how = "vectors in partitions" if partitioned else "every vector (too few to partition)"
+    chosen = "partitions" if size >= settings.partition_from_chunks else "every vector"
     return [
-        Figure(f"{name}, p50", p50, "ms", "every vector read", statistics.median(baseline),
-               "≤ 30 ms", p50 <= 30, note=how),
-        Figure(f"{name}, p95", p95, "ms", "every vector read", percentile(baseline, 95),
+        Figure(f"{name}, p50", p50, "ms", "vectors in partitions", statistics.median(baseline),
+               "≤ 30 ms", p50 <= 30, note=f"as served: {chosen} read"),
+        Figure(f"{name}, p95", p95, "ms", "vectors in partitions", percentile(baseline, 95),
                "≤ 80 ms", p95 <= 80),
-        Figure("of the exact 10 nearest vectors, found in the partitions probed",
+        Figure("partitions: of the exact 10 nearest vectors, found in those probed",
                100 * statistics.mean(found), "%"),
         Figure("first search of that base (builds its index from the store)", first, "ms"),
     ]  # fmt: skip

@@ -30,10 +30,12 @@ class KnowledgeSettings(BaseModel):
     max_cached_chunks: int = Field(1_000_000, ge=1)
     """Passages each instance keeps indexed in memory in all; the bases searched least
     recently are dropped past it (and read from the store again when searched)."""
-    partition_from_chunks: int = Field(20_000, ge=0)
-    """From how many passages a base's vectors are searched in partitions (the nearest
-    of some √n clusters) instead of all of them: at 100,000, 3 times faster for 2 % of
-    the exact top 10 missed (``bench/knowledge.py``). 0: always every vector."""
+    partition_from_chunks: int = Field(150_000, ge=0)
+    """From how many passages a base's vectors are searched in partitions (the 32
+    nearest of some √n clusters, about 10 % of the vectors) instead of all of them.
+    Chosen by measurement (``bench/knowledge.py``, 100,000 passages): reading every
+    vector takes 12 ms (p50), partitions 9 ms but miss 15 % of the exact 10 nearest;
+    past 150,000 passages the full read nears the 30 ms a search may take. 0: never."""
     indexer_poll_seconds: float = Field(1.0, gt=0)
     """How often an idle indexer looks for documents to index."""
     claim_stale_seconds: float = Field(600.0, gt=0)
