@@ -12,13 +12,14 @@ service's disk), with the metadata of its ``X-Metadata-*`` headers. Errors are e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable
 
 from anyio import from_thread, to_thread
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -140,8 +141,24 @@ async def upload(request: Request) -> Response:
     except BodyTooLarge:
         raise  # the body limit's own 413, answered by its middleware
     except Exception as exc:
+        await _drain(request)
         return e2b_error(exc)
     return JSONResponse([_write_info(w) for w in written])
+
+
+async def _drain(request: Request) -> None:
+    """Read what is left of a refused upload's body, up to ``DRAIN_BYTES``: a client
+    still sending it (a refusal of its headers comes before its body is read) then
+    reads the answer, not a connection reset. Past the bound, it is answered anyway."""
+    drained = 0
+    with contextlib.suppress(RuntimeError, ClientDisconnect):  # already read: nothing left
+        async for chunk in request.stream():
+            drained += len(chunk)
+            if drained > DRAIN_BYTES:
+                return
+
+
+DRAIN_BYTES = 1 << 20
 
 
 def _write_info(written: Written) -> dict[str, object]:
