@@ -29,18 +29,30 @@ import threading
 from runtime.jsexec.jail import JailSpec
 
 FORK = b"F"
+PARENT_CHECK_SECONDS = 2.0
 
 
 def main(argv: list[str]) -> int:
+    service = os.getppid()  # first: a service that dies while V8 loads is seen too
     from runtime.jsexec import worker  # V8 is loaded here, once
     from runtime.jsexec.jail import Jail
 
     control = socket.socket(fileno=int(argv[1]))
     jail = Jail(JailSpec(**json.loads(argv[2])))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    # The service's end of the socket closing ends the template; but a process that
+    # inherited that end would keep it open after the service died (seen: a template
+    # orphaned for 20 minutes after a SIGKILL). So the template also looks at its parent.
+    # Not PR_SET_PDEATHSIG: that fires when the *thread* that started it ends, and the
+    # service starts it from a short-lived thread.
+    control.settimeout(PARENT_CHECK_SECONDS)
     while True:
         try:
             request = control.recv(1)
+        except TimeoutError:
+            if os.getppid() != service:
+                return 0
+            continue
         except OSError:
             return 0
         if request != FORK:

@@ -7,9 +7,11 @@ a resource limit's signal) — and that nothing reached what it aimed at."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +20,10 @@ from typing import Any
 import pytest
 
 from runtime.jsexec.jail import problem
-from runtime.jsexec.pool import WorkerPool
+from runtime.jsexec.pool import WorkerPool, jail_spec
 from runtime.jsexec.settings import JsSettings
 from runtime.jsexec.zygote import template_environment
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -147,3 +150,45 @@ def test_no_jail_no_javascript_when_it_cannot_be_built(monkeypatch: pytest.Monke
         assert getattr(raised.value, "code", None) == "js_unavailable"
     finally:
         pool.close()
+
+
+def test_the_template_goes_when_its_service_dies_whoever_holds_its_socket() -> None:
+    """A service killed outright: its template exits, even while another process still
+    holds the service's end of their socket (a child that inherited it), which would
+    otherwise keep the template waiting for a request forever."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    spec = json.dumps(jail_spec(JsSettings()).as_argument())
+    # The launcher stands for the service: it starts the template, then dies at once;
+    # this test keeps the service's end of the socket open.
+    launcher = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'runtime.jsexec.zygote', sys.argv[1],"
+        " sys.argv[2]], pass_fds=(int(sys.argv[1]),), stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "import time; time.sleep(3)\n"  # the template is up and waiting when it dies
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", launcher, str(theirs.fileno()), spec],
+        pass_fds=(theirs.fileno(),),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    theirs.close()
+    template = int(started.stdout)
+    try:
+        assert wait_until(lambda: not running(template), timeout=20)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(template, signal.SIGKILL)
+        ours.close()
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
