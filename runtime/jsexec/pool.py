@@ -30,6 +30,8 @@ from runtime.jsexec.settings import JsSettings
 from runtime.jsexec.zygote import Template
 
 log = logging.getLogger(__name__)
+SLOW_START_SECONDS = 5.0
+"""A worker start slower than this is logged with where the time went."""
 
 
 class Worker:
@@ -106,6 +108,8 @@ class WorkerPool:
         self._settings = settings
         self._ready: queue.Queue[Worker] = queue.Queue()
         self._closed = False
+        self._start_problem: str | None = None
+        """Why the last worker start failed, until one succeeds: said when none is free."""
         self.jail_problem = problem(settings.jail)
         """Why no worker can be started here (the jail cannot be built), or None."""
         self._template = Template(jail_spec(settings)) if settings.worker_start == "fork" else None
@@ -121,19 +125,36 @@ class WorkerPool:
     def _start_one(self) -> None:
         if self._closed:
             return
+        began = time.monotonic()
         try:
             worker = Worker.forked(self._template) if self._template else Worker.executed()
-        except OSError as error:
+        except Exception as error:  # any failure: this thread is the pool's only retry
+            self._start_problem = f"starting a worker failed: {error}"
             log.warning("a JS worker could not be started (%s); trying again", error)
             time.sleep(1)
             self._replace()
             return
-        if worker.wait_ready(self._settings.worker_start_timeout_seconds) and not self._closed:
+        forked = time.monotonic()
+        limit = self._settings.worker_start_timeout_seconds
+        if worker.wait_ready(limit) and not self._closed:
+            self._start_problem = None
+            took = time.monotonic() - began
+            if took > SLOW_START_SECONDS:
+                log.warning(
+                    "a JS worker took %.1f s to start (%.1f s to fork, %.1f s to be ready)",
+                    took,
+                    forked - began,
+                    took - (forked - began),
+                )
             self._ready.put(worker)
         else:
             worker.kill()
             if not self._closed:
-                log.warning("a JS worker did not start; trying again")
+                self._start_problem = (
+                    f"the last worker started was not ready within {limit:g} s "
+                    f"(worker_start_timeout_seconds; {forked - began:.1f} s to fork it)"
+                )
+                log.warning("a JS worker did not start: %s; trying again", self._start_problem)
                 time.sleep(1)
                 self._replace()
 
@@ -162,6 +183,8 @@ class WorkerPool:
                 f"no JavaScript worker became free within "
                 f"{self._settings.acquire_timeout_seconds:g} seconds"
             )
+            if self._start_problem is not None:
+                msg += f" ({self._start_problem})"
             raise JsUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
         outcome = ScriptOutcome()
         try:

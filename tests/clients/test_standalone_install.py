@@ -1,7 +1,8 @@
 """``pip install ./clients/python`` into a clean virtual environment stands alone.
 
-It brings httpx, pydantic, their own dependencies and the client's two packages
-(``siesta_client`` and the public contract, ``siesta_contract``), and nothing of
+It brings httpx, httpx-ws (a terminal's WebSocket), pydantic, their own
+dependencies and the client's two packages (``siesta_client`` and the public
+contract, ``siesta_contract``), and nothing of
 the server: no FastAPI, Docker, Redis, Kubernetes, V8, uvloop, no top-level
 ``runtime`` or ``api``. The client is built from a copy of its folder, so that it
 cannot lean on anything else in this repository. Needs the package index (pip's
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.slow
 ALLOWED = {
     "siesta-client",
     "httpx",
+    "httpx-ws",
     "pydantic",
-    # What httpx and pydantic bring themselves.
+    # What httpx, httpx-ws and pydantic bring themselves.
     "annotated-types",
     "anyio",
     "certifi",
@@ -38,6 +40,7 @@ ALLOWED = {
     "sniffio",
     "typing-extensions",
     "typing-inspection",
+    "wsproto",
 }
 """Every distribution the client may bring (pip's own are left out by ``pip freeze``)."""
 SERVER_ONLY = {"siesta-runtime", "fastapi", "starlette", "docker", "redis", "kubernetes"}

@@ -4,14 +4,12 @@ instance each request lands on."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-import websocket
 from e2b import CommandExitException, PtySize, Sandbox
 
 from siesta_contract.processes import ProcessPublic
@@ -19,7 +17,7 @@ from siesta_contract.processes import ProcessPublic
 from siesta_client import SiestaClient
 from tests.fleet.conftest import E2B_ORG, INSTANCES, Fleet
 from tests.helpers import TOKEN, headers, new_conversation
-from tests.terminals import next_message, pty_until, screen_until
+from tests.terminals import pty_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.slow]
 
@@ -91,8 +89,8 @@ def test_an_e2b_background_command_is_served_by_any_instance(fleet: Fleet) -> No
 
 
 def test_a_v1_process_and_a_terminal_are_served_by_any_instance(fleet: Fleet) -> None:
-    """The Python client and a terminal WebSocket: started through one instance, then
-    listed, read, fed, re-attached and ended through the others."""
+    """The Python client's processes and terminals: started through one instance, then
+    listed, read, fed, resized, re-attached and ended through the others."""
     siesta = SiestaClient(fleet.url, TOKEN)
     conversation = siesta.conversation(
         new_conversation(), org="org-a", user="user-1", base_image="debian-base"
@@ -107,31 +105,28 @@ def test_a_v1_process_and_a_terminal_are_served_by_any_instance(fleet: Fleet) ->
         conversation.signal_process(started.pid, "SIGKILL")
         ended = _until_ended(lambda: conversation.process(started.pid))
 
-        url = f"ws{fleet.url.removeprefix('http')}/v1/conversations/{conversation.id}"
-        header = [f"{k}: {v}" for k, v in headers(org="org-a", user="user-1").items()]
-        terminal = websocket.create_connection(
-            f"{url}/sandbox/terminal?cols=80&rows=24", header=header, timeout=30
-        )
-        pid = json.loads(terminal.recv())["pid"]
-        terminal.send_binary(b"echo $((6*7))-first\n")
-        screen_until(terminal, "42-first")
-        terminal.send(json.dumps({"type": "detach"}))
-        terminal.close()
-        again = websocket.create_connection(
-            f"{url}/sandbox/terminal?pid={pid}", header=header, timeout=30
-        )  # the next instance: it never saw this terminal start
-        assert json.loads(again.recv()) == {"type": "started", "pid": pid}
-        shown = screen_until(again, "42-first")  # the last screenful, shown again
-        again.send_binary(b"exit 3\n")
-        exit_message = next_message(again)
-        again.close()
+        with conversation.open_terminal(cols=80, rows=24) as terminal:
+            terminal.write("echo $((6*7))-first; stty size\n")
+            terminal.read_until("24 80")
+            terminal.detach()
+        # The next instance: it never saw this terminal start.
+        with conversation.attach_terminal(terminal.pid, cols=100, rows=30) as again:
+            shown = again.read_until("42-first")  # the last screenful, shown again
+            again.write("stty size\n")
+            again.read_until("30 100")
+            again.resize(120, 40)
+            again.write("stty size; exit 3\n")
+            again.read_until("40 120")
+            while again.read(20):  # to its end
+                pass
+            exited = again.exit
     finally:
         conversation.delete()
         siesta.close()
     assert started.pid in listed
     assert recent.recent["stdout"].startswith("ready\n") and ended.exitCode == 137  # 128 + 9
     assert "42-first" in shown
-    assert (exit_message["type"], exit_message["exitCode"]) == ("exit", 3)
+    assert exited is not None and exited.exit_code == 3
     processes_route = f"/v1/conversations/{conversation.id}/sandbox/processes"
     assert len(fleet.proxy.instances_of(processes_route)) == INSTANCES
     terminal_route = f"/v1/conversations/{conversation.id}/sandbox/terminal"

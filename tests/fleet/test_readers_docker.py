@@ -186,3 +186,33 @@ def test_a_stopping_instance_hands_its_terminals_off(fleet: Fleet) -> None:
     assert told == {"type": "reconnect", "pid": pid}
     assert opcode == websocket.ABNF.OPCODE_CLOSE
     assert int.from_bytes(frame[:2], "big") == 1012
+
+
+def test_the_clients_terminal_rides_out_its_instance_stopping_and_dying(fleet: Fleet) -> None:
+    """The Python client's terminal: its instance is rolled (SIGTERM: it is told to
+    reconnect), then the next one is killed (SIGKILL: the connection is cut). Each time
+    the client attaches again through another instance by itself, and the same shell
+    takes the next keys."""
+    siesta = SiestaClient(fleet.url, TOKEN, retries=Retries(attempts=8))
+    conversation = siesta.conversation(
+        new_conversation(), org="org-a", user="user-1", base_image="debian-base"
+    )
+    route = f"/v1/conversations/{conversation.id}/sandbox/terminal"
+    try:
+        with conversation.open_terminal(cols=100, rows=30) as terminal:
+            terminal.write("MARK=kept; echo $((6*7))-before\n")
+            terminal.read_until("42-before")
+            for how in (signal.SIGTERM, signal.SIGKILL):
+                serving = [index for path, index in fleet.proxy.served if path == route][-1]
+                fleet.stop(serving, how, within=STOP_WITHIN)
+                terminal.write(f"echo $MARK-after-{how.name}; stty size\n")
+                terminal.read_until(f"kept-after-{how.name}")
+                assert "30 100" in terminal.read_until("30 100")  # its size kept
+            terminal.write("exit 4\n")
+            while terminal.read(20):
+                pass
+        assert terminal.exit is not None and terminal.exit.exit_code == 4
+        assert len(fleet.proxy.instances_of(route)) == 3
+    finally:
+        conversation.delete()
+        siesta.close()

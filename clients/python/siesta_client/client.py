@@ -50,6 +50,7 @@ from siesta_client._follow import ProcessEvent, follow
 from siesta_client._ops import Context, Op
 from siesta_client._retry import RETRYABLE_STATUSES, Retries
 from siesta_client._sending import Answer, build, configured, failure
+from siesta_client._terminal import Terminal
 from siesta_client.admin import Admin
 from siesta_client.agents import Agents
 from siesta_client.memory import MemoryBanks
@@ -278,6 +279,25 @@ class Conversation:
 
     def signal_process(self, pid: int, signal: Signal = "SIGTERM") -> None:
         self.client.call(_calls.signal_process(self.context, self.id, pid, signal))
+
+    def open_terminal(
+        self, *, cols: int = 80, rows: int = 24, user: str | None = None, cwd: str | None = None
+    ) -> Terminal:
+        """A login shell in a real terminal of ``cols`` by ``rows`` (as ``user``, in
+        ``cwd``): ``read`` what it prints, ``write`` keys; ``detach`` leaves it running
+        for ``attach_terminal``, ``close`` hangs it up."""
+        params = {"cols": cols, "rows": rows, "user": user, "cwd": cwd}
+        return self._terminal({name: value for name, value in params.items() if value})
+
+    def attach_terminal(self, pid: int, *, cols: int = 80, rows: int = 24) -> Terminal:
+        """A terminal started earlier (through any instance), resized to ``cols`` by
+        ``rows``; its last screenful is the first thing ``read`` returns."""
+        return self._terminal({"pid": pid, "cols": cols, "rows": rows})
+
+    def _terminal(self, params: dict[str, Any]) -> Terminal:
+        path = _calls._conv(self.id, "/sandbox/terminal")
+        client = self.client
+        return Terminal.open(client._http, path, self.context, client.retries, params)
 
     def network(self) -> SandboxNetworkPublic:
         """The sandbox's network rules, the deployment's list they narrow, and what the
