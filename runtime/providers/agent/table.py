@@ -13,12 +13,11 @@ import errno
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from runtime.core.errors import SandboxUnavailable
 from runtime.core.output import captured
 from runtime.providers.agent.channel import STDIN_CHUNK, AgentChannel, ChannelClosed, SpawnFailed
-from runtime.providers.agent.inbox import Inbox
 from runtime.providers.agent.protocol import (
     FROM_TAKEN,
     Frame,
@@ -28,6 +27,9 @@ from runtime.providers.agent.protocol import (
     parse_error,
 )
 from runtime.providers.agent.table_frames import (
+    Attached,
+    Data,
+    ProcessExit,
     attach_payload,
     parse_attached,
     parse_data,
@@ -81,6 +83,71 @@ def table(channel: AgentChannel) -> list[ProcessEntry]:
     ]
 
 
+Attachment = Generator[Attached | Data | ProcessExit | None, None, None]
+"""What one attachment yields: its ATTACHED, its DATA, its PEXIT (the last), and None
+when a poll window passed with nothing (a ``poll`` attachment only)."""
+
+
+def attachment(
+    channel: AgentChannel,
+    pid: int,
+    start: int,
+    credit: int,
+    *,
+    deadline: Callable[[], float | None],
+    poll: bool = False,
+    top_up: bool = True,
+    opened: Callable[[int], None] | None = None,
+) -> Attachment:
+    """One ATTACH to ``pid``'s output from ``start``, letting the agent send ``credit``
+    bytes ahead (topped up in big steps as they are taken, with ``top_up``), each wait
+    until ``deadline()`` (None: no limit; past it: ``TimeoutError``, or a None yielded
+    with ``poll``), DETACHed however it ends. ``opened`` gets the request id (a
+    DETACH from another thread ends the attachment). An ERROR raises ``SpawnFailed``."""
+    with channel._request() as (request_id, frames):
+        if opened is not None:
+            opened(request_id)
+        channel._send(encode(FrameType.ATTACH, request_id, attach_payload(pid, start, credit)))
+        left = credit
+        try:
+            while True:
+                try:
+                    frame = channel._next(frames, deadline())
+                except TimeoutError:
+                    if not poll:
+                        raise
+                    yield None
+                    continue
+                if frame.type is FrameType.ATTACHED:
+                    yield parse_attached(frame.payload)
+                elif frame.type is FrameType.DATA:
+                    data = parse_data(frame.payload)
+                    left -= len(data.data)
+                    if top_up and left <= credit // 2:
+                        grant = credit - left
+                        channel._send(
+                            encode(FrameType.CREDIT, request_id, grant.to_bytes(4, "little"))
+                        )
+                        left += grant
+                    yield data
+                elif frame.type is FrameType.PEXIT:
+                    yield parse_pexit(frame.payload)
+                    return
+                elif frame.type is FrameType.ERROR:
+                    raise SpawnFailed(*parse_error(frame.payload))
+                else:
+                    raise _unexpected(channel, frame)
+        finally:
+            with contextlib.suppress(ChannelClosed):
+                channel._send(encode(FrameType.DETACH, request_id))
+
+
+def _within(seconds: float) -> Callable[[], float]:
+    """One deadline for a whole attachment, ``seconds`` from now."""
+    deadline = time.monotonic() + seconds
+    return lambda: deadline
+
+
 def output(channel: AgentChannel, entry: ProcessEntry, start: int) -> list[tuple[str, bytes]]:
     """What ``entry``'s process printed from ``start`` to ``entry.end``, of what its ring
     still keeps: one attachment, detached once it has reached the end."""
@@ -89,66 +156,42 @@ def output(channel: AgentChannel, entry: ProcessEntry, start: int) -> list[tuple
     if wanted == 0:
         return []
     pieces: list[tuple[str, bytes]] = []
-    with channel._request() as (request_id, frames):
-        payload = attach_payload(entry.pid, start, min(wanted, 2**32 - 1))
-        channel._send(encode(FrameType.ATTACH, request_id, payload))
-        deadline = time.monotonic() + ANSWER_SECONDS
-        try:
-            while True:
-                frame = channel._next(frames, deadline)
-                if frame.type is FrameType.ATTACHED:
-                    continue
-                if frame.type is FrameType.PEXIT:
-                    return pieces
-                if frame.type is FrameType.ERROR:
-                    raise SpawnFailed(*parse_error(frame.payload))
-                if frame.type is not FrameType.DATA:
-                    raise _unexpected(channel, frame)
-                data = parse_data(frame.payload)
-                kept = data.data[: max(entry.end - data.offset, 0)]
-                if kept and data.stream in names:
-                    pieces.append((names[data.stream], kept))
-                if data.offset + len(data.data) >= entry.end:
-                    return pieces
-        finally:
-            with contextlib.suppress(ChannelClosed):
-                channel._send(encode(FrameType.DETACH, request_id))
+    credit = min(wanted, 2**32 - 1)
+    frames = attachment(
+        channel, entry.pid, start, credit, deadline=_within(ANSWER_SECONDS), top_up=False
+    )
+    with contextlib.closing(frames):
+        for frame in frames:
+            if not isinstance(frame, Data):
+                continue  # its ATTACHED; a PEXIT is its last
+            kept = frame.data[: max(entry.end - frame.offset, 0)]
+            if kept and frame.stream in names:
+                pieces.append((names[frame.stream], kept))
+            if frame.offset + len(frame.data) >= entry.end:
+                break
+    return pieces
 
 
 def untaken(channel: AgentChannel, entry: ProcessEntry) -> tuple[int, list[tuple[int, bytes]]]:
     """``entry``'s stdout from its TAKE cursor to its end now: (the bytes its ring lost
     past the cursor, unread; its pieces with their offsets)."""
     chunks: list[tuple[int, bytes]] = []
-    lost = 0
-    with channel._request() as (request_id, frames):
-        credit = min(max(entry.end - entry.first, 1) + CREDIT_BYTES, 2**32 - 1)
-        payload = attach_payload(entry.pid, FROM_TAKEN, credit)
-        channel._send(encode(FrameType.ATTACH, request_id, payload))
-        deadline = time.monotonic() + ANSWER_SECONDS
-        end = None
-        try:
-            while True:
-                frame = channel._next(frames, deadline)
-                if frame.type is FrameType.ATTACHED:
-                    attached = parse_attached(frame.payload)
-                    lost, end = attached.first - attached.asked, attached.end
-                    if attached.first >= end:
-                        break
-                elif frame.type is FrameType.DATA:
-                    data = parse_data(frame.payload)
-                    if data.stream == 1:
-                        chunks.append((data.offset, data.data))
-                    if end is not None and data.offset + len(data.data) >= end:
-                        break
-                elif frame.type is FrameType.PEXIT:
+    lost, end = 0, None
+    credit = min(max(entry.end - entry.first, 1) + CREDIT_BYTES, 2**32 - 1)
+    frames = attachment(
+        channel, entry.pid, FROM_TAKEN, credit, deadline=_within(ANSWER_SECONDS), top_up=False
+    )
+    with contextlib.closing(frames):
+        for frame in frames:
+            if isinstance(frame, Attached):
+                lost, end = frame.first - frame.asked, frame.end
+                if frame.first >= end:
                     break
-                elif frame.type is FrameType.ERROR:
-                    raise SpawnFailed(*parse_error(frame.payload))
-                else:
-                    raise _unexpected(channel, frame)
-        finally:
-            with contextlib.suppress(ChannelClosed):
-                channel._send(encode(FrameType.DETACH, request_id))
+            elif isinstance(frame, Data):
+                if frame.stream == 1:
+                    chunks.append((frame.offset, frame.data))
+                if end is not None and frame.offset + len(frame.data) >= end:
+                    break
     return lost, chunks
 
 
@@ -161,41 +204,26 @@ def stream(
 ) -> Iterator[OutputEvent]:
     """``entry``'s output from ``start`` as it comes, until it ends or ``stop`` is set."""
     names = {1: "pty", 2: "pty"} if entry.pty else STREAMS
-    with channel._request() as (request_id, frames):
-        channel._send(
-            encode(FrameType.ATTACH, request_id, attach_payload(entry.pid, start, CREDIT_BYTES))
-        )
-        credit = CREDIT_BYTES
-        try:
-            while not stop.is_set():
-                try:
-                    frame = channel._next(frames, time.monotonic() + POLL_SECONDS)
-                except TimeoutError:
-                    continue
-                if frame.type is FrameType.ATTACHED:
-                    attached = parse_attached(frame.payload)
-                    if attached.first > attached.asked:
-                        yield OutputLost(attached.first - attached.asked)
-                elif frame.type is FrameType.DATA:
-                    data = parse_data(frame.payload)
-                    credit -= len(data.data)
-                    if credit <= CREDIT_BYTES // 2:
-                        grant = CREDIT_BYTES - credit
-                        more = grant.to_bytes(4, "little")
-                        channel._send(encode(FrameType.CREDIT, request_id, more))
-                        credit += grant
-                    if data.data and data.stream in names:
-                        yield OutputAt(data.offset, names[data.stream], data.data)
-                elif frame.type is FrameType.PEXIT:
-                    yield OutputEnded(parse_pexit(frame.payload).exit_code)
-                    return
-                elif frame.type is FrameType.ERROR:
-                    raise SpawnFailed(*parse_error(frame.payload))
-                else:
-                    raise _unexpected(channel, frame)
-        finally:
-            with contextlib.suppress(ChannelClosed):
-                channel._send(encode(FrameType.DETACH, request_id))
+    frames = attachment(
+        channel,
+        entry.pid,
+        start,
+        CREDIT_BYTES,
+        deadline=lambda: time.monotonic() + POLL_SECONDS,
+        poll=True,
+    )
+    with contextlib.closing(frames):
+        for frame in frames:
+            if stop.is_set():
+                return
+            if isinstance(frame, Attached):
+                if frame.first > frame.asked:
+                    yield OutputLost(frame.first - frame.asked)
+            elif isinstance(frame, Data):
+                if frame.data and frame.stream in names:
+                    yield OutputAt(frame.offset, names[frame.stream], frame.data)
+            elif isinstance(frame, ProcessExit):
+                yield OutputEnded(frame.exit_code)
 
 
 def take(channel: AgentChannel, pid: int, upto: int) -> None:
@@ -238,43 +266,34 @@ class FollowedProcess:
 
     def wait(self, on_output: OutputListener) -> ExecResult:
         """Output from now on to ``on_output`` until the process ends; then its end."""
+        frames = attachment(
+            self._channel,
+            self._pid,
+            self._start,
+            CREDIT_BYTES,
+            deadline=lambda: None,
+            opened=self._opened,
+        )
         try:
-            with self._channel._request() as (request_id, frames):
-                self._attachment = request_id
-                payload = attach_payload(self._pid, self._start, CREDIT_BYTES)
-                self._channel._send(encode(FrameType.ATTACH, request_id, payload))
-                return self._follow(request_id, frames, on_output)
+            with contextlib.closing(frames):
+                for frame in frames:
+                    if isinstance(frame, Data) and frame.stream in self._streams and frame.data:
+                        on_output(self._streams[frame.stream], frame.data)
+                    elif isinstance(frame, ProcessExit):
+                        return _result(frame.exit_code, frame.duration_ms)
+        except SpawnFailed as failed:
+            msg = f"following process {self._pid}: {failed}"
+            raise SandboxUnavailable(msg) from failed
         except ChannelClosed as exc:
             msg = f"the connection to the sandbox ended while following a process ({exc})"
             raise SandboxUnavailable(msg) from exc
         finally:
             self._attachment = None
+        msg = f"following process {self._pid}: its attachment ended before the process"
+        raise SandboxUnavailable(msg)
 
-    def _follow(self, request_id: int, frames: Inbox, on_output: OutputListener) -> ExecResult:
-        credit = CREDIT_BYTES
-        while True:
-            frame = self._channel._next(frames, None)
-            if frame.type is FrameType.ATTACHED:
-                parse_attached(frame.payload)
-            elif frame.type is FrameType.DATA:
-                data = parse_data(frame.payload)
-                if data.stream in self._streams and data.data:
-                    on_output(self._streams[data.stream], data.data)
-                credit -= len(data.data)
-                if credit <= CREDIT_BYTES // 2:  # topped up in big steps
-                    grant = CREDIT_BYTES - credit
-                    more = grant.to_bytes(4, "little")
-                    self._channel._send(encode(FrameType.CREDIT, request_id, more))
-                    credit += grant
-            elif frame.type is FrameType.PEXIT:
-                ended = parse_pexit(frame.payload)
-                return _result(ended.exit_code, ended.duration_ms)
-            elif frame.type is FrameType.ERROR:
-                message = parse_error(frame.payload)[1]
-                msg = f"following process {self._pid}: {message}"
-                raise SandboxUnavailable(msg)
-            else:
-                raise _unexpected(self._channel, frame)
+    def _opened(self, request_id: int) -> None:
+        self._attachment = request_id
 
     def close(self) -> None:
         attachment = self._attachment
