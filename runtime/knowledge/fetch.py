@@ -9,17 +9,15 @@ operator opened it), and the body is read up to the document limit, not past it.
 
 from __future__ import annotations
 
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from runtime.core.addresses import literal_address
-from runtime.core.errors import FetchFailed, UrlNotAllowed
+from runtime.core.errors import UrlNotAllowed
 from runtime.core.network_rules import Allowlist
-from runtime.egress.outbound import AddressRefused
+from runtime.egress import outbound
 from runtime.knowledge.errors import DocumentTooLarge
-
-MAX_REDIRECTS = 5
 
 
 class DocumentFetcher:
@@ -30,34 +28,20 @@ class DocumentFetcher:
 
     def fetch(self, url: str, limit: int) -> tuple[bytes, str, str]:
         """(body, content type, final URL), or the refusal that says why not."""
-        for _ in range(MAX_REDIRECTS + 1):
-            self._check(url)
-            try:
-                with self._client.stream("GET", url, timeout=self._timeout) as answer:
-                    if answer.is_redirect and "location" in answer.headers:
-                        url = urljoin(url, answer.headers["location"])
-                        continue
-                    if answer.status_code >= 400:
-                        msg = f"{url} answered HTTP {answer.status_code}"
-                        raise FetchFailed(msg, url=url, status=answer.status_code)
-                    body = bytearray()
-                    for chunk in answer.iter_bytes():
-                        body += chunk
-                        if len(body) > limit:
-                            msg = (
-                                f"{url} is over {limit} bytes "
-                                "(SIESTA_KNOWLEDGE__MAX_DOCUMENT_BYTES)"
-                            )
-                            raise DocumentTooLarge(msg, limit=limit, unit="bytes")
-                    content_type = answer.headers.get("content-type", "")
-                    return bytes(body), content_type.split(";")[0].strip(), url
-            except AddressRefused as exc:
-                raise UrlNotAllowed(str(exc), url=url) from exc
-            except httpx.HTTPError as exc:
-                msg = f"{url} could not be fetched: {type(exc).__name__}"
-                raise FetchFailed(msg, url=url) from exc
-        msg = f"{url}: more than {MAX_REDIRECTS} redirects"
-        raise FetchFailed(msg, url=url)
+
+        def too_large(at: str) -> DocumentTooLarge:
+            msg = f"{at} is over {limit} bytes (SIESTA_KNOWLEDGE__MAX_DOCUMENT_BYTES)"
+            return DocumentTooLarge(msg, limit=limit, unit="bytes")
+
+        fetched = outbound.fetch(
+            self._client,
+            url,
+            max_bytes=limit,
+            timeout=self._timeout,
+            check=self._check,
+            too_large=too_large,
+        )
+        return fetched.body, fetched.content_type, fetched.url
 
     def _check(self, url: str) -> None:
         parts = urlsplit(url)

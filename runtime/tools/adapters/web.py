@@ -11,23 +11,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 from selectolax.lexbor import LexborHTMLParser
 
 from siesta_contract.functions.web import WebFetchArgs
 
-from runtime.core.errors import FetchFailed, UrlNotAllowed
+from runtime.core.errors import UrlNotAllowed
 from runtime.core.upstreams import Upstreams
-from runtime.egress.outbound import AddressRefused, CheckedBackend, checked_transport
+from runtime.egress.outbound import CheckedBackend, checked_transport, fetch
 from runtime.functions.base import parse_arguments as parse
 from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings
 
 REMOVED_TAGS = "script,style,nav,header,footer,iframe,svg,noscript"
 TEXT_TAGS = "p,h1,h2,h3,h4,h5,h6,li"
-MAX_REDIRECTS = 5
 TITLE_CHARS, DESCRIPTION_CHARS = 200, 300
 
 
@@ -65,32 +64,10 @@ def fetch_page(
 def _get(
     url: str, settings: ToolSettings, client: httpx.Client, timeout: float | None
 ) -> tuple[str, str]:
-    limit = httpx.USE_CLIENT_DEFAULT if timeout is None else httpx.Timeout(timeout)
-    for _ in range(MAX_REDIRECTS + 1):
-        _check_url(url)
-        try:
-            with client.stream("GET", url, timeout=limit) as r:
-                if r.is_redirect and "location" in r.headers:
-                    url = urljoin(url, r.headers["location"])
-                    continue
-                if r.status_code >= 400:
-                    msg = f"{url} answered HTTP {r.status_code}"
-                    raise FetchFailed(msg, url=url, status=r.status_code)
-                body = bytearray()
-                for chunk in r.iter_bytes():
-                    body += chunk
-                    if len(body) >= settings.fetch_max_bytes:
-                        break
-                return body[: settings.fetch_max_bytes].decode(
-                    r.encoding or "utf-8", errors="replace"
-                ), url
-        except AddressRefused as exc:
-            raise UrlNotAllowed(str(exc), url=url) from exc
-        except httpx.HTTPError as exc:
-            msg = f"{url} could not be fetched: {type(exc).__name__}"
-            raise FetchFailed(msg, url=url) from exc
-    msg = f"{url}: more than {MAX_REDIRECTS} redirects"
-    raise FetchFailed(msg, url=url)
+    fetched = fetch(
+        client, url, max_bytes=settings.fetch_max_bytes, timeout=timeout, check=_check_url
+    )
+    return fetched.body.decode(fetched.encoding or "utf-8", errors="replace"), fetched.url
 
 
 def _check_url(url: str) -> None:
