@@ -18,7 +18,7 @@ import httpx
 import pytest
 import websocket
 
-from siesta_client import ProcessEnded, ProcessOutput, Retries, SiestaClient
+from siesta_client import ProcessEnded, ProcessOutput, Retries, SiestaClient, Terminal
 from tests.fleet.conftest import Fleet
 from tests.helpers import TOKEN, ServiceProcess, headers, new_conversation
 from tests.terminals import next_message, screen_until
@@ -189,30 +189,45 @@ def test_a_stopping_instance_hands_its_terminals_off(fleet: Fleet) -> None:
 
 
 def test_the_clients_terminal_rides_out_its_instance_stopping_and_dying(fleet: Fleet) -> None:
-    """The Python client's terminal: its instance is rolled (SIGTERM: it is told to
-    reconnect), then the next one is killed (SIGKILL: the connection is cut). Each time
-    the client attaches again through another instance by itself, and the same shell
-    takes the next keys."""
+    """The Python client's terminal, read by a thread of its own while the test types,
+    as a terminal window does: its instance is rolled (SIGTERM: it is told to reconnect),
+    then the next one is killed (SIGKILL: the connection is cut). Each time the client
+    attaches again through another instance by itself, and the same shell takes the
+    next keys."""
     siesta = SiestaClient(fleet.url, TOKEN, retries=Retries(attempts=8))
     conversation = siesta.conversation(
         new_conversation(), org="org-a", user="user-1", base_image="debian-base"
     )
     route = f"/v1/conversations/{conversation.id}/sandbox/terminal"
+    screen = bytearray()
+
+    def shown(text: str) -> None:
+        deadline = time.monotonic() + 30
+        while text.encode() not in screen:
+            assert time.monotonic() < deadline, f"no {text!r} in {bytes(screen[-500:])!r}"
+            time.sleep(0.05)
+
     try:
         with conversation.open_terminal(cols=100, rows=30) as terminal:
+            reader = threading.Thread(target=lambda: _read_all(terminal, screen))
+            reader.start()
             terminal.write("MARK=kept; echo $((6*7))-before\n")
-            terminal.read_until("42-before")
+            shown("42-before")
             for how in (signal.SIGTERM, signal.SIGKILL):
                 serving = [index for path, index in fleet.proxy.served if path == route][-1]
                 fleet.stop(serving, how, within=STOP_WITHIN)
                 terminal.write(f"echo $MARK-after-{how.name}; stty size\n")
-                terminal.read_until(f"kept-after-{how.name}")
-                assert "30 100" in terminal.read_until("30 100")  # its size kept
+                shown(f"kept-after-{how.name}\r\n30 100")  # the same shell, its size kept
             terminal.write("exit 4\n")
-            while terminal.read(20):
-                pass
+            reader.join(30)
+        assert not reader.is_alive()
         assert terminal.exit is not None and terminal.exit.exit_code == 4
         assert len(fleet.proxy.instances_of(route)) == 3
     finally:
         conversation.delete()
         siesta.close()
+
+
+def _read_all(terminal: Terminal, screen: bytearray) -> None:
+    while chunk := terminal.read():
+        screen.extend(chunk)

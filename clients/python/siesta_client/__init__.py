@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from siesta_client._follow import OutputGap, ProcessEnded, ProcessEvent, ProcessOutput
 from siesta_client._retry import Retries
+from siesta_client._terminal import Terminal, TerminalExit
 from siesta_client._version import version
 from siesta_client.aio import AsyncConversation, AsyncSiestaClient, AsyncTools
 from siesta_client.client import Conversation, SiestaClient, Tools
@@ -58,6 +59,8 @@ __all__ = [
     "SessionBusy",
     "SiestaClient",
     "SiestaError",
+    "Terminal",
+    "TerminalExit",
     "Tools",
     "Unauthorized",
     "Unavailable",

@@ -44,6 +44,8 @@ from siesta_client.errors import ConnectionFailed, SiestaError, error_from
 HANDED_OFF = 1012
 """The close code of an instance that stops (service restart): attach again."""
 NORMAL_CLOSE = 1000
+WAIT_SECONDS = 0.5
+"""The longest ``read`` waits on one connection before it looks whether it was replaced."""
 BROKEN = (
     HTTPXWSException,
     LocalProtocolError,
@@ -106,16 +108,25 @@ class Terminal:
 
     def read(self, timeout: float | None = None) -> bytes:
         """The next bytes the terminal prints; ``b""`` once it has ended (``exit`` says
-        how). ``TimeoutError`` when nothing comes within ``timeout`` seconds."""
+        how) or was detached or closed. ``TimeoutError`` when nothing comes within
+        ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._finished:
-            connection = self._current()
+        while True:
+            with self._lock:  # (held while another thread attaches again)
+                connection = self._connection
+                if self._finished or connection is None:
+                    return b""
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            # In short waits: another thread (a write) may attach again meanwhile, and
+            # the closed connection would never wake this one.
+            wait = WAIT_SECONDS if left is None else min(left, WAIT_SECONDS)
             try:
-                message = connection.receive(left)
+                message = connection.receive(wait)
             except queue.Empty:
-                msg = f"terminal {self.pid} printed nothing within {timeout} s"
-                raise TimeoutError(msg) from None
+                if left is not None and left <= wait:
+                    msg = f"terminal {self.pid} printed nothing within {timeout} s"
+                    raise TimeoutError(msg) from None
+                continue
             except BROKEN:
                 self._attach_again(connection)
                 continue
@@ -123,7 +134,6 @@ class Terminal:
                 return message
             if self._control(message, connection):
                 return b""
-        return b""
 
     def read_until(self, text: str, timeout: float = 30.0) -> str:
         """What the terminal prints (decoded) up to and including ``text``: wait for a
