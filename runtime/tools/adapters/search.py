@@ -20,6 +20,10 @@ from runtime.tools.call import Adapter, ToolCall
 from runtime.tools.settings import ToolSettings
 
 GOOGLE_WEB_SEARCH = "https://www.google.com/search"
+PAST_DEADLINE_SECONDS = 1.0
+"""How long a result page's fetch may run past the search's deadline, unread: so that
+it is still running at the deadline (late, the limit named), not failed by its own
+timeout a moment before it."""
 
 
 def call_api(
@@ -111,7 +115,10 @@ def google_search_adapter(settings: ToolSettings, upstreams: Upstreams) -> Adapt
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        return fetch_page(url, settings, pages, min(left, settings.http_timeout_seconds)).text
+        # A page still loading at the deadline is late (the search's limit is named):
+        # its own timeout ends just after the deadline, never racing it.
+        timeout = min(left + PAST_DEADLINE_SECONDS, settings.http_timeout_seconds)
+        return fetch_page(url, settings, pages, timeout).text
 
     def add_contexts(results: list[dict[str, Any]], deadline: float) -> list[str]:
         if not results:
