@@ -158,6 +158,11 @@ class WorkerPool:
                 time.sleep(1)
                 self._replace()
 
+    @property
+    def ready_workers(self) -> int:
+        """Workers started and waiting for a script."""
+        return self._ready.qsize()
+
     def close(self) -> None:
         self._closed = True
         while True:

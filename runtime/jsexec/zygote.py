@@ -19,6 +19,7 @@ locks each worker into it before the worker reports ready. It reaps its workers
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -30,6 +31,10 @@ from runtime.jsexec.jail import JailSpec
 
 FORK = b"F"
 PARENT_CHECK_SECONDS = 2.0
+ANSWER_SECONDS = 10.0
+"""The longest the service waits for the template's answer to a FORK."""
+
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str]) -> int:
@@ -99,9 +104,9 @@ class Template:
                     message, fds, _, _ = socket.recv_fds(control, 32, 2)
                     if len(fds) == 2 and message:
                         return int(message), fds[0], fds[1]
-                except OSError:
-                    pass
-                self._stop()  # it died: start it afresh, once
+                except OSError as error:  # TimeoutError too: never waited on unbounded
+                    log.warning("the JavaScript template did not fork a worker: %s", error)
+                self._stop()  # it died or hangs: start it afresh, once
                 if attempt:
                     break
         msg = "the JavaScript template process does not answer"
@@ -133,6 +138,10 @@ class Template:
             start_new_session=True,
         )
         theirs.close()
+        # It forks in milliseconds (0.14 s for the first, imports included): one that
+        # has not answered in this long is stuck, and the pool's only worker starter
+        # would wait on it forever.
+        ours.settimeout(ANSWER_SECONDS)
         self._control = ours
         return ours
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from runtime.jsexec import zygote
 from runtime.jsexec.jail import problem
 from runtime.jsexec.pool import WorkerPool, jail_spec
 from runtime.jsexec.settings import JsSettings
@@ -192,3 +193,24 @@ def running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_template_that_stops_answering_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template stuck (here: stopped) is not waited on forever: its FORK times out,
+    it is killed and a new template forks the next worker; the pool serves again."""
+    monkeypatch.setattr(zygote, "ANSWER_SECONDS", 1.0)
+    pool = WorkerPool(JsSettings(pool_size=1))
+    try:
+        assert pool.run("1 + 1", lambda *_: None, lambda _: None, 10).result == "2"
+        template = pool._template
+        assert template is not None and template._process is not None
+        stuck = template._process.pid
+        assert wait_until(lambda: pool.ready_workers == 1, timeout=20)
+        os.kill(stuck, signal.SIGSTOP)  # it takes no more requests
+        # The ready worker serves this one; its successor is asked of the stuck template.
+        assert pool.run("2 + 2", lambda *_: None, lambda _: None, 10).result == "4"
+        assert pool.run("3 + 3", lambda *_: None, lambda _: None, 10).result == "6"
+        assert template._process is not None and template._process.pid != stuck
+        assert not running(stuck)
+    finally:
+        pool.close()
