@@ -128,10 +128,10 @@ def fetch(
                 body = bytearray()
                 for chunk in answer.iter_bytes():
                     body += chunk
-                    if len(body) > max_bytes:
-                        if too_large is not None:
-                            raise too_large(url)
-                        break
+                    if too_large is None and len(body) >= max_bytes:
+                        break  # cut here: no read past what is kept
+                    if len(body) > max_bytes and too_large is not None:
+                        raise too_large(url)
                 content_type = answer.headers.get("content-type", "").split(";")[0].strip()
                 return Fetched(bytes(body[:max_bytes]), content_type, answer.encoding, url)
         except AddressRefused as exc:

@@ -128,7 +128,7 @@ class WorkerPool:
         began = time.monotonic()
         try:
             worker = Worker.forked(self._template) if self._template else Worker.executed()
-        except Exception as error:  # any failure: this thread is the pool's only retry
+        except Exception as error:  # any failure: nothing else would start this one again
             self._start_problem = f"starting a worker failed: {error}"
             log.warning("a JS worker could not be started (%s); trying again", error)
             time.sleep(1)

@@ -139,8 +139,8 @@ class Template:
         )
         theirs.close()
         # It forks in milliseconds (0.14 s for the first, imports included): one that
-        # has not answered in this long is stuck, and the pool's only worker starter
-        # would wait on it forever.
+        # has not answered in this long is stuck, and the pool's worker starters (and
+        # its close() behind them) would wait on it forever.
         ours.settimeout(ANSWER_SECONDS)
         self._control = ours
         return ours

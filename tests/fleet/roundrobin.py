@@ -124,9 +124,15 @@ class RoundRobinProxy:
         protocols = [
             p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p
         ]
-        async with self._session.ws_connect(
-            upstream.replace("http://", "ws://", 1), headers=headers, protocols=protocols
-        ) as inner:
+        try:
+            inner = await self._session.ws_connect(
+                upstream.replace("http://", "ws://", 1), headers=headers, protocols=protocols
+            )
+        except aiohttp.WSServerHandshakeError as refused:  # its answer, as it gave it
+            return web.Response(status=refused.status, text=refused.message)
+        except aiohttp.ClientConnectionError as error:  # as a load balancer answers
+            return web.Response(status=502, text=f"upstream {upstream}: {error}")
+        async with inner:
             outer = web.WebSocketResponse(protocols=[inner.protocol] if inner.protocol else [])
             await outer.prepare(request)
             await asyncio.gather(_pump(outer, inner), _pump(inner, outer))

@@ -7,18 +7,19 @@ client's own ``httpx.Client`` (its base URL, token, TLS settings and transport),
 way of ``httpx-ws``.
 
 An instance that stops hands its terminals off (``{"type": "reconnect"}``, close
-1012), and one that dies cuts them; either way the terminal runs on in the
-sandbox, so this class attaches again, through whatever instance the next
-connection reaches, and ``read`` goes on with the screen shown again. A broken
-connection is attached again the same way: if the instance that served it is
-alive it hung the terminal up when the socket closed (SIGHUP, as closing a
-terminal window does), and the new attachment reports how it ended.
+1012; also as the first message, to a connection that reached it while it drains),
+and one that dies cuts them; either way the terminal runs on in the sandbox, so this
+class attaches again, through whatever instance the next connection reaches, and
+``read`` goes on with the screen shown again. A broken connection is attached again
+the same way: if the instance that served it is alive it hung the terminal up when
+the socket closed (SIGHUP, as closing a terminal window does), and the new
+attachment reports how it ended. Keys typed in the moment a connection is cut may
+be lost, as with any terminal over a network.
 """
 
 from __future__ import annotations
 
 import base64
-import collections
 import contextlib
 import json
 import os
@@ -39,21 +40,43 @@ from siesta_contract.processes import Signal
 
 from siesta_client._ops import Context, raise_for_error
 from siesta_client._retry import Retries
-from siesta_client.errors import ConnectionFailed, SiestaError, error_from
+from siesta_client.errors import (
+    ClientTimeout,
+    ConnectionFailed,
+    InvalidRequest,
+    SiestaError,
+    error_from,
+)
 
-HANDED_OFF = 1012
-"""The close code of an instance that stops (service restart): attach again."""
 NORMAL_CLOSE = 1000
+MAX_SIZE = 1000
+"""The most columns or rows a terminal may have (the service's limit)."""
 WAIT_SECONDS = 0.5
-"""The longest ``read`` waits on one connection before it looks whether it was replaced."""
+"""The longest ``read`` waits on one connection before it looks whether it was
+replaced, and the pump on the WebSocket before it looks whether it should stop."""
+FIRST_MESSAGE_SECONDS = 30.0
+"""How long a new connection may take to say ``started``."""
+QUEUED_MESSAGES = 512
+"""Messages a connection holds for a reader that does not read: past it, the socket
+is no longer read and the service's sending waits (backpressure, never memory)."""
+RETRYABLE_STATUSES = (502, 503, 504)
+
+
+class HandedOff(ConnectionError):
+    """The instance this connection reached stops: attach again elsewhere."""
+
+
 BROKEN = (
     HTTPXWSException,
     LocalProtocolError,
     httpcore.NetworkError,
     httpx.TransportError,
-    OSError,
+    OSError,  # HandedOff, a socket's own errors, and TimeoutError (ClientTimeout)
 )
-"""What a WebSocket that was closed or cut raises: attach again."""
+"""What a WebSocket that was closed, cut or handed off raises: attach again."""
+
+Message = bytes | dict[str, Any]
+"""What a terminal sends: its bytes, or a JSON message."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +94,8 @@ class Terminal:
     """A terminal: ``read`` what it prints, ``write`` keys, ``resize`` it, ``signal``
     it; ``detach`` leaves it running (attach again by ``pid``), ``close`` hangs it up.
     A context manager (closing on exit). ``read`` and ``write`` may be called from
-    different threads."""
+    different threads; ``read`` should be called while it runs (what it prints waits
+    for it, and the service waits when too much does)."""
 
     def __init__(self, http: httpx.Client, path: str, context: Context, retries: Retries) -> None:
         self._http = http
@@ -80,6 +104,9 @@ class Terminal:
         self._retries = retries
         self._lock = threading.Lock()
         self._connection: _Connection | None = None
+        self._leftover: _Connection | None = None
+        """A connection replaced while output it had received was unread: ``read``
+        gives that first, in order (a writer may find a connection cut first)."""
         self._finished = False
         self.pid = 0
         self._size = (80, 24)
@@ -98,13 +125,14 @@ class Terminal:
         """A new terminal (no ``pid`` in ``params``: not retried, it would start a
         second shell) or one attached again (``pid``)."""
         terminal = cls(http, path, context, retries)
-        terminal._open(params)
+        cols, rows = int(params.get("cols", 80)), int(params.get("rows", 24))
+        terminal._size = _checked_size(cols, rows)
+        try:
+            terminal._connect(params)
+        except HandedOff:  # started, then handed off at once: it runs, attach to it
+            with terminal._lock:
+                terminal._reconnect()
         return terminal
-
-    def _open(self, params: dict[str, Any]) -> None:
-        self._size = (int(params.get("cols", 80)), int(params.get("rows", 24)))
-        self._connection = _Connection.open(self._http, self._path, params, self._headers)
-        self.pid = self._connection.started_pid()
 
     def read(self, timeout: float | None = None) -> bytes:
         """The next bytes the terminal prints; ``b""`` once it has ended (``exit`` says
@@ -113,26 +141,31 @@ class Terminal:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:  # (held while another thread attaches again)
-                connection = self._connection
-                if self._finished or connection is None:
+                leftover = self._leftover
+                source = leftover or self._connection
+                if source is None or (self._finished and leftover is None):
                     return b""
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            # In short waits: another thread (a write) may attach again meanwhile, and
-            # the closed connection would never wake this one.
+            # In short waits: another thread (a write) may attach again meanwhile.
             wait = WAIT_SECONDS if left is None else min(left, WAIT_SECONDS)
             try:
-                message = connection.receive(wait)
+                message = source.receive(0 if leftover else wait)
             except queue.Empty:
+                if leftover is not None:  # all of it read: on to the new attachment
+                    with self._lock:
+                        if self._leftover is leftover:
+                            self._leftover = None
+                    continue
                 if left is not None and left <= wait:
                     msg = f"terminal {self.pid} printed nothing within {timeout} s"
                     raise TimeoutError(msg) from None
                 continue
             except BROKEN:
-                self._attach_again(connection)
+                self._attach_again(source)  # (nothing to do for a leftover's own cut)
                 continue
             if isinstance(message, bytes):
                 return message
-            if self._control(message, connection):
+            if self._control(message, source):
                 return b""
 
     def read_until(self, text: str, timeout: float = 30.0) -> str:
@@ -158,26 +191,33 @@ class Terminal:
         self._send(lambda connection: connection.session.send_bytes(data))
 
     def resize(self, cols: int, rows: int) -> None:
-        self._send_json({"type": "resize", "cols": cols, "rows": rows})
-        self._size = (cols, rows)  # what an attachment after a handoff asks for
+        size = _checked_size(cols, rows)
+        self._send(lambda c: c.session.send_json({"type": "resize", "cols": cols, "rows": rows}))
+        self._size = size  # what an attachment after a handoff asks for
 
     def signal(self, signal: Signal) -> None:
         """A signal to the terminal's shell itself (an interactive shell ignores SIGINT
         and SIGTERM; Ctrl-C is a key: ``write("\\x03")`` interrupts what runs in it)."""
-        self._send_json({"type": "signal", "signal": signal})
+        self._send(lambda c: c.session.send_json({"type": "signal", "signal": signal}))
 
     def detach(self) -> None:
         """Leave the terminal running: ``attach_terminal(pid)`` gets it back."""
         with self._lock:
+            connection = self._connection
+            if self._finished or connection is None:
+                return
+        if connection.cut.is_set() and not connection.ended.is_set():
+            self._attach_again(connection)  # else it runs on unattached, or is hung up
+        with self._lock:
             if self._connection is not None and not self._finished:
-                with contextlib.suppress(Exception):  # gone already: it runs on
+                with contextlib.suppress(*BROKEN):  # cut just now: it runs on, handed off
                     self._connection.session.send_json({"type": "detach"})
-            self._finish(NORMAL_CLOSE)
+            self._finish()
 
     def close(self) -> None:
         """Hang the terminal up (SIGHUP), unless it ended or was detached."""
         with self._lock:
-            self._finish(NORMAL_CLOSE)
+            self._finish()
 
     def __enter__(self) -> Terminal:
         return self
@@ -185,13 +225,25 @@ class Terminal:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _send_json(self, message: dict[str, Any]) -> None:
-        self._send(lambda connection: connection.session.send_json(message))
+    def _connect(self, params: dict[str, Any]) -> None:
+        """A connection (holding the lock, or before the terminal is shared); raises
+        ``HandedOff`` when it reached an instance that stops (``pid`` is then known)."""
+        connection, message = _Connection.open(self._http, self._path, params, self._headers)
+        if message.get("type") == "reconnect":
+            connection.close(NORMAL_CLOSE)
+            self.pid = int(message["pid"])
+            msg = f"terminal {self.pid} was handed off as it was reached"
+            raise HandedOff(msg)
+        self.pid = int(message["pid"])
+        self._connection = connection
 
     def _send(self, send: Callable[[_Connection], None]) -> None:
         for _ in range(2):  # once more on a new attachment if this one was cut
             connection = self._current()
-            if connection.cut():
+            if connection.ended.is_set():
+                msg = f"terminal {self.pid} has ended: read its end with read()"
+                raise SiestaError(msg, code="terminal_ended", status=0)
+            if connection.cut.is_set():  # a cut connection may still take writes, unread
                 self._attach_again(connection)
                 continue
             try:
@@ -216,7 +268,7 @@ class Terminal:
             got = message.get
             self.exit = TerminalExit(got("exitCode"), got("status"), got("error"))
             with self._lock:
-                self._finish(NORMAL_CLOSE)
+                self._finish()
             return True
         if kind == "reconnect":
             self._attach_again(connection)
@@ -231,49 +283,66 @@ class Terminal:
                 return
             broken.close(NORMAL_CLOSE)
             self._connection = None
-            attempt = 0
+            self._leftover = broken if broken.unread() else None
+            self._reconnect()
+
+    def _reconnect(self) -> None:
+        """Attach by ``pid`` until it works or the retries are spent (holding the lock).
+        Whatever ends it without a connection finishes the terminal."""
+        attempt = 0
+        try:
             while True:
                 attempt += 1
                 try:
                     cols, rows = self._size
-                    self._open({"pid": self.pid, "cols": cols, "rows": rows})
+                    self._connect({"pid": self.pid, "cols": cols, "rows": rows})
                     return
                 except BROKEN as error:
                     why = f"{type(error).__name__}: {error}"
                 except SiestaError as error:
-                    if error.status not in (502, 503, 504):
-                        self._finished = True
+                    if error.status not in RETRYABLE_STATUSES:
                         raise
                     why = str(error)
                 if attempt >= self._retries.attempts:
-                    self._finished = True
                     msg = f"attaching to terminal {self.pid} again: {why}, {attempt} tries"
                     fields = {"limit": self._retries.attempts, "unit": "tries"}
                     raise ConnectionFailed(msg, code="connection_failed", status=0, fields=fields)
                 time.sleep(self._retries.delay(attempt, None))
+        except BaseException:
+            self._finished = True
+            raise
 
-    def _finish(self, code: int) -> None:
+    def _finish(self) -> None:
         """Closes the connection (holding the lock)."""
         self._finished = True
+        self._leftover = None
         if self._connection is not None:
-            self._connection.close(code)
+            self._connection.close(NORMAL_CLOSE)
 
 
 class _Connection:
-    """One WebSocket to one instance: the handshake's error answer read as an error
-    (``httpx-ws`` would drop its body), messages as bytes or parsed JSON."""
+    """One WebSocket to one instance. A pump thread moves what arrives, in order, into
+    a bounded queue of its own, and marks the connection ``cut`` when the service
+    closes it or says reconnect, or the network breaks: a writer asks ``cut`` without
+    taking anything a reader waits for."""
 
     def __init__(self, stack: contextlib.ExitStack, session: WebSocketSession) -> None:
         self._stack = stack
         self.session = session
-        self._arrived: collections.deque[wsproto.events.Event | BaseException]
-        self._arrived = collections.deque()
-        self._cut = False
+        self.cut = threading.Event()
+        self.ended = threading.Event()
+        """Its terminal's ``exit`` has arrived (it may still be unread)."""
+        self._arrived: queue.Queue[Message | BaseException] = queue.Queue(QUEUED_MESSAGES)
+        self._stopping = threading.Event()
+        self._pump = threading.Thread(target=self._run, name="siesta-terminal", daemon=True)
+        self._pump.start()
 
     @classmethod
     def open(
         cls, http: httpx.Client, path: str, params: dict[str, Any], headers: dict[str, str]
-    ) -> _Connection:
+    ) -> tuple[_Connection, dict[str, Any]]:
+        """A connection and its first message (``started``, or ``reconnect``); the
+        handshake's error answer read as an error (``httpx-ws`` would drop its body)."""
         stack = contextlib.ExitStack()
         try:
             handshake = {**headers, **_upgrade_headers()}
@@ -285,62 +354,107 @@ class _Connection:
                 raise_for_error(response)
                 msg = f"the terminal's WebSocket was answered {response.status_code}"
                 raise SiestaError(msg, code="http_error", status=response.status_code)
-            stream = response.extensions["network_stream"]
-            session = stack.enter_context(WebSocketSession(stream, response=response))
+            stream = response.extensions.get("network_stream")
+            if stream is None:
+                msg = "this client's transport cannot carry a WebSocket (no network stream)"
+                raise SiestaError(msg, code="websocket_unsupported", status=0)
+            session = stack.enter_context(
+                WebSocketSession(stream, response=response, queue_size=QUEUED_MESSAGES)
+            )
         except BaseException:
             stack.close()
             raise
-        return cls(stack, session)
-
-    def started_pid(self) -> int:
-        """The pid of the ``started`` message, the service's first."""
+        connection = cls(stack, session)
         try:
-            first = self.receive(30.0)
+            return connection, connection._first()
+        except BaseException:
+            connection.close(NORMAL_CLOSE)
+            raise
+
+    def _first(self) -> dict[str, Any]:
+        try:
+            first = self.receive(FIRST_MESSAGE_SECONDS)
         except queue.Empty:
-            msg = "the terminal's WebSocket said nothing within 30 s"
-            raise TimeoutError(msg) from None
-        if isinstance(first, dict) and first.get("type") == "started":
-            return int(first["pid"])
+            msg = f"the terminal's WebSocket said nothing within {FIRST_MESSAGE_SECONDS:g} s"
+            fields = {"limit": FIRST_MESSAGE_SECONDS, "unit": "seconds"}
+            raise ClientTimeout(msg, code="client_timeout", status=0, fields=fields) from None
+        if isinstance(first, dict) and first.get("type") in ("started", "reconnect"):
+            return first
         if isinstance(first, dict) and first.get("type") == "error":
             raise error_from(400, first)
         msg = f"the terminal's first message was not 'started': {first!r:.200}"
         raise SiestaError(msg, code="unexpected_answer", status=0)
 
-    def cut(self) -> bool:
-        """Whether the service closed or the network cut this connection, from what has
-        already arrived (kept for ``receive``, in order). Asked before sending: a cut
-        connection may still take writes (a proxy closing it reads none), so keys sent
-        on it would be lost."""
-        while not self._cut:
-            try:
-                self._arrived.append(self.session.receive(0))
-            except queue.Empty:
-                break
-            except BROKEN as error:
-                self._arrived.append(error)
-                self._cut = True
-        return self._cut
+    def receive(self, timeout: float | None) -> Message:
+        """The next message; ``queue.Empty`` after ``timeout``; what cut the connection
+        (once) when it was cut."""
+        arrived = self._arrived.get(timeout=timeout)
+        if isinstance(arrived, BaseException):
+            raise arrived
+        return arrived
 
-    def receive(self, timeout: float | None) -> bytes | dict[str, Any]:
-        if self._arrived:
-            arrived = self._arrived.popleft()
-            if isinstance(arrived, BaseException):
-                raise arrived
-            event = arrived
-        else:
-            event = self.session.receive(timeout)
-        if isinstance(event, wsproto.events.BytesMessage):
-            return bytes(event.data)
-        if isinstance(event, wsproto.events.TextMessage):
-            parsed: Any = json.loads(event.data)
-            return parsed if isinstance(parsed, dict) else {"type": None}
-        return {"type": None}  # nothing a terminal sends
+    def unread(self) -> bool:
+        return not self._arrived.empty()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                event = self.session.receive(WAIT_SECONDS)
+            except queue.Empty:
+                if self._stopping.is_set():
+                    return
+                continue
+            except BROKEN as error:  # closed by the service, or cut
+                self.cut.set()
+                self._put(error)
+                return
+            message = _decoded(event)
+            kind = message.get("type") if isinstance(message, dict) else None
+            if kind == "reconnect":
+                self.cut.set()
+            elif kind == "exit":
+                self.ended.set()
+            self._put(message)
+
+    def _put(self, item: Message | BaseException) -> None:
+        while not self._stopping.is_set():  # stopping: dropped, the session drained
+            try:
+                self._arrived.put(item, timeout=WAIT_SECONDS)
+                return
+            except queue.Full:
+                continue
 
     def close(self, code: int) -> None:
+        """Closed, its threads ended: the pump drains the session meanwhile, so that
+        ``httpx-ws``'s own receiving thread (which the session's exit joins) is never
+        left blocked on a full queue."""
+        self._stopping.set()
         with contextlib.suppress(Exception):  # already cut: nothing to tell
             self.session.close(code)
+        self._pump.join(4 * WAIT_SECONDS)
         with contextlib.suppress(Exception):
             self._stack.close()
+
+
+def _decoded(event: wsproto.events.Event) -> Message:
+    if isinstance(event, wsproto.events.BytesMessage):
+        return bytes(event.data)
+    if isinstance(event, wsproto.events.TextMessage):
+        try:
+            parsed: Any = json.loads(event.data)
+        except ValueError:
+            parsed = None
+        return parsed if isinstance(parsed, dict) else {"type": None}
+    return {"type": None}  # nothing a terminal sends
+
+
+def _checked_size(cols: int, rows: int) -> tuple[int, int]:
+    for name, value in (("cols", cols), ("rows", rows)):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
+            msg = f"{name} must be a whole number from 1 to {MAX_SIZE}, not {value!r}"
+            fields = {"limit": MAX_SIZE, "field": name}
+            raise InvalidRequest(msg, code="invalid_arguments", status=400, fields=fields)
+    return cols, rows
 
 
 def _upgrade_headers() -> dict[str, str]:
