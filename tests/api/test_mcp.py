@@ -248,13 +248,14 @@ def test_a_script_with_excel_helpers(connect: Connect, service: ServiceProcess) 
     rows.map(function (r) { return r.name + '=' + r.qty }).join(',')
     """
     [result] = call(connect, service, conversation, ("JsExecutorAgent", {"code": code}))
+    assert not result.is_error, text_of(result)  # first: a failed call says why
     files = service.client.get(f"/v1/conversations/{conversation}/files", headers=headers())
+    assert len(files.json()["files"]) == 1, (files.json(), result.structured_content)
     [artifact] = files.json()["files"]
     content = service.client.get(
         f"/v1/conversations/{conversation}/files/{artifact['id']}/content", headers=headers()
     ).content
 
-    assert not result.is_error, text_of(result)
     assert result.structured_content["result"] == "apple=3,kiwi=4"
     assert "result: apple=3,kiwi=4" in text_of(result)
     assert artifact["name"] == "fruit.xlsx" and artifact["kind"] == "artifact"

@@ -19,10 +19,7 @@ be lost, as with any terminal over a network.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
-import os
 import queue
 import threading
 import time
@@ -30,53 +27,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
 import httpx
-import wsproto.events
-from httpx_ws import HTTPXWSException, WebSocketSession
-from wsproto.utilities import LocalProtocolError
 
 from siesta_contract.processes import Signal
 
-from siesta_client._ops import Context, raise_for_error
+from siesta_client._ops import Context
 from siesta_client._retry import Retries
-from siesta_client.errors import (
-    ClientTimeout,
-    ConnectionFailed,
-    InvalidRequest,
-    SiestaError,
-    error_from,
-)
+from siesta_client._websocket import BROKEN, NORMAL_CLOSE, WAIT_SECONDS, Connection, HandedOff
+from siesta_client.errors import ConnectionFailed, InvalidRequest, SiestaError, error_from
 
-NORMAL_CLOSE = 1000
 MAX_SIZE = 1000
 """The most columns or rows a terminal may have (the service's limit)."""
-WAIT_SECONDS = 0.5
-"""The longest ``read`` waits on one connection before it looks whether it was
-replaced, and the pump on the WebSocket before it looks whether it should stop."""
-FIRST_MESSAGE_SECONDS = 30.0
-"""How long a new connection may take to say ``started``."""
-QUEUED_MESSAGES = 512
-"""Messages a connection holds for a reader that does not read: past it, the socket
-is no longer read and the service's sending waits (backpressure, never memory)."""
 RETRYABLE_STATUSES = (502, 503, 504)
-
-
-class HandedOff(ConnectionError):
-    """The instance this connection reached stops: attach again elsewhere."""
-
-
-BROKEN = (
-    HTTPXWSException,
-    LocalProtocolError,
-    httpcore.NetworkError,
-    httpx.TransportError,
-    OSError,  # HandedOff, a socket's own errors, and TimeoutError (ClientTimeout)
-)
-"""What a WebSocket that was closed, cut or handed off raises: attach again."""
-
-Message = bytes | dict[str, Any]
-"""What a terminal sends: its bytes, or a JSON message."""
+CUT_SECONDS = 2.0
+"""How long a write that found its connection closed waits for the rest of what that
+connection received to be queued for ``read``."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +68,8 @@ class Terminal:
         self._headers = context.headers()
         self._retries = retries
         self._lock = threading.Lock()
-        self._connection: _Connection | None = None
-        self._leftover: _Connection | None = None
+        self._connection: Connection | None = None
+        self._leftover: Connection | None = None
         """A connection replaced while output it had received was unread: ``read``
         gives that first, in order (a writer may find a connection cut first)."""
         self._finished = False
@@ -228,7 +193,7 @@ class Terminal:
     def _connect(self, params: dict[str, Any]) -> None:
         """A connection (holding the lock, or before the terminal is shared); raises
         ``HandedOff`` when it reached an instance that stops (``pid`` is then known)."""
-        connection, message = _Connection.open(self._http, self._path, params, self._headers)
+        connection, message = Connection.open(self._http, self._path, params, self._headers)
         if message.get("type") == "reconnect":
             connection.close(NORMAL_CLOSE)
             self.pid = int(message["pid"])
@@ -237,31 +202,32 @@ class Terminal:
         self.pid = int(message["pid"])
         self._connection = connection
 
-    def _send(self, send: Callable[[_Connection], None]) -> None:
+    def _send(self, send: Callable[[Connection], None]) -> None:
         for _ in range(2):  # once more on a new attachment if this one was cut
             connection = self._current()
+            if not connection.cut.is_set():  # a cut connection may still take writes, unread
+                try:
+                    send(connection)
+                    return
+                except BROKEN:
+                    # Closed under the write: let what arrived before the close reach
+                    # the reader first (an ``exit`` among it means the terminal ended).
+                    connection.cut.wait(CUT_SECONDS)
             if connection.ended.is_set():
                 msg = f"terminal {self.pid} has ended: read its end with read()"
                 raise SiestaError(msg, code="terminal_ended", status=0)
-            if connection.cut.is_set():  # a cut connection may still take writes, unread
-                self._attach_again(connection)
-                continue
-            try:
-                send(connection)
-                return
-            except BROKEN:
-                self._attach_again(connection)
+            self._attach_again(connection)
         msg = f"terminal {self.pid}: its connection broke twice while sending"
         raise ConnectionFailed(msg, code="connection_failed", status=0)
 
-    def _current(self) -> _Connection:
+    def _current(self) -> Connection:
         with self._lock:
             if self._finished or self._connection is None:
                 msg = f"terminal {self.pid} is closed (ended, detached or closed)"
                 raise SiestaError(msg, code="terminal_closed", status=0)
             return self._connection
 
-    def _control(self, message: dict[str, Any], connection: _Connection) -> bool:
+    def _control(self, message: dict[str, Any], connection: Connection) -> bool:
         """A JSON message from the service; True when it was the terminal's end."""
         kind = message.get("type")
         if kind == "exit":
@@ -276,7 +242,7 @@ class Terminal:
             raise error_from(400, message)
         return False  # "started" again after an attachment, or a newer service's
 
-    def _attach_again(self, broken: _Connection) -> None:
+    def _attach_again(self, broken: Connection) -> None:
         """A new attachment through any instance, unless another thread made one."""
         with self._lock:
             if self._finished or self._connection is not broken:
@@ -320,134 +286,6 @@ class Terminal:
             self._connection.close(NORMAL_CLOSE)
 
 
-class _Connection:
-    """One WebSocket to one instance. A pump thread moves what arrives, in order, into
-    a bounded queue of its own, and marks the connection ``cut`` when the service
-    closes it or says reconnect, or the network breaks: a writer asks ``cut`` without
-    taking anything a reader waits for."""
-
-    def __init__(self, stack: contextlib.ExitStack, session: WebSocketSession) -> None:
-        self._stack = stack
-        self.session = session
-        self.cut = threading.Event()
-        self.ended = threading.Event()
-        """Its terminal's ``exit`` has arrived (it may still be unread)."""
-        self._arrived: queue.Queue[Message | BaseException] = queue.Queue(QUEUED_MESSAGES)
-        self._stopping = threading.Event()
-        self._pump = threading.Thread(target=self._run, name="siesta-terminal", daemon=True)
-        self._pump.start()
-
-    @classmethod
-    def open(
-        cls, http: httpx.Client, path: str, params: dict[str, Any], headers: dict[str, str]
-    ) -> tuple[_Connection, dict[str, Any]]:
-        """A connection and its first message (``started``, or ``reconnect``); the
-        handshake's error answer read as an error (``httpx-ws`` would drop its body)."""
-        stack = contextlib.ExitStack()
-        try:
-            handshake = {**headers, **_upgrade_headers()}
-            response = stack.enter_context(
-                http.stream("GET", path, params=params, headers=handshake)
-            )
-            if response.status_code != 101:
-                response.read()
-                raise_for_error(response)
-                msg = f"the terminal's WebSocket was answered {response.status_code}"
-                raise SiestaError(msg, code="http_error", status=response.status_code)
-            stream = response.extensions.get("network_stream")
-            if stream is None:
-                msg = "this client's transport cannot carry a WebSocket (no network stream)"
-                raise SiestaError(msg, code="websocket_unsupported", status=0)
-            session = stack.enter_context(
-                WebSocketSession(stream, response=response, queue_size=QUEUED_MESSAGES)
-            )
-        except BaseException:
-            stack.close()
-            raise
-        connection = cls(stack, session)
-        try:
-            return connection, connection._first()
-        except BaseException:
-            connection.close(NORMAL_CLOSE)
-            raise
-
-    def _first(self) -> dict[str, Any]:
-        try:
-            first = self.receive(FIRST_MESSAGE_SECONDS)
-        except queue.Empty:
-            msg = f"the terminal's WebSocket said nothing within {FIRST_MESSAGE_SECONDS:g} s"
-            fields = {"limit": FIRST_MESSAGE_SECONDS, "unit": "seconds"}
-            raise ClientTimeout(msg, code="client_timeout", status=0, fields=fields) from None
-        if isinstance(first, dict) and first.get("type") in ("started", "reconnect"):
-            return first
-        if isinstance(first, dict) and first.get("type") == "error":
-            raise error_from(400, first)
-        msg = f"the terminal's first message was not 'started': {first!r:.200}"
-        raise SiestaError(msg, code="unexpected_answer", status=0)
-
-    def receive(self, timeout: float | None) -> Message:
-        """The next message; ``queue.Empty`` after ``timeout``; what cut the connection
-        (once) when it was cut."""
-        arrived = self._arrived.get(timeout=timeout)
-        if isinstance(arrived, BaseException):
-            raise arrived
-        return arrived
-
-    def unread(self) -> bool:
-        return not self._arrived.empty()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                event = self.session.receive(WAIT_SECONDS)
-            except queue.Empty:
-                if self._stopping.is_set():
-                    return
-                continue
-            except BROKEN as error:  # closed by the service, or cut
-                self.cut.set()
-                self._put(error)
-                return
-            message = _decoded(event)
-            kind = message.get("type") if isinstance(message, dict) else None
-            if kind == "reconnect":
-                self.cut.set()
-            elif kind == "exit":
-                self.ended.set()
-            self._put(message)
-
-    def _put(self, item: Message | BaseException) -> None:
-        while not self._stopping.is_set():  # stopping: dropped, the session drained
-            try:
-                self._arrived.put(item, timeout=WAIT_SECONDS)
-                return
-            except queue.Full:
-                continue
-
-    def close(self, code: int) -> None:
-        """Closed, its threads ended: the pump drains the session meanwhile, so that
-        ``httpx-ws``'s own receiving thread (which the session's exit joins) is never
-        left blocked on a full queue."""
-        self._stopping.set()
-        with contextlib.suppress(Exception):  # already cut: nothing to tell
-            self.session.close(code)
-        self._pump.join(4 * WAIT_SECONDS)
-        with contextlib.suppress(Exception):
-            self._stack.close()
-
-
-def _decoded(event: wsproto.events.Event) -> Message:
-    if isinstance(event, wsproto.events.BytesMessage):
-        return bytes(event.data)
-    if isinstance(event, wsproto.events.TextMessage):
-        try:
-            parsed: Any = json.loads(event.data)
-        except ValueError:
-            parsed = None
-        return parsed if isinstance(parsed, dict) else {"type": None}
-    return {"type": None}  # nothing a terminal sends
-
-
 def _checked_size(cols: int, rows: int) -> tuple[int, int]:
     for name, value in (("cols", cols), ("rows", rows)):
         if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SIZE:
@@ -455,13 +293,3 @@ def _checked_size(cols: int, rows: int) -> tuple[int, int]:
             fields = {"limit": MAX_SIZE, "field": name}
             raise InvalidRequest(msg, code="invalid_arguments", status=400, fields=fields)
     return cols, rows
-
-
-def _upgrade_headers() -> dict[str, str]:
-    """RFC 6455's handshake: the key is 16 random bytes, base64."""
-    return {
-        "Connection": "Upgrade",
-        "Upgrade": "websocket",
-        "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(),
-        "Sec-WebSocket-Version": "13",
-    }
