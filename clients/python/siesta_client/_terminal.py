@@ -32,13 +32,15 @@ import httpx
 from siesta_contract.processes import Signal
 
 from siesta_client._ops import Context
-from siesta_client._retry import Retries
+from siesta_client._retry import RETRYABLE_STATUSES, Retries
 from siesta_client._websocket import BROKEN, NORMAL_CLOSE, WAIT_SECONDS, Connection, HandedOff
 from siesta_client.errors import ConnectionFailed, InvalidRequest, SiestaError, error_from
 
 MAX_SIZE = 1000
 """The most columns or rows a terminal may have (the service's limit)."""
-RETRYABLE_STATUSES = (502, 503, 504)
+ATTACH_RETRYABLE = RETRYABLE_STATUSES | {504}
+"""Answers after which attaching again is tried again: the calls' own (``_retry``),
+and a gateway timeout too, since an attachment starts nothing that could run twice."""
 CUT_SECONDS = 2.0
 """How long a write that found its connection closed waits for the rest of what that
 connection received to be queued for ``read``."""
@@ -266,7 +268,7 @@ class Terminal:
                 except BROKEN as error:
                     why = f"{type(error).__name__}: {error}"
                 except SiestaError as error:
-                    if error.status not in RETRYABLE_STATUSES:
+                    if error.status not in ATTACH_RETRYABLE:
                         raise
                     why = str(error)
                 if attempt >= self._retries.attempts:
