@@ -4,7 +4,9 @@ what does not look at containers, Kubernetes on the API server double)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import docker
 import pytest
@@ -134,6 +136,47 @@ def test_a_container_that_cannot_start_any_more_is_made_again_around_its_workspa
     assert again["stdout"] == "keep\n"  # the workspace is the same
     assert "No such file" in again["stderr"]  # the broken layer is not
     assert docker_client.containers.get(name).id != container.id
+
+
+def test_a_container_the_engine_failed_to_remove_is_made_again_around_its_workspace(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    client = docker_service.client
+    conversation = new_conversation()
+    first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
+    (name,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
+    container = docker_client.containers.get(name)
+    container.stop(timeout=1)
+    # A removal that fails half way leaves the container dead: the engine refuses to
+    # start it again ("marked for removal"), however often it is asked. In the wild an
+    # engine stopped during the removal; here a file the engine cannot unlink, put in
+    # the layer's own folder (under the service's mount of it, seen through a plain
+    # bind of the engine's folder).
+    container.reload()
+    layer = Path(container.attrs["GraphDriver"]["Data"]["UpperDir"]).parent
+    seen = tmp_path / "engine"
+    seen.mkdir()
+    subprocess.run(["mount", "--bind", layer.parent, seen], check=True)
+    stuck = seen / layer.name / "stuck"
+    try:
+        stuck.touch()
+        subprocess.run(["chattr", "+i", stuck], check=True)
+        with pytest.raises(docker.errors.APIError, match="failed to remove root filesystem"):
+            container.remove()
+    finally:
+        subprocess.run(["chattr", "-i", stuck], check=False)
+        subprocess.run(["umount", seen], check=True)
+    container.reload()
+    assert container.status == "dead"
+
+    again = run_command(client, conversation, "cat note.txt; ls /opt/installed")
+
+    assert again["sandboxRecreated"] is True and again["workspaceReset"] is False
+    assert again["sessionId"] == first["sessionId"]
+    assert again["stdout"] == "keep\n"  # the workspace is the same
+    assert "No such file" in again["stderr"]  # the dead container's layer is not
+    assert docker_client.containers.get(name).status == "running"
+    assert not layer.exists()  # the dead container's layer went with it
 
 
 def test_a_removed_workspace_is_replaced_and_the_reset_reported(

@@ -69,6 +69,11 @@ MEMORY_SNAPSHOTS_REFUSAL = (
     "snapshot instead"
 )
 """Why ``keepMemory`` is refused (``snapshot_memory_not_supported``)."""
+DEAD = (
+    "the engine failed to remove its container (an engine stopped or a disk failed "
+    "during the removal), which leaves it dead: marked for removal, never to start again"
+)
+"""Why a ``dead`` container is made again: the engine refuses to start it (409)."""
 
 _STATES = {
     "running": SandboxState.RUNNING,
@@ -343,8 +348,12 @@ class DockerLifecycle:
 
     def start(self, sandbox_id: str) -> None:
         self.channels.drop(sandbox_id)  # a stream from before the stop is dead
-        if self._settled_status(sandbox_id) == "running":
+        status = self._settled_status(sandbox_id)
+        if status == "running":
             return  # the engine's restart policy was quicker
+        if status == "dead":
+            msg = f"the sandbox {sandbox_id} cannot be started any more: {DEAD}"
+            raise SandboxBroken(msg)
         try:
             if self._disks is not None and self._disks.image(sandbox_id).exists():
                 self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
@@ -360,6 +369,10 @@ class DockerLifecycle:
         try:
             self.api.start(sandbox_id)
         except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "marked for removal" in explain(exc):
+                # It went dead between the look and the start (see ``DEAD``).
+                msg = f"the sandbox {sandbox_id} cannot be started any more: {DEAD}"
+                raise SandboxBroken(msg) from exc
             if exc.status_code != 500:
                 raise
             # The engine could not make the container run (its layer or image is gone,
