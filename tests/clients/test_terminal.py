@@ -47,6 +47,12 @@ async def terminal(websocket: WebSocket) -> None:
         )
         await websocket.send_denial_response(response)
         return
+    if plan == "unavailable":  # every instance draining or down behind the balancer
+        response = JSONResponse(
+            {"error": {"code": "service_unavailable", "message": "later"}}, status_code=503
+        )
+        await websocket.send_denial_response(response)
+        return
     await websocket.accept()
     if plan == "handoff-first":  # reached while it drains: handed off before started
         await websocket.send_json({"type": "reconnect", "pid": PID})
@@ -209,3 +215,30 @@ def test_refusals_and_bad_sizes_are_errors(
         terminal.resize(0, 10)
     assert refused.value.code == "not_a_terminal"
     assert too_wide.value.fields["limit"] == 1000 and len(script.seen) == 2
+
+
+def test_close_stops_an_attachment_being_made_again_on_another_thread(
+    server: tuple[str, Script],
+) -> None:
+    url, script = server
+    script.plans = ["handoff-after-one"] + ["unavailable"] * 100
+    patient = Retries(attempts=100, backoff_seconds=0.2, max_backoff_seconds=1.0)
+    with SiestaClient(url, "t", retries=patient) as client:
+        terminal = client.conversation("c1", org="o", user="u").open_terminal()
+        terminal.write("a")  # then handed off: the reader attaches again, refused on
+        read: list[bytes] = []
+        reader = threading.Thread(target=lambda: read.append(terminal.read(60)))
+        reader.start()
+        while len(script.seen) < 3:  # refused at least once
+            time.sleep(0.01)
+        began = time.monotonic()
+        terminal.close()
+        closed_in = time.monotonic() - began
+        reader.join(5)
+
+    assert closed_in < 2.0, f"close waited {closed_in:.1f} s for the retries"
+    assert not reader.is_alive() and read == [b""]  # the reader sees the end, no error
+    assert len(script.seen) < 10  # no try after the close
+    with pytest.raises(SiestaError) as closed:
+        terminal.write("b")
+    assert closed.value.code == "terminal_closed"

@@ -75,6 +75,9 @@ class Terminal:
         """A connection replaced while output it had received was unread: ``read``
         gives that first, in order (a writer may find a connection cut first)."""
         self._finished = False
+        self._closing = threading.Event()
+        """Set by ``close`` before it waits for the lock: an attachment being made
+        again (under the lock, through retries) gives up at its next try."""
         self.pid = 0
         self._size = (80, 24)
         self.exit: TerminalExit | None = None
@@ -182,7 +185,10 @@ class Terminal:
             self._finish()
 
     def close(self) -> None:
-        """Hang the terminal up (SIGHUP), unless it ended or was detached."""
+        """Hang the terminal up (SIGHUP), unless it ended or was detached. An attachment
+        being made again on another thread gives up at its next try (``close`` waits
+        for the try under way only); the terminal, unreached, then runs on detached."""
+        self._closing.set()
         with self._lock:
             self._finish()
 
@@ -255,11 +261,11 @@ class Terminal:
             self._reconnect()
 
     def _reconnect(self) -> None:
-        """Attach by ``pid`` until it works or the retries are spent (holding the lock).
-        Whatever ends it without a connection finishes the terminal."""
+        """Attach by ``pid`` until it works, the retries are spent or ``close`` is called
+        (holding the lock). Whatever ends it without a connection finishes the terminal."""
         attempt = 0
         try:
-            while True:
+            while not self._closing.is_set():
                 attempt += 1
                 try:
                     cols, rows = self._size
@@ -275,10 +281,11 @@ class Terminal:
                     msg = f"attaching to terminal {self.pid} again: {why}, {attempt} tries"
                     fields = {"limit": self._retries.attempts, "unit": "tries"}
                     raise ConnectionFailed(msg, code="connection_failed", status=0, fields=fields)
-                time.sleep(self._retries.delay(attempt, None))
+                self._closing.wait(self._retries.delay(attempt, None))
         except BaseException:
             self._finished = True
             raise
+        self._finished = True  # closed meanwhile: no connection, nothing to hang up
 
     def _finish(self) -> None:
         """Closes the connection (holding the lock)."""
