@@ -7,9 +7,12 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import docker
+import httpx
 import pytest
+from docker.models.containers import Container
 
 from runtime.seams.providers import CONVERSATION_LABEL, ORG_LABEL
 from tests.helpers import (
@@ -115,38 +118,48 @@ def test_a_removed_container_is_made_again_around_its_workspace(
     assert state["generation"] == 1
 
 
-def test_a_container_that_cannot_start_any_more_is_made_again_around_its_workspace(
-    docker_service: ServiceProcess, docker_client: docker.DockerClient
-) -> None:
-    client = docker_service.client
+def stopped_sandbox(
+    client: httpx.Client, docker_client: docker.DockerClient
+) -> tuple[str, dict[str, Any], Container]:
+    """A new conversation with a file in its workspace and one outside it, its sandbox's
+    container stopped: (conversation, first call's answer, container)."""
     conversation = new_conversation()
     first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
     (name,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
     container = docker_client.containers.get(name)
     container.stop(timeout=1)
+    return conversation, first, container
+
+
+def assert_made_again_around_its_workspace(
+    client: httpx.Client, conversation: str, first: dict[str, Any]
+) -> None:
+    again = run_command(client, conversation, "cat note.txt; ls /opt/installed")
+    assert again["sandboxRecreated"] is True and again["workspaceReset"] is False
+    assert again["sessionId"] == first["sessionId"]
+    assert again["stdout"] == "keep\n"  # the workspace is the same
+    assert "No such file" in again["stderr"]  # what was outside it is not
+
+
+def test_a_container_that_cannot_start_any_more_is_made_again_around_its_workspace(
+    docker_service: ServiceProcess, docker_client: docker.DockerClient
+) -> None:
+    client = docker_service.client
+    conversation, first, container = stopped_sandbox(client, docker_client)
     # Its writable layer broken (a disk fault, a half-done engine upgrade): the engine
     # cannot mount its root file system, so it can never start again.
     container.reload()
     shutil.rmtree(container.attrs["GraphDriver"]["Data"]["UpperDir"])
 
-    again = run_command(client, conversation, "cat note.txt; ls /opt/installed")
-
-    assert again["sandboxRecreated"] is True and again["workspaceReset"] is False
-    assert again["sessionId"] == first["sessionId"]
-    assert again["stdout"] == "keep\n"  # the workspace is the same
-    assert "No such file" in again["stderr"]  # the broken layer is not
-    assert docker_client.containers.get(name).id != container.id
+    assert_made_again_around_its_workspace(client, conversation, first)
+    assert docker_client.containers.get(str(container.name)).id != container.id
 
 
 def test_a_container_the_engine_failed_to_remove_is_made_again_around_its_workspace(
     docker_service: ServiceProcess, docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
     client = docker_service.client
-    conversation = new_conversation()
-    first = run_command(client, conversation, "echo keep > note.txt && touch /opt/installed")
-    (name,), _ = run_resources(docker_client, **{CONVERSATION_LABEL: conversation})
-    container = docker_client.containers.get(name)
-    container.stop(timeout=1)
+    conversation, first, container = stopped_sandbox(client, docker_client)
     # A removal that fails half way leaves the container dead: the engine refuses to
     # start it again ("marked for removal"), however often it is asked. In the wild an
     # engine stopped during the removal; here a file the engine cannot unlink, put in
@@ -169,13 +182,8 @@ def test_a_container_the_engine_failed_to_remove_is_made_again_around_its_worksp
     container.reload()
     assert container.status == "dead"
 
-    again = run_command(client, conversation, "cat note.txt; ls /opt/installed")
-
-    assert again["sandboxRecreated"] is True and again["workspaceReset"] is False
-    assert again["sessionId"] == first["sessionId"]
-    assert again["stdout"] == "keep\n"  # the workspace is the same
-    assert "No such file" in again["stderr"]  # the dead container's layer is not
-    assert docker_client.containers.get(name).status == "running"
+    assert_made_again_around_its_workspace(client, conversation, first)
+    assert docker_client.containers.get(str(container.name)).status == "running"
     assert not layer.exists()  # the dead container's layer went with it
 
 
