@@ -285,7 +285,6 @@ class Terminal:
         except BaseException:
             self._finished = True
             raise
-        self._finished = True  # closed meanwhile: no connection, nothing to hang up
 
     def _finish(self) -> None:
         """Closes the connection (holding the lock)."""

@@ -352,8 +352,7 @@ class DockerLifecycle:
         if status == "running":
             return  # the engine's restart policy was quicker
         if status == "dead":
-            msg = f"the sandbox {sandbox_id} cannot be started any more: {DEAD}"
-            raise SandboxBroken(msg)
+            raise _dead(sandbox_id)
         try:
             if self._disks is not None and self._disks.image(sandbox_id).exists():
                 self._disks.attach(sandbox_id)  # after a reboot the loop device is gone
@@ -370,9 +369,7 @@ class DockerLifecycle:
             self.api.start(sandbox_id)
         except docker.errors.APIError as exc:
             if exc.status_code == 409 and "marked for removal" in explain(exc):
-                # It went dead between the look and the start (see ``DEAD``).
-                msg = f"the sandbox {sandbox_id} cannot be started any more: {DEAD}"
-                raise SandboxBroken(msg) from exc
+                raise _dead(sandbox_id) from exc  # it went dead since the look
             if exc.status_code != 500:
                 raise
             # The engine could not make the container run (its layer or image is gone,
@@ -472,6 +469,11 @@ class DockerLifecycle:
                 if name not in known and created < settled
             ]
         return listed
+
+
+def _dead(sandbox_id: str) -> SandboxBroken:
+    """A ``dead`` container: the engine refuses to start it, so it is made again."""
+    return SandboxBroken(f"the sandbox {sandbox_id} cannot be started any more: {DEAD}")
 
 
 @contextlib.contextmanager
