@@ -268,7 +268,10 @@ def test_result_moves_a_running_command_to_another_channel(
             flags=SpawnFlag(0),
         ),
     )
-    time.sleep(0.3)
+    # The agent reads a channel's frames in order: a PONG says it has the SPAWN (a
+    # sleep said so only on a quiet machine; a relay closed first never passed it on).
+    a.send(FrameType.PING, 51)
+    a.take(FrameType.PONG, 51)
     a.close()
     b.send(FrameType.RESULT, 50)
     assert b.take(FrameType.OUT, 50).payload == b"\x01late\n"
