@@ -136,6 +136,7 @@ def deployment_limits(
         # ASCII only: characters are bytes.
         ("SecretPut", "value"): {"maxLength": settings.egress.max_secret_bytes},
         ("KnowledgeSearch", "query"): {"maxLength": settings.knowledge.max_query_chars},
+        ("ForksCreate", "conversationIds"): {"maxItems": settings.snapshots.max_forks_per_call},
     }
     if not keeps_memory:
         for model in ("SnapshotCreate", "ForkCreate", "ForksCreate"):

@@ -27,7 +27,7 @@ from runtime.jsexec.jail import JailSpec, problem
 from runtime.jsexec.protocol import ProtocolError, receive_by
 from runtime.jsexec.session import Dispatch, HelperError, ScriptOutcome, Session
 from runtime.jsexec.settings import JsSettings
-from runtime.jsexec.zygote import Template
+from runtime.jsexec.zygote import ANSWER_SECONDS, Template
 
 log = logging.getLogger(__name__)
 SLOW_START_SECONDS = 5.0
@@ -110,6 +110,10 @@ class WorkerPool:
         self._closed = False
         self._start_problem: str | None = None
         """Why the last worker start failed, until one succeeds: said when none is free."""
+        self._starts_lock = threading.Lock()
+        self._start_count = 0
+        self._starts_end_by: dict[int, float] = {}
+        """Worker starts under way and the time each ends by, ready or failed."""
         self.jail_problem = problem(settings.jail)
         """Why no worker can be started here (the jail cannot be built), or None."""
         self._template = Template(jail_spec(settings)) if settings.worker_start == "fork" else None
@@ -120,12 +124,33 @@ class WorkerPool:
             self._replace()
 
     def _replace(self) -> None:
-        threading.Thread(target=self._start_one, name="js-worker-start", daemon=True).start()
-
-    def _start_one(self) -> None:
-        if self._closed:
-            return
+        # registered before its thread runs: a script waiting for a worker never sees
+        # a gap between a failed start and its retry
         began = time.monotonic()
+        # two fork attempts (the template started afresh once), then the wait for ready
+        end_by = began + 2 * ANSWER_SECONDS + self._settings.worker_start_timeout_seconds
+        with self._starts_lock:
+            self._start_count += 1
+            start = self._start_count
+            self._starts_end_by[start] = end_by
+        threading.Thread(
+            target=self._start_one, args=(start,), name="js-worker-start", daemon=True
+        ).start()
+
+    def _start_one(self, start: int) -> None:
+        try:
+            if not self._closed:
+                self._start_and_offer(time.monotonic())
+        finally:
+            with self._starts_lock:
+                del self._starts_end_by[start]
+
+    def _latest_start_end(self) -> float:
+        """When the last worker start under way ends at the latest (0 when none is)."""
+        with self._starts_lock:
+            return max(self._starts_end_by.values(), default=0.0)
+
+    def _start_and_offer(self, began: float) -> None:
         try:
             worker = Worker.forked(self._template) if self._template else Worker.executed()
         except Exception as error:  # any failure: nothing else would start this one again
@@ -181,20 +206,13 @@ class WorkerPool:
             msg = f"the JavaScript executor is unavailable: {self.jail_problem}"
             raise JsUnavailable(msg)
         started = time.monotonic()
-        try:
-            worker = self._ready.get(timeout=self._settings.acquire_timeout_seconds)
-        except queue.Empty:
-            msg = (
-                f"no JavaScript worker became free within "
-                f"{self._settings.acquire_timeout_seconds:g} seconds"
-            )
-            if self._start_problem is not None:
-                msg += f" ({self._start_problem})"
-            raise JsUnavailable(msg, limit=self._settings.acquire_timeout_seconds) from None
+        worker = self._acquire(started)
+        # the script's clock starts with its worker: a wait for one is not its time
+        acquired = time.monotonic()
         outcome = ScriptOutcome()
         try:
             Session(worker, self._settings, dispatch, on_status, outcome).run(
-                code, started + timeout, timeout
+                code, acquired + timeout, timeout
             )
         finally:
             worker.kill()
@@ -204,6 +222,23 @@ class WorkerPool:
             self._replace()
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         return outcome
+
+    def _acquire(self, started: float) -> Worker:
+        """A free worker, waited for up to ``acquire_timeout_seconds``; a start under way
+        then is waited for too, to its own limit (once: a pool failing to start workers
+        answers unavailable, not never). A pool still making its first workers on a
+        loaded host is slow, not unavailable."""
+        limit = self._settings.acquire_timeout_seconds
+        with contextlib.suppress(queue.Empty):
+            return self._ready.get(timeout=limit)
+        start_ends = self._latest_start_end()
+        with contextlib.suppress(queue.Empty):
+            if start_ends > time.monotonic():
+                return self._ready.get(timeout=start_ends - time.monotonic())
+        msg = f"no JavaScript worker became free within {limit:g} seconds"
+        if self._start_problem is not None:
+            msg += f" ({self._start_problem})"
+        raise JsUnavailable(msg, limit=limit)
 
 
 def jail_spec(settings: JsSettings) -> JailSpec:

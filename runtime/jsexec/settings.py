@@ -44,7 +44,8 @@ class JsSettings(BaseModel):
     max_code_bytes: int = Field(256 * 1024, ge=16)
     """Longest script accepted."""
     acquire_timeout_seconds: float = Field(30.0, gt=0)
-    """How long a script waits for a free worker."""
+    """How long a script waits for a free worker (longer only while one is being
+    started, up to that start's own limit)."""
     worker_start_timeout_seconds: float = Field(30.0, gt=0)
     max_worker_message_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     """Largest message the service reads from a worker (a helper call's arguments, a

@@ -46,6 +46,11 @@ def test_schemathesis_finds_no_contract_failure(
         SIESTA_JS__TIMEOUT_SECONDS="5",
         SIESTA_LIFECYCLE__PAUSE_AFTER_SECONDS="5",
         SIESTA_RECONCILE__INTERVAL_SECONDS="5",
+        # A fork call answers when all its forks have started: on this 2-core machine,
+        # loaded by the suite's other workers, ten took 10.1 s, past the checker's
+        # 10 s. A deployment sizes the limit to its hosts (the document states it, the
+        # fuzzer generates by it); every operation keeps the checker's default limit.
+        SIESTA_SNAPSHOTS__MAX_FORKS_PER_CALL="4",
     )
     result = schemathesis(service.base_url, tmp_path, "--exclude-path-regex", CATALOG_ADMIN)
     passed(result)

@@ -187,6 +187,10 @@ def test_several_forks_in_one_call_each_start_or_say_why_not(
     # A fork keeps no snapshot.
     assert client.get("/v1/snapshots", headers=headers()).json() == {"snapshots": []}
 
+    # The document states this deployment's limit, and the service answers by it.
+    document = client.get("/openapi.json").json()
+    ids = document["components"]["schemas"]["ForksCreate"]["properties"]["conversationIds"]
+    assert ids["maxItems"] == 3
     too_many = [new_conversation() for _ in range(4)]
     refused = error(client.post(url, json={"conversationIds": too_many}, headers=headers()), 422)
     assert (refused["code"], refused["limit"], refused["unit"]) == ("invalid_request", 3, "forks")
