@@ -27,7 +27,7 @@ from runtime.jsexec.jail import JailSpec, problem
 from runtime.jsexec.protocol import ProtocolError, receive_by
 from runtime.jsexec.session import Dispatch, HelperError, ScriptOutcome, Session
 from runtime.jsexec.settings import JsSettings
-from runtime.jsexec.zygote import ANSWER_SECONDS, Template
+from runtime.jsexec.zygote import Template
 
 log = logging.getLogger(__name__)
 SLOW_START_SECONDS = 5.0
@@ -116,7 +116,11 @@ class WorkerPool:
         """Worker starts under way and the time each ends by, ready or failed."""
         self.jail_problem = problem(settings.jail)
         """Why no worker can be started here (the jail cannot be built), or None."""
-        self._template = Template(jail_spec(settings)) if settings.worker_start == "fork" else None
+        self._template = (
+            Template(jail_spec(settings), settings.template_answer_seconds)
+            if settings.worker_start == "fork"
+            else None
+        )
         if self.jail_problem is not None:
             log.error("the JavaScript executor is unavailable: %s", self.jail_problem)
             return
@@ -128,7 +132,10 @@ class WorkerPool:
         # a gap between a failed start and its retry
         began = time.monotonic()
         # two fork attempts (the template started afresh once), then the wait for ready
-        end_by = began + 2 * ANSWER_SECONDS + self._settings.worker_start_timeout_seconds
+        settings = self._settings
+        end_by = (
+            began + 2 * settings.template_answer_seconds + settings.worker_start_timeout_seconds
+        )
         with self._starts_lock:
             self._start_count += 1
             start = self._start_count
@@ -206,7 +213,7 @@ class WorkerPool:
             msg = f"the JavaScript executor is unavailable: {self.jail_problem}"
             raise JsUnavailable(msg)
         started = time.monotonic()
-        worker = self._acquire(started)
+        worker = self._acquire()
         # the script's clock starts with its worker: a wait for one is not its time
         acquired = time.monotonic()
         outcome = ScriptOutcome()
@@ -223,19 +230,24 @@ class WorkerPool:
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         return outcome
 
-    def _acquire(self, started: float) -> Worker:
+    def _acquire(self) -> Worker:
         """A free worker, waited for up to ``acquire_timeout_seconds``; a start under way
         then is waited for too, to its own limit (once: a pool failing to start workers
         answers unavailable, not never). A pool still making its first workers on a
         loaded host is slow, not unavailable."""
+        began = time.monotonic()
         limit = self._settings.acquire_timeout_seconds
         with contextlib.suppress(queue.Empty):
             return self._ready.get(timeout=limit)
-        start_ends = self._latest_start_end()
-        with contextlib.suppress(queue.Empty):
-            if start_ends > time.monotonic():
-                return self._ready.get(timeout=start_ends - time.monotonic())
         msg = f"no JavaScript worker became free within {limit:g} seconds"
+        start_left = self._latest_start_end() - time.monotonic()
+        if start_left > 0:
+            with contextlib.suppress(queue.Empty):
+                return self._ready.get(timeout=start_left)
+            msg += (
+                f", nor from the worker start under way then "
+                f"({time.monotonic() - began:.0f} s in all)"
+            )
         if self._start_problem is not None:
             msg += f" ({self._start_problem})"
         raise JsUnavailable(msg, limit=limit)

@@ -47,6 +47,10 @@ class JsSettings(BaseModel):
     """How long a script waits for a free worker (longer only while one is being
     started, up to that start's own limit)."""
     worker_start_timeout_seconds: float = Field(30.0, gt=0)
+    """How long a forked worker may take to be ready for a script."""
+    template_answer_seconds: float = Field(10.0, gt=0)
+    """How long the template process may take to fork a worker (it forks in
+    milliseconds): one that has not answered by then is stuck, and is replaced."""
     max_worker_message_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     """Largest message the service reads from a worker (a helper call's arguments, a
     result): a bigger one stops that worker."""

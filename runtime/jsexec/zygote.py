@@ -31,8 +31,6 @@ from runtime.jsexec.jail import JailSpec
 
 FORK = b"F"
 PARENT_CHECK_SECONDS = 2.0
-ANSWER_SECONDS = 10.0
-"""The longest the service waits for the template's answer to a FORK."""
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +86,10 @@ def template_environment() -> dict[str, str]:
 class Template:
     """The service's side: starts the template and asks it for workers."""
 
-    def __init__(self, spec: JailSpec) -> None:
+    def __init__(self, spec: JailSpec, answer_seconds: float) -> None:
+        """``answer_seconds``: the longest it waits for the template's answer to a FORK."""
         self._spec = spec
+        self._answer_seconds = answer_seconds
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
@@ -109,7 +109,10 @@ class Template:
                 self._stop()  # it died or hangs: start it afresh, once
                 if attempt:
                     break
-        msg = "the JavaScript template process does not answer"
+        msg = (
+            f"the JavaScript template process does not answer within "
+            f"{self._answer_seconds:g} s (template_answer_seconds)"
+        )
         raise OSError(msg)
 
     def close(self) -> None:
@@ -141,7 +144,7 @@ class Template:
         # It forks in milliseconds (0.14 s for the first, imports included): one that
         # has not answered in this long is stuck, and the pool's worker starters (and
         # its close() behind them) would wait on it forever.
-        ours.settimeout(ANSWER_SECONDS)
+        ours.settimeout(self._answer_seconds)
         self._control = ours
         return ours
 

@@ -19,7 +19,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from siesta_client import Conversation, InvalidRequest, Retries, SiestaClient, SiestaError, Terminal
+from siesta_client import (
+    ConnectionFailed,
+    Conversation,
+    InvalidRequest,
+    Retries,
+    SiestaClient,
+    SiestaError,
+    Terminal,
+)
 
 PATH = "/v1/conversations/c1/sandbox/terminal"
 PID = 41
@@ -97,7 +105,9 @@ def server() -> Iterator[tuple[str, Script]]:
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
+    deadline = time.monotonic() + 30
     while not running.started:
+        assert time.monotonic() < deadline, "the scripted server did not start"
         time.sleep(0.01)
     yield f"http://127.0.0.1:{sock.getsockname()[1]}", app.state.script
     running.should_exit = True
@@ -134,6 +144,9 @@ def test_output_comes_in_order_while_another_thread_writes(
         while chunk := terminal.read(10):
             got.extend(chunk)
         writer.join(10)
+        with pytest.raises(SiestaError) as ended:  # its end read: a write says so
+            terminal.write("x")
+    assert ended.value.code == "terminal_ended"
     assert got.decode().splitlines() == [str(i) for i in range(script.lines)]
     assert terminal.exit is not None and terminal.exit.exit_code == 0
     assert len(script.seen) == 1  # an ended terminal is never attached again
@@ -210,11 +223,46 @@ def test_refusals_and_bad_sizes_are_errors(
         conversation(url).attach_terminal(7)
     with pytest.raises(InvalidRequest) as too_wide:
         conversation(url).open_terminal(cols=1001)
+    with pytest.raises(InvalidRequest) as no_columns:  # refused, not the default 80
+        conversation(url).open_terminal(cols=0)
+    with pytest.raises(InvalidRequest):
+        conversation(url).attach_terminal(7, rows=True)
     script.plans = ["serve"]
-    with conversation(url).open_terminal() as terminal, pytest.raises(InvalidRequest):
-        terminal.resize(0, 10)
+    with conversation(url).open_terminal() as terminal:
+        with pytest.raises(InvalidRequest):
+            terminal.resize(0, 10)
+        terminal.write("")  # nothing typed, nothing sent: the terminal serves on
+        terminal.write("exit\n")
+        assert terminal.read_until("echo:exit")
     assert refused.value.code == "not_a_terminal"
+    assert no_columns.value.fields["field"] == "cols"
+    assert script.keys == [b"exit\n"]
     assert too_wide.value.fields["limit"] == 1000 and len(script.seen) == 2
+
+
+def test_attaching_by_pid_rides_out_an_unavailable_instance(
+    server: tuple[str, Script], conversation: Opener
+) -> None:
+    """Attaching to a running terminal is safe to try again (it starts nothing): a 503
+    is retried as any other call is."""
+    url, script = server
+    script.plans = ["unavailable", "serve"]
+    with conversation(url).attach_terminal(PID, cols=90) as terminal:
+        terminal.write("exit\n")
+        assert terminal.read_until("echo:exit")
+    assert [seen["plan"] for seen in script.seen] == ["unavailable", "serve"]
+    assert (script.seen[1]["pid"], script.seen[1]["cols"]) == (str(PID), "90")
+
+
+def test_a_terminal_that_cannot_be_reached_is_a_connection_failure(
+    conversation: Opener,
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    with pytest.raises(ConnectionFailed) as failed:
+        conversation(url).open_terminal()
+    assert failed.value.code == "connection_failed"
 
 
 def test_close_stops_an_attachment_being_made_again_on_another_thread(
@@ -229,14 +277,17 @@ def test_close_stops_an_attachment_being_made_again_on_another_thread(
         read: list[bytes] = []
         reader = threading.Thread(target=lambda: read.append(terminal.read(60)))
         reader.start()
+        deadline = time.monotonic() + 30
         while len(script.seen) < 3:  # refused at least once
+            assert time.monotonic() < deadline, script.seen
             time.sleep(0.01)
         began = time.monotonic()
         terminal.close()
         closed_in = time.monotonic() - began
         reader.join(5)
 
-    assert closed_in < 2.0, f"close waited {closed_in:.1f} s for the retries"
+    # the retries left would take over a minute; the try under way, milliseconds
+    assert closed_in < 5.0, f"close waited {closed_in:.1f} s for the retries"
     assert not reader.is_alive() and read == [b""]  # the reader sees the end, no error
     assert len(script.seen) < 10  # no try after the close
     with pytest.raises(SiestaError) as closed:

@@ -32,8 +32,9 @@ def test_a_terminal_through_the_client(docker_service: ServiceProcess) -> None:
                 terminal.resize(120, 40)
                 terminal.write(b"stty size\n")
                 terminal.read_until("40 120")
-                terminal.write("sleep 300; echo slept\n")
-                time.sleep(0.5)
+                # the line runs once its echo prints (the typed line shows "$((1+1))")
+                terminal.write("echo sleeping-$((1+1)); sleep 300; echo slept\n")
+                terminal.read_until("sleeping-2")
                 terminal.write("\x03")  # Ctrl-C: the sleep ends, the shell stays
                 terminal.write("echo interrupted-$?\n")
                 terminal.read_until("interrupted-130")

@@ -92,16 +92,26 @@ class Terminal:
         retries: Retries,
         params: dict[str, Any],
     ) -> Terminal:
-        """A new terminal (no ``pid`` in ``params``: not retried, it would start a
-        second shell) or one attached again (``pid``)."""
+        """A new terminal (no ``pid`` in ``params``: tried once, a second try could
+        start a second shell; a handoff as it started is attached to) or one attached
+        again (``pid``: with the client's retries, as a handoff's attachment)."""
         terminal = cls(http, path, context, retries)
-        cols, rows = int(params.get("cols", 80)), int(params.get("rows", 24))
-        terminal._size = _checked_size(cols, rows)
+        terminal._size = _checked_size(params.get("cols", 80), params.get("rows", 24))
+        if "pid" in params:
+            terminal.pid = int(params["pid"])
+            with terminal._lock:
+                terminal._reconnect()
+            return terminal
         try:
             terminal._connect(params)
         except HandedOff:  # started, then handed off at once: it runs, attach to it
             with terminal._lock:
                 terminal._reconnect()
+        except SiestaError:  # the service's answer, or the client's own timeout
+            raise
+        except BROKEN as error:  # as every other call of the client says it
+            msg = f"opening a terminal: {type(error).__name__}: {error}"
+            raise ConnectionFailed(msg, code="connection_failed", status=0) from error
         return terminal
 
     def read(self, timeout: float | None = None) -> bytes:
@@ -156,8 +166,10 @@ class Terminal:
         return seen
 
     def write(self, keys: str | bytes) -> None:
-        """Keys typed (text is sent as UTF-8)."""
+        """Keys typed (text is sent as UTF-8); none typed sends nothing."""
         data = keys.encode() if isinstance(keys, str) else keys
+        if not data:  # an empty frame is not keys: the service would refuse it
+            return
         self._send(lambda connection: connection.session.send_bytes(data))
 
     def resize(self, cols: int, rows: int) -> None:
@@ -187,7 +199,9 @@ class Terminal:
     def close(self) -> None:
         """Hang the terminal up (SIGHUP), unless it ended or was detached. An attachment
         being made again on another thread gives up at its next try (``close`` waits
-        for the try under way only); the terminal, unreached, then runs on detached."""
+        for the try under way only); the terminal, unreached, then runs on detached, as
+        does one whose connection was cut and not attached again yet (``attach_terminal``
+        then ``close`` hangs it up)."""
         self._closing.set()
         with self._lock:
             self._finish()
@@ -230,8 +244,11 @@ class Terminal:
 
     def _current(self) -> Connection:
         with self._lock:
+            if self.exit is not None:  # its end was read: said as such, as documented
+                msg = f"terminal {self.pid} has ended ({self.exit})"
+                raise SiestaError(msg, code="terminal_ended", status=0)
             if self._finished or self._connection is None:
-                msg = f"terminal {self.pid} is closed (ended, detached or closed)"
+                msg = f"terminal {self.pid} is closed (detached or closed)"
                 raise SiestaError(msg, code="terminal_closed", status=0)
             return self._connection
 

@@ -287,7 +287,7 @@ class Conversation:
         ``cwd``): ``read`` what it prints, ``write`` keys; ``detach`` leaves it running
         for ``attach_terminal``, ``close`` hangs it up."""
         params = {"cols": cols, "rows": rows, "user": user, "cwd": cwd}
-        return self._terminal({name: value for name, value in params.items() if value})
+        return self._terminal({name: value for name, value in params.items() if value is not None})
 
     def attach_terminal(self, pid: int, *, cols: int = 80, rows: int = 24) -> Terminal:
         """A terminal started earlier (through any instance), resized to ``cols`` by
