@@ -226,18 +226,19 @@ setup_venv() {
     if ! venv_current "$stamp"; then
         step "installing the project${extras:+ with its $extras extras} and its Python client into $VENV"
         retry "$VENV/bin/python" -m pip install -q --upgrade pip
-        retry "$VENV/bin/python" -m pip install -q -e ".$extras"
+        # constraints.txt: the versions the suite last passed with, not the newest
+        retry "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".$extras"
         # The client: its dependencies (httpx, pydantic) came with the server's. Both
         # distributions carry the public contract (siesta_contract); both editable
         # installs map it to the one folder, clients/python/siesta_contract.
-        retry "$VENV/bin/python" -m pip install -q --no-deps -e clients/python
+        retry "$VENV/bin/python" -m pip install -q --no-deps -c constraints.txt -e clients/python
         touch "$stamp"
     fi
 }
 
 venv_current() {
     [ -x "$VENV/bin/python" ] && [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ] \
-        && [ ! clients/python/pyproject.toml -nt "$1" ]
+        && [ ! clients/python/pyproject.toml -nt "$1" ] && [ ! constraints.txt -nt "$1" ]
 }
 
 install_node_packages() {

@@ -5,6 +5,7 @@ without hanging. The real service and sandboxes: ``test_terminal_docker.py`` and
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -28,9 +29,11 @@ from siesta_client import (
     SiestaError,
     Terminal,
 )
+from siesta_client._websocket import WAIT_SECONDS
 
 PATH = "/v1/conversations/c1/sandbox/terminal"
 PID = 41
+QUIET_SECONDS = 4 * WAIT_SECONDS
 
 
 @dataclass
@@ -70,6 +73,12 @@ async def terminal(websocket: WebSocket) -> None:
     if plan == "flood":
         for i in range(script.lines):
             await websocket.send_bytes(f"{i}\n".encode())
+        await websocket.send_json({"type": "exit", "exitCode": 0, "status": "exit status 0"})
+        await websocket.close()
+        return
+    if plan == "quiet":  # a shell that prints nothing for a while, then a line
+        await asyncio.sleep(QUIET_SECONDS)
+        await websocket.send_bytes(b"after a while\n")
         await websocket.send_json({"type": "exit", "exitCode": 0, "status": "exit status 0"})
         await websocket.close()
         return
@@ -159,6 +168,20 @@ def write_often(terminal: Terminal, times: int) -> None:
         except SiestaError as error:  # ended meanwhile: said so, never attached again
             assert error.code == "terminal_ended"
             return
+
+
+def test_a_quiet_terminal_is_waited_for_never_attached_again(
+    server: tuple[str, Script], conversation: Opener
+) -> None:
+    """Silence is not a cut connection: a shell that prints nothing for a while (here
+    four of the client's waits on the socket) is read on, on the same connection."""
+    url, script = server
+    script.plans = ["quiet"]
+    with conversation(url).open_terminal() as terminal:
+        assert terminal.read_until("after a while", timeout=30)
+        assert terminal.read(10) == b""
+    assert terminal.exit is not None and terminal.exit.exit_code == 0
+    assert len(script.seen) == 1
 
 
 def test_a_handoff_as_the_first_message_is_attached_again(

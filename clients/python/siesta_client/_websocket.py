@@ -133,7 +133,7 @@ class Connection:
         while True:
             try:
                 event = self.session.receive(WAIT_SECONDS)
-            except queue.Empty:
+            except (queue.Empty, TimeoutError):  # nothing yet (httpx-ws 0.9, 0.10 says so)
                 if self._stopping.is_set():
                     return
                 continue
