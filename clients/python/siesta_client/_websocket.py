@@ -31,6 +31,9 @@ WAIT_SECONDS = 0.5
 replaced, and the pump on the WebSocket before it looks whether it should stop."""
 FIRST_MESSAGE_SECONDS = 30.0
 """How long a new connection may take to say ``started``."""
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""The largest message a connection takes (a terminal prints in reads of at most
+64 KiB, and shows its screen again in at most 32 KiB); a bigger one closes it (1009)."""
 QUEUED_MESSAGES = 512
 """Messages a connection holds for a reader that does not read: past it, the socket
 is no longer read and the service's sending waits (backpressure, never memory)."""
@@ -92,7 +95,12 @@ class Connection:
                 msg = "this client's transport cannot carry a WebSocket (no network stream)"
                 raise SiestaError(msg, code="websocket_unsupported", status=0)
             session = stack.enter_context(
-                WebSocketSession(stream, response=response, queue_size=QUEUED_MESSAGES)
+                WebSocketSession(
+                    stream,
+                    response=response,
+                    max_message_size_bytes=MAX_MESSAGE_BYTES,
+                    queue_size=QUEUED_MESSAGES,
+                )
             )
         except BaseException:
             stack.close()
