@@ -34,6 +34,7 @@ from siesta_client._websocket import WAIT_SECONDS
 PATH = "/v1/conversations/c1/sandbox/terminal"
 PID = 41
 QUIET_SECONDS = 4 * WAIT_SECONDS
+BIG_MESSAGE_BYTES = 100 * 1024
 
 
 @dataclass
@@ -73,6 +74,11 @@ async def terminal(websocket: WebSocket) -> None:
     if plan == "flood":
         for i in range(script.lines):
             await websocket.send_bytes(f"{i}\n".encode())
+        await websocket.send_json({"type": "exit", "exitCode": 0, "status": "exit status 0"})
+        await websocket.close()
+        return
+    if plan == "big":  # one message past httpx-ws's default limit (64 KiB)
+        await websocket.send_bytes(b"x" * BIG_MESSAGE_BYTES)
         await websocket.send_json({"type": "exit", "exitCode": 0, "status": "exit status 0"})
         await websocket.close()
         return
@@ -180,6 +186,20 @@ def test_a_quiet_terminal_is_waited_for_never_attached_again(
     with conversation(url).open_terminal() as terminal:
         assert terminal.read_until("after a while", timeout=30)
         assert terminal.read(10) == b""
+    assert terminal.exit is not None and terminal.exit.exit_code == 0
+    assert len(script.seen) == 1
+
+
+def test_a_message_up_to_the_clients_limit_is_read_whole(
+    server: tuple[str, Script], conversation: Opener
+) -> None:
+    url, script = server
+    script.plans = ["big"]
+    got = bytearray()
+    with conversation(url).open_terminal() as terminal:
+        while chunk := terminal.read(10):
+            got.extend(chunk)
+    assert len(got) == BIG_MESSAGE_BYTES
     assert terminal.exit is not None and terminal.exit.exit_code == 0
     assert len(script.seen) == 1
 
