@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -256,12 +257,12 @@ def test_a_burst_larger_than_the_pool_gets_every_caller_a_sandbox_in_arrival_ord
         thread.join()
 
     assert [answers[c]["stdout"] for c in arrivals] == ["ok\n"] * len(arrivals)
-    names = [sandbox_of(service, c) for c in arrivals]
-    pooled = [POOL_LABEL in docker_client.containers.get(name).labels for name in names]
+    sandboxes = [docker_client.api.inspect_container(sandbox_of(service, c)) for c in arrivals]
+    pooled = [POOL_LABEL in sandbox["Config"]["Labels"] for sandbox in sandboxes]
     # The pool served the first two. The rest were made first come, first served, in
     # turns; a member the pool made again meanwhile may serve any of them.
     assert pooled[:2] == [True, True]
-    made = [_created(docker_client, n) for n, p in zip(names, pooled, strict=True) if not p]
+    made = [_created(s) for s, p in zip(sandboxes, pooled, strict=True) if not p]
     assert len(made) >= 4 and made == sorted(made)
     metrics = service.client.get("/metrics").text
     waited = _sample(metrics, "siesta_provision_queue_seconds_count")
@@ -269,9 +270,9 @@ def test_a_burst_larger_than_the_pool_gets_every_caller_a_sandbox_in_arrival_ord
     assert waited > quickly  # they did queue: one at a time, eight arriving together
 
 
-def _created(client: docker.DockerClient, name: str) -> datetime.datetime:
+def _created(inspected: dict[str, Any]) -> datetime.datetime:
     # The engine gives nanoseconds with trailing zeros cut; Python parses microseconds.
-    stamp = str(client.api.inspect_container(name)["Created"]).rstrip("Z")
+    stamp = str(inspected["Created"]).rstrip("Z")
     seconds, _, fraction = stamp.partition(".")
     return datetime.datetime.fromisoformat(f"{seconds}.{fraction[:6].ljust(6, '0')}")
 

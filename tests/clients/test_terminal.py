@@ -30,6 +30,7 @@ from siesta_client import (
     Terminal,
 )
 from siesta_client._websocket import WAIT_SECONDS
+from tests.helpers import wait_until
 
 PATH = "/v1/conversations/c1/sandbox/terminal"
 PID = 41
@@ -120,10 +121,7 @@ def server() -> Iterator[tuple[str, Script]]:
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not running.started:
-        assert time.monotonic() < deadline, "the scripted server did not start"
-        time.sleep(0.01)
+    assert wait_until(lambda: running.started, timeout=30), "the scripted server did not start"
     yield f"http://127.0.0.1:{sock.getsockname()[1]}", app.state.script
     running.should_exit = True
     thread.join(10)
@@ -320,10 +318,7 @@ def test_close_stops_an_attachment_being_made_again_on_another_thread(
         read: list[bytes] = []
         reader = threading.Thread(target=lambda: read.append(terminal.read(60)))
         reader.start()
-        deadline = time.monotonic() + 30
-        while len(script.seen) < 3:  # refused at least once
-            assert time.monotonic() < deadline, script.seen
-            time.sleep(0.01)
+        assert wait_until(lambda: len(script.seen) >= 3, timeout=30), script.seen  # refused
         began = time.monotonic()
         terminal.close()
         closed_in = time.monotonic() - began

@@ -13,6 +13,7 @@ import pytest
 from runtime.core.errors import JS_MEMORY_LIMIT, JS_TIMEOUT
 from runtime.jsexec.pool import ScriptOutcome, WorkerPool
 from runtime.jsexec.settings import JsSettings
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +44,7 @@ def run(pool: WorkerPool, code: str) -> tuple[ScriptOutcome, float]:
 
     # a script's clock starts with its worker: the previous script's replacement is
     # waited for first, so that the time measured here is the script's
-    deadline = time.monotonic() + 60
-    while pool.ready_workers < 1 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_until(lambda: pool.ready_workers >= 1, timeout=60)
     started = time.monotonic()
     outcome = pool.run(code, no_helpers, lambda _: None, TIMEOUT)
     return outcome, time.monotonic() - started

@@ -13,6 +13,7 @@ import pytest
 from runtime.core.errors import JsUnavailable
 from runtime.jsexec.pool import ScriptOutcome, WorkerPool
 from runtime.jsexec.settings import JsSettings
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -38,17 +39,13 @@ def test_a_script_waits_for_the_first_worker_of_a_new_pool_past_the_acquire_limi
 def test_a_script_finds_no_worker_while_all_are_busy_and_none_is_starting() -> None:
     pool = WorkerPool(JsSettings(pool_size=1, acquire_timeout_seconds=ACQUIRE_SECONDS))
     try:
-        deadline = time.monotonic() + 60
-        while pool.ready_workers < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pool.ready_workers == 1
+        assert wait_until(lambda: pool.ready_workers == 1, timeout=60)
         outcomes: list[ScriptOutcome] = []
         spinning = threading.Thread(
             target=lambda: outcomes.append(pool.run("for (;;) {}", no_helpers, lambda _: None, 4))
         )
         spinning.start()
-        while pool.ready_workers:  # the spin has taken the only worker
-            time.sleep(0.01)
+        assert wait_until(lambda: pool.ready_workers == 0)  # the spin took the only one
         began = time.monotonic()
         with pytest.raises(JsUnavailable) as raised:
             pool.run("1", no_helpers, lambda _: None, 4)
